@@ -1,0 +1,105 @@
+/*
+ * CGMALLOC_CONF: the one table of configuration keys.
+ *
+ * CGMALLOC_CONF is a comma-separated list of key=value pairs, read once at
+ * start-up with secure_getenv().  Every key is one row of cgm_conf_keys[]:
+ * name, type, default, help and where the value lives in struct cgm_config.
+ * The parser, the error messages, `cgmctl help conf` and the README table
+ * are all driven by that table; a new feature adds a field and a row.
+ *
+ * Parsing never allocates: it may run while malloc is being bootstrapped.
+ */
+#ifndef CGM_CONFIG_H
+#define CGM_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* A size of "max": no limit. */
+#define CGM_SIZE_MAX	UINT64_MAX
+
+/* Longest string value (paths included), terminating NUL included. */
+#define CGM_CONF_STR_MAX 1024
+
+/* Longest CGMALLOC_CONF accepted as a whole. */
+#define CGM_CONF_ENV_MAX 8192
+
+enum cgm_conf_type {
+	CGM_CONF_BOOL,		/* 0/1, no/yes, off/on, false/true */
+	CGM_CONF_SIZE,		/* bytes, K/M/G/T suffix (binary), or "max" */
+	CGM_CONF_UINT,		/* decimal integer within [min, max] */
+	CGM_CONF_ENUM,		/* one of a list of names; stored as its index */
+	CGM_CONF_STRING,	/* free text (paths), at most CGM_CONF_STR_MAX-1 */
+};
+
+/* The effective configuration; one field per key. */
+struct cgm_config {
+	bool verbose;
+	bool strict;
+	int static_keys;		/* enum cgm_static_keys_mode */
+	bool accounting;
+	char hierarchy[CGM_CONF_STR_MAX];
+	char group[CGM_CONF_STR_MAX];
+	uint64_t charge_batch;		/* pages */
+	uint64_t max;			/* memory.max applied to the group */
+	uint64_t high;			/* memory.high applied to the group */
+	int oom;			/* enum cgm_oom_policy */
+	int stats;			/* enum cgm_stats_mode */
+	char stats_file[CGM_CONF_STR_MAX];
+};
+
+enum cgm_static_keys_mode { CGM_SK_ON, CGM_SK_OFF };
+enum cgm_oom_policy { CGM_OOM_ENOMEM, CGM_OOM_KILL };
+enum cgm_stats_mode { CGM_STATS_NONE, CGM_STATS_EXIT };
+
+struct cgm_conf_key {
+	const char *name;
+	enum cgm_conf_type type;
+	size_t offset;			/* into struct cgm_config */
+	size_t size;			/* of the field (strings: buffer size) */
+	const char *def;		/* default, in the syntax of a value */
+	const char *help;
+	const char *const *names;	/* CGM_CONF_ENUM: NULL-terminated */
+	uint64_t min, max;		/* CGM_CONF_UINT: accepted range */
+};
+
+extern const struct cgm_conf_key cgm_conf_keys[];
+extern const size_t cgm_conf_nkeys;
+
+/* How a value of this key is written, for messages and help. */
+const char *cgm_conf_expected(const struct cgm_conf_key *k, char *buf,
+			      size_t len);
+
+/*
+ * Fill @conf with every key's default.  Never fails.
+ */
+void cgm_conf_defaults(struct cgm_config *conf);
+
+/*
+ * Parse @text (the CGMALLOC_CONF syntax) on top of @conf.  A bad item is
+ * reported with one "cgmalloc: CGMALLOC_CONF: ..." line on stderr (unless
+ * @quiet) and leaves that key at the value it had.  Returns the number of
+ * bad items.
+ */
+int cgm_conf_parse(struct cgm_config *conf, const char *text, bool quiet);
+
+/*
+ * Format the value of key @k in @conf the way it would be written in
+ * CGMALLOC_CONF.  Returns @buf.
+ */
+const char *cgm_conf_format(const struct cgm_config *conf,
+			    const struct cgm_conf_key *k, char *buf,
+			    size_t len);
+
+/*
+ * Parse a size: digits with an optional K/M/G/T suffix (powers of 1024) or
+ * the word "max" (CGM_SIZE_MAX).  Shared with cgmctl and the memory.* file
+ * parsers.  Returns 0 or -EINVAL (not a size) or -ERANGE (overflow).
+ */
+int cgm_parse_size(const char *s, uint64_t *out);
+
+/* Format a size as bytes, or "max". */
+const char *cgm_format_size(uint64_t v, char *buf, size_t len);
+
+#endif /* CGM_CONFIG_H */

@@ -1,0 +1,21 @@
+/*
+ * Messages to the user: one line on stderr, prefixed "cgmalloc: ".
+ *
+ * The shim runs inside other programs and may be called from inside malloc,
+ * so these helpers format into a stack buffer and write(2) it: no stdio
+ * stream, no lock that a forked child could inherit held, no allocation.
+ */
+#ifndef CGM_LOG_H
+#define CGM_LOG_H
+
+#include <stdarg.h>
+#include "cgm/compiler.h"
+
+/* Print "cgmalloc: <message>\n" to stderr in one write(2). */
+void cgm_log(const char *fmt, ...) CGM_PRINTF(1, 2);
+void cgm_vlog(const char *fmt, va_list ap);
+
+/* Like cgm_log, but only the first call with this flag prints. */
+void cgm_log_once(int *flag, const char *fmt, ...) CGM_PRINTF(2, 3);
+
+#endif /* CGM_LOG_H */

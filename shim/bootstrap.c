@@ -1,0 +1,86 @@
+/*
+ * Start-up of the shim: the library constructor.
+ *
+ * Allocation works before this runs (mimalloc initialises itself on first
+ * use), so nothing here is needed for correctness of malloc; it reads
+ * CGMALLOC_CONF, silences mimalloc's own messages, routes mimalloc's
+ * failure reports into errno, and switches on the configured features.
+ */
+#include <errno.h>
+#include <mimalloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cgm/compiler.h"
+#include "cgm/config.h"
+#include "cgm/log.h"
+#include "cgm/shim.h"
+#include "cgmalloc.h"
+
+struct cgm_config cgm_conf;
+bool cgm_initialized_flag;
+
+CGM_EXPORT const char *cgm_version(void)
+{
+	return CGMALLOC_VERSION;
+}
+
+CGM_EXPORT int cgm_initialized(void)
+{
+	return __atomic_load_n(&cgm_initialized_flag, __ATOMIC_ACQUIRE);
+}
+
+/* mimalloc refused a size or the OS refused memory: malloc's errno. */
+static void mi_error_to_errno(int err, void *arg)
+{
+	(void)arg;
+	if (err == ENOMEM || err == EOVERFLOW)
+		errno = ENOMEM;
+}
+
+/* mimalloc's messages go to stderr only when verbose=1 asked for them. */
+static void mi_output(const char *msg, void *arg)
+{
+	(void)arg;
+	if (cgm_conf.verbose) {
+		size_t n = strlen(msg);
+
+		if (write(STDERR_FILENO, msg, n) < 0)
+			return;
+	}
+}
+
+static void print_config(void)
+{
+	char line[2048], val[CGM_CONF_STR_MAX];
+	size_t n = 0;
+
+	for (size_t i = 0; i < cgm_conf_nkeys && n < sizeof(line); i++)
+		n += (size_t)snprintf(line + n, sizeof(line) - n, " %s=%s",
+				      cgm_conf_keys[i].name,
+				      cgm_conf_format(&cgm_conf, &cgm_conf_keys[i],
+						      val, sizeof(val)));
+	cgm_log("%s pid %d, config:%s", CGMALLOC_VERSION, (int)getpid(), line);
+}
+
+__attribute__((constructor(101))) static void cgm_bootstrap(void)
+{
+	int saved_errno = errno;
+	int bad;
+
+	cgm_conf_defaults(&cgm_conf);
+	bad = cgm_conf_parse(&cgm_conf, secure_getenv("CGMALLOC_CONF"), false);
+	if (bad && cgm_conf.strict) {
+		cgm_log("CGMALLOC_CONF: %d bad item%s and strict=1: exiting", bad,
+			bad == 1 ? "" : "s");
+		_exit(2);
+	}
+	mi_register_output(mi_output, NULL);
+	mi_register_error(mi_error_to_errno, NULL);
+	if (cgm_conf.verbose)
+		print_config();
+	__atomic_store_n(&cgm_initialized_flag, true, __ATOMIC_RELEASE);
+	errno = saved_errno;
+}

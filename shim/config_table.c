@@ -1,0 +1,55 @@
+/*
+ * The table of CGMALLOC_CONF keys.  Adding a key: a field in struct
+ * cgm_config and one row here; the parser, the messages, `cgmctl help conf`
+ * and the README table follow from it.
+ */
+#include <stddef.h>
+
+#include "cgm/config.h"
+
+#define FIELD(f) offsetof(struct cgm_config, f), sizeof(((struct cgm_config *)0)->f)
+
+static const char *const onoff_names[] = { "on", "off", NULL };
+static const char *const oom_names[] = { "enomem", "kill", NULL };
+static const char *const stats_names[] = { "none", "exit", NULL };
+
+const struct cgm_conf_key cgm_conf_keys[] = {
+	{ "verbose", CGM_CONF_BOOL, FIELD(verbose), "0",
+	  "print the effective configuration and diagnostics to stderr",
+	  NULL, 0, 0 },
+	{ "strict", CGM_CONF_BOOL, FIELD(strict), "0",
+	  "a bad CGMALLOC_CONF item is fatal: exit status 2 before main",
+	  NULL, 0, 0 },
+	{ "static_keys", CGM_CONF_ENUM, FIELD(static_keys), "on",
+	  "patch static-key sites (on) or make every site read its key (off)",
+	  onoff_names, 0, 0 },
+	{ "accounting", CGM_CONF_BOOL, FIELD(accounting), "1",
+	  "charge every allocation to the process's group",
+	  NULL, 0, 0 },
+	{ "hierarchy", CGM_CONF_STRING, FIELD(hierarchy), "",
+	  "hierarchy file shared by processes (default /dev/shm/cgmalloc.<uid>)",
+	  NULL, 0, 0 },
+	{ "group", CGM_CONF_STRING, FIELD(group), "",
+	  "group to attach to, like /batch/job1 (default: the kernel memory cgroup path, else /)",
+	  NULL, 0, 0 },
+	{ "charge_batch", CGM_CONF_UINT, FIELD(charge_batch), "64",
+	  "pages a thread charges to its group at a time (MEMCG_CHARGE_BATCH)",
+	  NULL, 1, 65536 },
+	{ "max", CGM_CONF_SIZE, FIELD(max), "max",
+	  "set memory.max of the group at attach",
+	  NULL, 0, 0 },
+	{ "high", CGM_CONF_SIZE, FIELD(high), "max",
+	  "set memory.high of the group at attach",
+	  NULL, 0, 0 },
+	{ "oom", CGM_CONF_ENUM, FIELD(oom), "enomem",
+	  "at memory.max: fail the allocation (enomem) or kill the largest process (kill)",
+	  oom_names, 0, 0 },
+	{ "stats", CGM_CONF_ENUM, FIELD(stats), "none",
+	  "exit: print the group's memory.stat and memory.events at exit",
+	  stats_names, 0, 0 },
+	{ "stats_file", CGM_CONF_STRING, FIELD(stats_file), "",
+	  "write the exit report to this file instead of stderr",
+	  NULL, 0, 0 },
+};
+
+const size_t cgm_conf_nkeys = sizeof(cgm_conf_keys) / sizeof(cgm_conf_keys[0]);

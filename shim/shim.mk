@@ -1,0 +1,6 @@
+# shim/: interposition, bootstrap, configuration.
+LIB_SRCS += shim/log.c shim/config.c shim/config_table.c shim/bootstrap.c \
+	shim/interpose.c shim/glibc_extras.c shim/new_delete.c
+
+# A C++ exception thrown by a new_handler unwinds through operator new.
+CFLAGS_shim_new_delete := -fexceptions
