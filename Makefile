@@ -52,8 +52,10 @@ CLEAN_FILES :=
 
 all: $(LIB)
 
-include shim/shim.mk
-include tests/tests.mk
+# Each module brings its own fragment; a new one is picked up by this list.
+MODULE_MKS := $(sort $(wildcard shim/*.mk accounting/*.mk zpool/*.mk \
+	tools/*/*.mk tools/*.mk tests/*.mk tests/*/*.mk bench/*.mk scripts/*.mk))
+include $(MODULE_MKS)
 
 LIB_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(LIB_SRCS))
 
