@@ -1,0 +1,191 @@
+/*
+ * zpool: a zsmalloc-style compressed page pool, and the zswap-like page
+ * store built on it.
+ *
+ * Two layers, one pool:
+ *
+ *   object allocator (zsmalloc)   zp_malloc / zp_obj_write / zp_obj_read_begin
+ *                                 / zp_obj_read_end / zp_free / zp_compact
+ *   page store (zswap)            zp_store / zp_load / zp_invalidate
+ *                                 / zp_writeback
+ *
+ * Every byte the pool uses, data and metadata, comes from mmap: this code
+ * runs inside the interposed malloc and must never call it.
+ *
+ * Concurrency: every call may be made from any thread at any time, except
+ * that one handle (one entry) must not be freed (invalidated) while another
+ * thread still uses it; that is the caller's ownership, as in the kernel.
+ * Loads never wait for compaction and take no pool-wide lock.
+ *
+ * Errors: functions return 0 (or a handle/entry, or a count) on success and
+ * a negative errno on failure; bad handles and entries are refused with
+ * -EINVAL and one "cgmalloc: zpool: ..." line on stderr, never a crash.
+ */
+#ifndef CGM_ZPOOL_H
+#define CGM_ZPOOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ZP_PAGE_SIZE	4096u
+
+struct zp_pool;
+
+/* Handle of one object in the pool; 0 is never a valid handle. */
+typedef uint32_t zp_handle_t;
+/* Entry of one stored page; 0 is never a valid entry. */
+typedef uint32_t zp_entry_t;
+
+enum zp_codec {
+	ZP_CODEC_LZ4 = 0,	/* default */
+	ZP_CODEC_ZSTD,
+};
+
+/* What the store does with a page that compresses worse than the watermark. */
+enum zp_huge_policy {
+	ZP_HUGE_RAW = 0,	/* keep it uncompressed, one page per object */
+	ZP_HUGE_REJECT,		/* refuse it: zp_store returns -E2BIG */
+};
+
+/*
+ * Pool options.  A zeroed struct means "all defaults".  The shim's
+ * configuration keys map onto the first three fields:
+ *
+ *   zpool_backing=PATH  -> backing   file for writeback (created, truncated);
+ *                                    NULL or "" means no writeback
+ *   zpool_max=SIZE      -> max_bytes limit on pool memory; past it the oldest
+ *                                    entries are written back, or, without a
+ *                                    backing file, stores are refused with
+ *                                    -ENOSPC (0: no limit)
+ *   codec=lz4|zstd      -> codec, with level (lz4: acceleration, default 1;
+ *                                    zstd: level, default 3)
+ */
+struct zp_options {
+	const char *backing;
+	size_t max_bytes;
+	enum zp_codec codec;
+	int level;
+	enum zp_huge_policy huge_policy;
+	/* Compressed size above which a page is "huge"; 0: the smallest size
+	 * that occupies a whole page anyway (zp_huge_class_size()). */
+	size_t huge_watermark;
+	/* A class whose unused object slots pass this percentage of its slots
+	 * is compacted by the thread that frees into it; 0: 30, >= 100: never. */
+	unsigned compact_threshold;
+	/* Address space reserved for pool memory; 0: 4 GiB, or 2 * max_bytes
+	 * when that is larger.  Stores past it fail with -ENOMEM. */
+	size_t arena_bytes;
+	/* Largest backing file; 0: 16 GiB. */
+	size_t backing_max;
+	/* Entries written per io_uring submission; 0: 32 (at most 256). */
+	unsigned wb_batch;
+};
+
+/* Pool-wide statistics (the kernel's names where they exist). */
+struct zp_stats {
+	uint64_t stored_pages;		/* entries alive, in memory or on disk */
+	uint64_t orig_data_size;	/* bytes of pages held in memory */
+	uint64_t compr_data_size;	/* bytes of their compressed objects */
+	uint64_t mem_used_total;	/* bytes of zspage memory */
+	uint64_t meta_bytes;		/* resident metadata (tables), estimate */
+	uint64_t same_pages;		/* same-filled pages (one word each) */
+	uint64_t huge_pages;		/* pages kept uncompressed */
+	uint64_t pages_compacted;	/* zspage pages freed by compaction */
+	uint64_t objs_moved;		/* objects moved by compaction */
+	uint64_t written_back_pages;	/* pages written to the backing file */
+	uint64_t wb_pages_on_disk;	/* entries currently on disk */
+	uint64_t wb_loads;		/* loads served from the backing file */
+	uint64_t wb_io_errors;		/* failed writes (I/O error, full disk) */
+	uint64_t wb_read_errors;	/* failed reads of written-back entries */
+	uint64_t backing_bytes;		/* file space in use */
+	uint64_t pool_limit_hit;	/* stores that found the pool at max */
+	uint64_t reject_compress_poor;	/* huge pages refused (ZP_HUGE_REJECT) */
+	uint64_t reject_alloc_fail;	/* stores refused: no memory */
+};
+
+/* Per-class row of zp_classes_show(), as zsmalloc's debugfs "classes". */
+struct zp_class_stats {
+	unsigned index;
+	unsigned size;
+	uint64_t fullness[11];		/* zspages 10%,20%..90%,99%,100% full */
+	uint64_t obj_allocated;
+	uint64_t obj_used;
+	uint64_t pages_used;
+	unsigned pages_per_zspage;
+	uint64_t freeable;		/* pages compaction could free */
+};
+
+/* Create a pool.  @opt may be NULL.  Returns 0 and sets *poolp, or -errno
+ * (-EINVAL for a bad option, with a line on stderr naming it). */
+int zp_create_pool(const struct zp_options *opt, struct zp_pool **poolp);
+/* Destroy a pool and unmap everything; no call may be in flight. */
+void zp_destroy_pool(struct zp_pool *pool);
+
+/* ---- object allocator (zsmalloc) ---- */
+
+/* Allocate an object of @size (1..ZP_PAGE_SIZE) bytes.  Returns its handle,
+ * or 0 when @size is out of range or memory is exhausted. */
+zp_handle_t zp_malloc(struct zp_pool *pool, size_t size);
+/* Free the object of @handle.  Returns 0 or -EINVAL for a bad handle. */
+int zp_free(struct zp_pool *pool, zp_handle_t handle);
+/* Copy @len bytes (at most the allocated size) into the object. */
+int zp_obj_write(struct zp_pool *pool, zp_handle_t handle, const void *buf,
+		 size_t len);
+/*
+ * Map the object for reading; the pointer stays valid until
+ * zp_obj_read_end() even if compaction moves the object meanwhile (the
+ * reader keeps the old copy alive).  Objects are always contiguous here
+ * (zspages are contiguous pages), so @local_copy is never written; it is
+ * kept for the API's shape.  Returns NULL for a bad handle.
+ */
+const void *zp_obj_read_begin(struct zp_pool *pool, zp_handle_t handle,
+			      void *local_copy);
+void zp_obj_read_end(struct zp_pool *pool, zp_handle_t handle,
+		     const void *ptr);
+/* Allocated size class of @handle's object (bytes usable), 0 if bad. */
+size_t zp_obj_size(struct zp_pool *pool, zp_handle_t handle);
+/* Compact every class; returns the number of pages freed. */
+unsigned long zp_compact(struct zp_pool *pool);
+/* Smallest object size that takes a whole zspage page by itself. */
+size_t zp_huge_class_size(struct zp_pool *pool);
+/* Pages of zspage memory in use. */
+unsigned long zp_get_total_pages(struct zp_pool *pool);
+
+/* ---- page store (zswap) ---- */
+
+/*
+ * Store one page (ZP_PAGE_SIZE bytes).  Returns 0 and sets *entry, or
+ * -E2BIG (incompressible page under ZP_HUGE_REJECT), -ENOSPC (pool at
+ * max_bytes and nothing could be written back), -ENOMEM.
+ */
+int zp_store(struct zp_pool *pool, const void *page, zp_entry_t *entry);
+/* Copy the stored page, byte-identical, into @dst.  -EINVAL for a bad
+ * entry, -EIO when the backing file cannot be read (the entry stays). */
+int zp_load(struct zp_pool *pool, zp_entry_t entry, void *dst);
+/* Drop the entry, its object and its file space. */
+int zp_invalidate(struct zp_pool *pool, zp_entry_t entry);
+/*
+ * Write back up to @nr of the oldest entries held in memory to the backing
+ * file.  Returns how many were written, or -ENODEV without a backing file.
+ * A failed write keeps its entries in memory (counted in wb_io_errors).
+ */
+long zp_writeback(struct zp_pool *pool, unsigned long nr);
+
+/* ---- statistics ---- */
+
+void zp_pool_stats(struct zp_pool *pool, struct zp_stats *st);
+/* Fill @rows (up to @max) for every class that is not merged into another;
+ * returns the number of rows. */
+unsigned zp_class_stats(struct zp_pool *pool, struct zp_class_stats *rows,
+			unsigned max);
+/* Render the per-class table as text into @buf (NUL-terminated).  Returns
+ * the length written, or -ENOSPC if @size was too small (buf then holds a
+ * truncated table). */
+int zp_classes_show(struct zp_pool *pool, char *buf, size_t size);
+
+/* ---- test hooks ---- */
+
+/* Make the next @count backing-file writes fail with -@err (e.g. EIO). */
+void zp_test_fail_writes(struct zp_pool *pool, unsigned count, int err);
+
+#endif /* CGM_ZPOOL_H */

@@ -1,0 +1,141 @@
+/*
+ * Compression: lz4 (default) or zstd, through a small set of contexts.
+ *
+ * A context holds the codec's state and a scratch buffer the page is
+ * compressed into before its size, and so its class, is known (zswap's
+ * per-CPU acomp buffer).  Threads take any free context, starting from one
+ * of their own choosing, so two threads rarely meet on one; nothing here
+ * is per-thread state that would need a destructor.  zstd's contexts are
+ * "static" ones laid out in mmap'd memory: zstd never calls malloc.
+ * lz4 decompression needs no state; zstd's does, so zstd loads take a
+ * context too.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include <lz4.h>
+#define ZSTD_STATIC_LINKING_ONLY
+#include <zstd.h>
+
+#include "cgm/log.h"
+#include "cgm/zp_types.h"
+
+#define ZP_SCRATCH	(2 * ZP_PAGE_SIZE)
+
+struct ctx_sizes {
+	size_t lz4, zc, zd;
+};
+
+static struct ctx_sizes ctx_sizes(const struct zp_pool *pool)
+{
+	struct ctx_sizes s = { .lz4 = 0, .zc = 0, .zd = 0 };
+
+	if (pool->opt.codec == ZP_CODEC_ZSTD) {
+		ZSTD_compressionParameters cp =
+			ZSTD_getCParams(pool->opt.level, ZP_PAGE_SIZE, 0);
+
+		s.zc = zp_page_align(ZSTD_estimateCCtxSize_usingCParams(cp));
+		s.zd = zp_page_align(ZSTD_estimateDCtxSize());
+	} else {
+		s.lz4 = zp_page_align((size_t)LZ4_sizeofState());
+	}
+	return s;
+}
+
+int zp_codec_init(struct zp_pool *pool)
+{
+	struct ctx_sizes s = ctx_sizes(pool);
+	size_t per = ZP_SCRATCH + s.lz4 + s.zc + s.zd;
+
+	pool->ctx = zp_map(sizeof(struct zp_cctx) * ZP_NR_CTX, false);
+	if (!pool->ctx)
+		return -ENOMEM;
+	for (unsigned i = 0; i < ZP_NR_CTX; i++) {
+		struct zp_cctx *c = &pool->ctx[i];
+		unsigned char *mem = zp_map(per, false);
+
+		pthread_mutex_init(&c->lock, NULL);
+		if (!mem)
+			return -ENOMEM;
+		c->buf = mem;
+		mem += ZP_SCRATCH;
+		if (s.lz4) {
+			c->lz4_state = mem;
+			mem += s.lz4;
+		}
+		if (s.zc) {
+			c->zstd_c = ZSTD_initStaticCCtx(mem, s.zc);
+			c->zstd_d = ZSTD_initStaticDCtx(mem + s.zc, s.zd);
+			if (!c->zstd_c || !c->zstd_d)
+				return -ENOMEM;
+		}
+	}
+	return 0;
+}
+
+void zp_codec_destroy(struct zp_pool *pool)
+{
+	struct ctx_sizes s = ctx_sizes(pool);
+
+	if (!pool->ctx)
+		return;
+	for (unsigned i = 0; i < ZP_NR_CTX; i++)
+		zp_unmap(pool->ctx[i].buf, ZP_SCRATCH + s.lz4 + s.zc + s.zd);
+	zp_unmap(pool->ctx, sizeof(struct zp_cctx) * ZP_NR_CTX);
+	pool->ctx = NULL;
+}
+
+static CGM_TLS unsigned zp_ctx_hint;
+static unsigned zp_ctx_next;
+
+struct zp_cctx *zp_cctx_get(struct zp_pool *pool)
+{
+	unsigned start = zp_ctx_hint;
+
+	if (cgm_unlikely(start == 0))
+		start = zp_ctx_hint =
+			__atomic_add_fetch(&zp_ctx_next, 1, __ATOMIC_RELAXED);
+	for (unsigned i = 0; i < ZP_NR_CTX; i++) {
+		struct zp_cctx *c = &pool->ctx[(start + i) % ZP_NR_CTX];
+
+		if (pthread_mutex_trylock(&c->lock) == 0)
+			return c;
+	}
+	pthread_mutex_lock(&pool->ctx[start % ZP_NR_CTX].lock);
+	return &pool->ctx[start % ZP_NR_CTX];
+}
+
+void zp_cctx_put(struct zp_cctx *c)
+{
+	pthread_mutex_unlock(&c->lock);
+}
+
+size_t zp_compress(struct zp_pool *pool, struct zp_cctx *c, const void *page)
+{
+	if (pool->opt.codec == ZP_CODEC_ZSTD) {
+		size_t n = ZSTD_compressCCtx(c->zstd_c, c->buf, ZP_SCRATCH, page,
+					     ZP_PAGE_SIZE, pool->opt.level);
+
+		return ZSTD_isError(n) ? 0 : n;
+	}
+	int n = LZ4_compress_fast_extState(c->lz4_state, page, (char *)c->buf,
+					   (int)ZP_PAGE_SIZE, (int)ZP_SCRATCH,
+					   pool->opt.level);
+
+	return n > 0 ? (size_t)n : 0;
+}
+
+/* Decompress @len bytes at @src into the page @dst; -EIO if the data do not
+ * make exactly one page (corruption: never a buffer overrun). */
+int zp_decompress(struct zp_pool *pool, const void *src, size_t len, void *dst)
+{
+	if (pool->opt.codec == ZP_CODEC_ZSTD) {
+		struct zp_cctx *c = zp_cctx_get(pool);
+		size_t n = ZSTD_decompressDCtx(c->zstd_d, dst, ZP_PAGE_SIZE, src, len);
+
+		zp_cctx_put(c);
+		return !ZSTD_isError(n) && n == ZP_PAGE_SIZE ? 0 : -EIO;
+	}
+	return LZ4_decompress_safe(src, dst, (int)len, (int)ZP_PAGE_SIZE) ==
+	       (int)ZP_PAGE_SIZE ? 0 : -EIO;
+}

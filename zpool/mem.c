@@ -1,0 +1,40 @@
+/*
+ * The pool's only source of memory: anonymous mmap.
+ *
+ * zpool runs inside the interposed malloc, so it may never call malloc.
+ * Large tables are reserved with MAP_NORESERVE and become resident only
+ * where they are touched, which lets every table be sized for the largest
+ * pool at creation and never grow.
+ */
+#include <string.h>
+#include <sys/mman.h>
+
+#include "cgm/zp_types.h"
+
+size_t zp_page_align(size_t bytes)
+{
+	return (bytes + ZP_PAGE_SIZE - 1) & ~(size_t)(ZP_PAGE_SIZE - 1);
+}
+
+/* Map @bytes of zeroed memory; NULL on failure. */
+void *zp_map(size_t bytes, bool noreserve)
+{
+	int flags = MAP_PRIVATE | MAP_ANONYMOUS | (noreserve ? MAP_NORESERVE : 0);
+	void *p = mmap(NULL, zp_page_align(bytes), PROT_READ | PROT_WRITE,
+		       flags, -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+void zp_unmap(void *p, size_t bytes)
+{
+	if (p)
+		munmap(p, zp_page_align(bytes));
+}
+
+const char *zp_strerror(int err)
+{
+	const char *s = strerrordesc_np(err);
+
+	return s ? s : "unknown error";
+}

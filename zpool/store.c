@@ -1,0 +1,335 @@
+/*
+ * The page store on top of the object allocator: what zswap does with
+ * zsmalloc.
+ *
+ * A page that repeats one 8-byte word is kept as that word.  Any other is
+ * compressed; if it compresses worse than the huge watermark it is kept
+ * raw or refused, by policy.  Entries held as objects sit on an LRU,
+ * oldest first, from which writeback takes them.
+ *
+ * An entry's state word carries its kind and a count of loads in flight;
+ * writeback switches an entry to "on disk" only when no load is in
+ * flight, so a load never takes a lock and never sees its object freed.
+ * Invalidating an entry that writeback holds marks it DOOMED and leaves
+ * the freeing to writeback.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "cgm/log.h"
+#include "cgm/zp_types.h"
+
+static int zp_bad_entry_logged;
+
+static CGM_COLD int bad_entry(const char *op, zp_entry_t e)
+{
+	cgm_log_once(&zp_bad_entry_logged,
+		     "zpool: %s: invalid or freed entry %u (ignored)", op, e);
+	return -EINVAL;
+}
+
+/* ---- LRU (lru_lock held) ---- */
+
+static void lru_add_tail(struct zp_pool *pool, zp_entry_t e)
+{
+	struct zp_entry *ent = &pool->entry[e];
+
+	ent->lru_next = 0;
+	ent->lru_prev = pool->lru_tail;
+	if (pool->lru_tail)
+		pool->entry[pool->lru_tail].lru_next = e;
+	else
+		pool->lru_head = e;
+	pool->lru_tail = e;
+}
+
+void zp_lru_add_head(struct zp_pool *pool, zp_entry_t e)
+{
+	struct zp_entry *ent = &pool->entry[e];
+
+	ent->lru_prev = 0;
+	ent->lru_next = pool->lru_head;
+	if (pool->lru_head)
+		pool->entry[pool->lru_head].lru_prev = e;
+	else
+		pool->lru_tail = e;
+	pool->lru_head = e;
+}
+
+static void lru_del(struct zp_pool *pool, zp_entry_t e)
+{
+	struct zp_entry *ent = &pool->entry[e];
+
+	if (ent->lru_prev)
+		pool->entry[ent->lru_prev].lru_next = ent->lru_next;
+	else
+		pool->lru_head = ent->lru_next;
+	if (ent->lru_next)
+		pool->entry[ent->lru_next].lru_prev = ent->lru_prev;
+	else
+		pool->lru_tail = ent->lru_prev;
+	ent->lru_prev = ent->lru_next = 0;
+}
+
+zp_entry_t zp_lru_pop_oldest(struct zp_pool *pool)
+{
+	zp_entry_t e = pool->lru_head;
+
+	if (e)
+		lru_del(pool, e);
+	return e;
+}
+
+/* ---- entries ---- */
+
+static zp_entry_t entry_new(struct zp_pool *pool)
+{
+	return zp_id_alloc(&pool->entries);
+}
+
+/* Publish an entry: fields first, then the kind, which loads acquire.
+ * OR, not store: a bogus load of a free entry may hold a transient count. */
+static void entry_publish(struct zp_pool *pool, zp_entry_t e, uint32_t kind)
+{
+	atomic_fetch_or_explicit(&pool->entry[e].state, kind, memory_order_release);
+}
+
+void zp_entry_release(struct zp_pool *pool, zp_entry_t e)
+{
+	atomic_fetch_and_explicit(&pool->entry[e].state,
+				  ~(ZE_KIND_MASK | ZE_WB | ZE_DOOMED),
+				  memory_order_release);
+	zp_id_free(&pool->entries, e);
+}
+
+static bool entry_in_range(struct zp_pool *pool, zp_entry_t e)
+{
+	return e != 0 && e < pool->entries.cap;
+}
+
+/* ---- same-filled pages ---- */
+
+static bool page_same_filled(const void *page, uint64_t *word)
+{
+	const unsigned char *p = page;
+	uint64_t first, w;
+
+	memcpy(&first, p, sizeof(first));
+	/* The last word first: most pages differ there already. */
+	memcpy(&w, p + ZP_PAGE_SIZE - sizeof(w), sizeof(w));
+	if (w != first)
+		return false;
+	for (size_t off = sizeof(w); off < ZP_PAGE_SIZE - sizeof(w); off += sizeof(w)) {
+		memcpy(&w, p + off, sizeof(w));
+		if (w != first)
+			return false;
+	}
+	*word = first;
+	return true;
+}
+
+static void page_fill(void *dst, uint64_t word)
+{
+	unsigned char *p = dst;
+
+	for (size_t off = 0; off < ZP_PAGE_SIZE; off += sizeof(word))
+		memcpy(p + off, &word, sizeof(word));
+}
+
+/* ---- the pool limit ---- */
+
+static bool pool_over(struct zp_pool *pool, uint64_t pct)
+{
+	return pool->opt.max_bytes &&
+	       (uint64_t)zp_get_total_pages(pool) * ZP_PAGE_SIZE * 100 >
+	       (uint64_t)pool->opt.max_bytes * pct;
+}
+
+/*
+ * The pool is at its limit: write back the oldest entries and compact
+ * until it is below 90% of it (zswap's accept threshold), as far as
+ * writeback succeeds.  Returns false if the store must be refused.
+ */
+static CGM_NOINLINE bool pool_make_room(struct zp_pool *pool)
+{
+	zp_stat_add(pool, st_limit_hit, 1);
+	if (!pool->wb)
+		return false;
+	for (unsigned round = 0; round < 64 && pool_over(pool, 90); round++) {
+		long n = zp_writeback(pool, pool->opt.wb_batch);
+
+		zp_compact(pool);
+		if (n <= 0)
+			break;
+	}
+	return !pool_over(pool, 100);
+}
+
+/* ---- store, load, invalidate ---- */
+
+static int store_same(struct zp_pool *pool, uint64_t word, zp_entry_t *entry)
+{
+	zp_entry_t e = entry_new(pool);
+
+	if (!e) {
+		zp_stat_add(pool, st_reject_alloc, 1);
+		return -ENOMEM;
+	}
+	pool->entry[e].word = word;
+	pool->entry[e].len = 0;
+	entry_publish(pool, e, ZE_SAME);
+	zp_stat_add(pool, st_same, 1);
+	zp_stat_add(pool, st_orig, ZP_PAGE_SIZE);
+	zp_stat_add(pool, st_stored, 1);
+	*entry = e;
+	return 0;
+}
+
+int zp_store(struct zp_pool *pool, const void *page, zp_entry_t *entry)
+{
+	struct zp_cctx *c;
+	zp_handle_t handle;
+	zp_entry_t e;
+	uint64_t word;
+	size_t len;
+	bool raw;
+
+	if (!page || !entry)
+		return -EINVAL;
+	if (page_same_filled(page, &word))
+		return store_same(pool, word, entry);
+	if (cgm_unlikely(pool_over(pool, 100)) && !pool_make_room(pool))
+		return -ENOSPC;
+
+	c = zp_cctx_get(pool);
+	len = zp_compress(pool, c, page);
+	raw = len == 0 || len > pool->huge_watermark;
+	if (raw && pool->opt.huge_policy == ZP_HUGE_REJECT) {
+		zp_cctx_put(c);
+		zp_stat_add(pool, st_reject_poor, 1);
+		return -E2BIG;
+	}
+	if (raw)
+		len = ZP_PAGE_SIZE;
+	handle = zp_malloc(pool, len);
+	e = handle ? entry_new(pool) : 0;
+	if (!e) {
+		zp_cctx_put(c);
+		if (handle)
+			zp_free(pool, handle);
+		zp_stat_add(pool, st_reject_alloc, 1);
+		return -ENOMEM;
+	}
+	zp_obj_write(pool, handle, raw ? page : c->buf, len);
+	zp_cctx_put(c);
+
+	pool->entry[e].handle = handle;
+	pool->entry[e].len = (uint32_t)len;
+	entry_publish(pool, e, ZE_OBJ);
+	pthread_mutex_lock(&pool->lru_lock);
+	lru_add_tail(pool, e);
+	pthread_mutex_unlock(&pool->lru_lock);
+
+	zp_stat_add(pool, st_stored, 1);
+	zp_stat_add(pool, st_orig, ZP_PAGE_SIZE);
+	zp_stat_add(pool, st_compr, len);
+	if (raw)
+		zp_stat_add(pool, st_huge, 1);
+	*entry = e;
+	return 0;
+}
+
+int zp_load(struct zp_pool *pool, zp_entry_t e, void *dst)
+{
+	struct zp_entry *ent;
+	uint32_t st;
+	int ret = 0;
+
+	if (!entry_in_range(pool, e) || !dst)
+		return bad_entry("zp_load", e);
+	ent = &pool->entry[e];
+	/* Count ourselves in: writeback will not free the object under us. */
+	st = atomic_fetch_add_explicit(&ent->state, ZE_LOADER, memory_order_acquire);
+	switch (st & ZE_KIND_MASK) {
+	case ZE_SAME:
+		page_fill(dst, ent->word);
+		break;
+	case ZE_OBJ: {
+		const void *p = zp_obj_read_begin(pool, ent->handle, NULL);
+
+		if (!p)
+			ret = -EIO;
+		else if (ent->len == ZP_PAGE_SIZE)
+			memcpy(dst, p, ZP_PAGE_SIZE);
+		else
+			ret = zp_decompress(pool, p, ent->len, dst);
+		zp_obj_read_end(pool, ent->handle, p);
+		break;
+	}
+	case ZE_DISK:
+		ret = zp_wb_load(pool, atomic_load_explicit(&ent->offset,
+					memory_order_relaxed), ent->len, dst);
+		break;
+	default:
+		ret = bad_entry("zp_load", e);
+		break;
+	}
+	atomic_fetch_sub_explicit(&ent->state, ZE_LOADER, memory_order_release);
+	return ret;
+}
+
+int zp_invalidate(struct zp_pool *pool, zp_entry_t e)
+{
+	struct zp_entry *ent;
+	bool doomed = false;
+	uint32_t kind;
+
+	if (!entry_in_range(pool, e))
+		return bad_entry("zp_invalidate", e);
+	ent = &pool->entry[e];
+	kind = atomic_load_explicit(&ent->state, memory_order_acquire) & ZE_KIND_MASK;
+	if (kind == ZE_OBJ) {
+		/* Writeback moves entries off the LRU and to disk only under
+		 * lru_lock: decide under it whether we or writeback free it. */
+		uint32_t st;
+
+		pthread_mutex_lock(&pool->lru_lock);
+		st = atomic_load_explicit(&ent->state, memory_order_acquire);
+		kind = st & ZE_KIND_MASK;
+		if (kind == ZE_OBJ && (st & ZE_WB)) {
+			atomic_fetch_or_explicit(&ent->state, ZE_DOOMED,
+						 memory_order_relaxed);
+			doomed = true;
+		} else if (kind == ZE_OBJ) {
+			lru_del(pool, e);
+		}
+		pthread_mutex_unlock(&pool->lru_lock);
+	}
+	switch (kind) {
+	case ZE_SAME:
+		zp_stat_sub(pool, st_same, 1);
+		zp_stat_sub(pool, st_orig, ZP_PAGE_SIZE);
+		break;
+	case ZE_OBJ:
+		zp_stat_sub(pool, st_orig, ZP_PAGE_SIZE);
+		zp_stat_sub(pool, st_compr, ent->len);
+		if (ent->len == ZP_PAGE_SIZE)
+			zp_stat_sub(pool, st_huge, 1);
+		zp_stat_sub(pool, st_stored, 1);
+		if (doomed)
+			return 0;	/* writeback frees it */
+		zp_free(pool, ent->handle);
+		zp_entry_release(pool, e);
+		return 0;
+	case ZE_DISK:
+		zp_wb_space_free(pool, atomic_load_explicit(&ent->offset,
+				 memory_order_relaxed), ent->len);
+		zp_stat_sub(pool, st_on_disk, 1);
+		break;
+	default:
+		return bad_entry("zp_invalidate", e);
+	}
+	zp_stat_sub(pool, st_stored, 1);
+	zp_entry_release(pool, e);
+	return 0;
+}

@@ -1,0 +1,503 @@
+/*
+ * Writeback of the oldest entries to a backing file, through io_uring.
+ *
+ * One writer at a time takes a batch of the oldest in-memory entries off
+ * the LRU, copies their compressed objects into buffers registered with
+ * the ring once at creation, and submits the batch in one io_uring_enter;
+ * as each write completes, the entry switches to "on disk" and its object
+ * is freed.  File space is handed out in 256-byte sectors from a bitmap,
+ * next-fit, so the space of invalidated entries is reused.
+ *
+ * A write that fails (I/O error, full disk, short write) keeps its entry
+ * in memory, back at the old end of the LRU; the event is counted and
+ * reported once on stderr.  Nothing is lost.
+ *
+ * Loads of written-back entries read through a few rings of their own,
+ * each with one registered page buffer, so concurrent loads rarely share
+ * one and never wait for a writeback batch.
+ *
+ * Without io_uring (kernel too old, or forbidden by seccomp/sysctl) the
+ * same paths use pwrite/pread, and say so once.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <liburing.h>
+
+#include "cgm/log.h"
+#include "cgm/zp_types.h"
+
+#define ZP_SECTOR_SHIFT		8
+#define ZP_SECTOR		(1u << ZP_SECTOR_SHIFT)
+#define ZP_WB_MAX_BATCH		256u
+#define ZP_NR_RD		4
+#define ZP_SPACE_NONE		UINT64_MAX
+
+struct zp_rd {
+	pthread_mutex_t lock;
+	struct io_uring ring;
+	unsigned char *buf;		/* one page, registered */
+} __attribute__((aligned(64)));
+
+struct zp_wb {
+	int fd;
+	bool uring;
+	unsigned batch;
+	pthread_mutex_t lock;		/* one writeback at a time */
+	struct io_uring ring;
+	unsigned char *bufs;		/* batch pages, registered */
+	struct iovec iov[ZP_WB_MAX_BATCH];
+	uint32_t ids[ZP_WB_MAX_BATCH];
+	uint64_t off[ZP_WB_MAX_BATCH];
+	int res[ZP_WB_MAX_BATCH];
+
+	pthread_mutex_t space_lock;
+	uint64_t *bitmap;		/* one bit per sector, 1 = in use */
+	uint64_t nr_sectors, cursor;
+	_Atomic uint64_t used_sectors;
+
+	struct zp_rd rd[ZP_NR_RD];
+
+	_Atomic unsigned fail_count;
+	_Atomic int fail_err;
+	int logged_write, logged_read, logged_uring;
+};
+
+/* ---- file space ---- */
+
+static bool bit_test(const uint64_t *map, uint64_t i)
+{
+	return map[i >> 6] >> (i & 63) & 1;
+}
+
+static void bits_set(uint64_t *map, uint64_t i, unsigned n, bool on)
+{
+	for (uint64_t j = i; j < i + n; j++) {
+		if (on)
+			map[j >> 6] |= 1ull << (j & 63);
+		else
+			map[j >> 6] &= ~(1ull << (j & 63));
+	}
+}
+
+/* First run of @k free sectors in [from, to), or ZP_SPACE_NONE. */
+static uint64_t space_scan(struct zp_wb *wb, uint64_t from, uint64_t to,
+			   unsigned k)
+{
+	unsigned run = 0;
+
+	for (uint64_t i = from; i < to; i++) {
+		if ((i & 63) == 0 && wb->bitmap[i >> 6] == UINT64_MAX &&
+		    i + 64 <= to) {
+			i += 63;
+			run = 0;
+			continue;
+		}
+		run = bit_test(wb->bitmap, i) ? 0 : run + 1;
+		if (run == k)
+			return i + 1 - k;
+	}
+	return ZP_SPACE_NONE;
+}
+
+static uint64_t space_alloc(struct zp_wb *wb, uint32_t len)
+{
+	unsigned k = (len + ZP_SECTOR - 1) >> ZP_SECTOR_SHIFT;
+	uint64_t s;
+
+	pthread_mutex_lock(&wb->space_lock);
+	s = space_scan(wb, wb->cursor, wb->nr_sectors, k);
+	if (s == ZP_SPACE_NONE)
+		s = space_scan(wb, 0, wb->nr_sectors, k);
+	if (s != ZP_SPACE_NONE) {
+		bits_set(wb->bitmap, s, k, true);
+		wb->cursor = s + k;
+		atomic_fetch_add_explicit(&wb->used_sectors, k, memory_order_relaxed);
+	}
+	pthread_mutex_unlock(&wb->space_lock);
+	return s == ZP_SPACE_NONE ? s : s << ZP_SECTOR_SHIFT;
+}
+
+void zp_wb_space_free(struct zp_pool *pool, uint64_t offset, uint32_t len)
+{
+	struct zp_wb *wb = pool->wb;
+	unsigned k = (len + ZP_SECTOR - 1) >> ZP_SECTOR_SHIFT;
+
+	pthread_mutex_lock(&wb->space_lock);
+	bits_set(wb->bitmap, offset >> ZP_SECTOR_SHIFT, k, false);
+	pthread_mutex_unlock(&wb->space_lock);
+	atomic_fetch_sub_explicit(&wb->used_sectors, k, memory_order_relaxed);
+}
+
+uint64_t zp_wb_space_used(struct zp_pool *pool)
+{
+	if (!pool->wb)
+		return 0;
+	return atomic_load_explicit(&pool->wb->used_sectors,
+				    memory_order_relaxed) << ZP_SECTOR_SHIFT;
+}
+
+/* ---- setup ---- */
+
+static int ring_init(struct io_uring *ring, unsigned entries, void *buf,
+		     size_t bytes, unsigned nbufs, struct iovec *iov)
+{
+	int ret = io_uring_queue_init(entries, ring, 0);
+
+	if (ret < 0)
+		return ret;
+	for (unsigned i = 0; i < nbufs; i++) {
+		iov[i].iov_base = (char *)buf + (size_t)i * bytes;
+		iov[i].iov_len = bytes;
+	}
+	ret = io_uring_register_buffers(ring, iov, nbufs);
+	if (ret < 0)
+		io_uring_queue_exit(ring);
+	return ret;
+}
+
+int zp_wb_init(struct zp_pool *pool)
+{
+	struct zp_wb *wb;
+	int ret;
+
+	wb = zp_map(sizeof(*wb), false);
+	if (!wb)
+		return -ENOMEM;
+	pool->wb = wb;
+	wb->fd = -1;
+	pthread_mutex_init(&wb->lock, NULL);
+	pthread_mutex_init(&wb->space_lock, NULL);
+	wb->batch = pool->opt.wb_batch;
+	wb->nr_sectors = pool->opt.backing_max >> ZP_SECTOR_SHIFT;
+	wb->bitmap = zp_map((wb->nr_sectors + 63) / 64 * 8, true);
+	wb->bufs = zp_map((size_t)wb->batch * ZP_PAGE_SIZE, false);
+	for (unsigned i = 0; i < ZP_NR_RD; i++) {
+		pthread_mutex_init(&wb->rd[i].lock, NULL);
+		wb->rd[i].buf = zp_map(ZP_PAGE_SIZE, false);
+		if (!wb->rd[i].buf)
+			return -ENOMEM;
+	}
+	if (!wb->bitmap || !wb->bufs)
+		return -ENOMEM;
+	wb->fd = open(pool->backing_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC,
+		      0600);
+	if (wb->fd < 0) {
+		ret = -errno;
+		cgm_log("zpool: cannot open backing file %s: %s",
+			pool->backing_path, zp_strerror(-ret));
+		return ret;
+	}
+	ret = ring_init(&wb->ring, wb->batch, wb->bufs, ZP_PAGE_SIZE, wb->batch,
+			wb->iov);
+	for (unsigned i = 0; ret == 0 && i < ZP_NR_RD; i++) {
+		struct iovec iov;
+
+		ret = ring_init(&wb->rd[i].ring, 2, wb->rd[i].buf, ZP_PAGE_SIZE,
+				1, &iov);
+		if (ret < 0) {
+			while (i--)
+				io_uring_queue_exit(&wb->rd[i].ring);
+			io_uring_queue_exit(&wb->ring);
+		}
+	}
+	wb->uring = ret == 0;
+	if (!wb->uring)
+		cgm_log_once(&wb->logged_uring,
+			     "zpool: io_uring unavailable (%s); writeback to %s uses pwrite/pread",
+			     zp_strerror(-ret), pool->backing_path);
+	return 0;
+}
+
+void zp_wb_destroy(struct zp_pool *pool)
+{
+	struct zp_wb *wb = pool->wb;
+
+	if (!wb)
+		return;
+	if (wb->uring) {
+		io_uring_queue_exit(&wb->ring);
+		for (unsigned i = 0; i < ZP_NR_RD; i++)
+			io_uring_queue_exit(&wb->rd[i].ring);
+	}
+	if (wb->fd >= 0)
+		close(wb->fd);
+	for (unsigned i = 0; i < ZP_NR_RD; i++)
+		zp_unmap(wb->rd[i].buf, ZP_PAGE_SIZE);
+	zp_unmap(wb->bufs, (size_t)wb->batch * ZP_PAGE_SIZE);
+	zp_unmap(wb->bitmap, (wb->nr_sectors + 63) / 64 * 8);
+	zp_unmap(wb, sizeof(*wb));
+	pool->wb = NULL;
+}
+
+void zp_test_fail_writes(struct zp_pool *pool, unsigned count, int err)
+{
+	if (!pool->wb)
+		return;
+	atomic_store(&pool->wb->fail_err, err);
+	atomic_store(&pool->wb->fail_count, count);
+}
+
+/* ---- writing ---- */
+
+/* Write the batch's n buffers; results (bytes or -errno) into wb->res. */
+static void write_batch(struct zp_wb *wb, unsigned n)
+{
+	unsigned queued = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		uint32_t len = (uint32_t)wb->res[i];
+
+		if (wb->off[i] == ZP_SPACE_NONE) {
+			wb->res[i] = -ENOSPC;
+			continue;
+		}
+		if (!wb->uring) {
+			ssize_t r = pwrite(wb->fd, wb->iov[i].iov_base, len,
+					   (off_t)wb->off[i]);
+			wb->res[i] = r < 0 ? -errno : (int)r;
+			continue;
+		}
+		struct io_uring_sqe *sqe = io_uring_get_sqe(&wb->ring);
+
+		io_uring_prep_write_fixed(sqe, wb->fd, wb->iov[i].iov_base, len,
+					  wb->off[i], (int)i);
+		io_uring_sqe_set_data64(sqe, i);
+		queued++;
+	}
+	if (queued) {
+		int ret;
+
+		do
+			ret = io_uring_submit_and_wait(&wb->ring, queued);
+		while (ret == -EINTR);
+		for (unsigned done = 0; done < queued; done++) {
+			struct io_uring_cqe *cqe;
+
+			do
+				ret = io_uring_wait_cqe(&wb->ring, &cqe);
+			while (ret == -EINTR);
+			if (ret < 0)
+				break;
+			wb->res[cqe->user_data] = cqe->res;
+			io_uring_cqe_seen(&wb->ring, cqe);
+		}
+	}
+	/* The test hook turns completed writes into failures. */
+	for (unsigned i = 0; i < n; i++) {
+		unsigned c = atomic_load(&wb->fail_count);
+
+		while (c && wb->res[i] >= 0 &&
+		       !atomic_compare_exchange_weak(&wb->fail_count, &c, c - 1))
+			;
+		if (c && wb->res[i] >= 0)
+			wb->res[i] = -atomic_load(&wb->fail_err);
+	}
+}
+
+/* The write of entry e landed: switch it to disk, free its object. */
+static void finish_written(struct zp_pool *pool, zp_entry_t e, uint64_t off)
+{
+	struct zp_entry *ent = &pool->entry[e];
+	uint32_t len = ent->len;
+
+	atomic_store_explicit(&ent->offset, off, memory_order_relaxed);
+	pthread_mutex_lock(&pool->lru_lock);
+	for (;;) {
+		uint32_t st = atomic_load_explicit(&ent->state, memory_order_acquire);
+
+		if (st & ZE_DOOMED) {
+			/* Invalidated while in flight: finish its free. */
+			pthread_mutex_unlock(&pool->lru_lock);
+			zp_wb_space_free(pool, off, len);
+			zp_free(pool, ent->handle);
+			zp_entry_release(pool, e);
+			return;
+		}
+		/* Loaders in flight read the object: let them finish. */
+		if ((st >> ZE_LOADER_SHIFT) == 0 &&
+		    atomic_compare_exchange_strong_explicit(&ent->state, &st,
+				ZE_DISK, memory_order_acq_rel, memory_order_relaxed))
+			break;
+		pthread_mutex_unlock(&pool->lru_lock);
+		sched_yield();
+		pthread_mutex_lock(&pool->lru_lock);
+	}
+	pthread_mutex_unlock(&pool->lru_lock);
+	zp_free(pool, ent->handle);
+	zp_stat_sub(pool, st_orig, ZP_PAGE_SIZE);
+	zp_stat_sub(pool, st_compr, len);
+	if (len == ZP_PAGE_SIZE)
+		zp_stat_sub(pool, st_huge, 1);
+	zp_stat_add(pool, st_written, 1);
+	zp_stat_add(pool, st_on_disk, 1);
+}
+
+/* The write of entry e failed: keep it in memory, oldest again. */
+static void finish_failed(struct zp_pool *pool, zp_entry_t e, uint64_t off,
+			  int err)
+{
+	struct zp_entry *ent = &pool->entry[e];
+
+	if (off != ZP_SPACE_NONE)
+		zp_wb_space_free(pool, off, ent->len);
+	zp_stat_add(pool, st_wb_errors, 1);
+	cgm_log_once(&pool->wb->logged_write,
+		     "zpool: writeback to %s failed: %s; entries stay in memory",
+		     pool->backing_path, zp_strerror(err));
+	pthread_mutex_lock(&pool->lru_lock);
+	if (atomic_load_explicit(&ent->state, memory_order_acquire) & ZE_DOOMED) {
+		pthread_mutex_unlock(&pool->lru_lock);
+		zp_free(pool, ent->handle);
+		zp_entry_release(pool, e);
+		return;
+	}
+	atomic_fetch_and_explicit(&ent->state, ~ZE_WB, memory_order_release);
+	zp_lru_add_head(pool, e);
+	pthread_mutex_unlock(&pool->lru_lock);
+}
+
+/* Take up to wb->batch of the oldest entries and copy their objects into
+ * the registered buffers.  Returns how many. */
+static unsigned gather_batch(struct zp_pool *pool, struct zp_wb *wb)
+{
+	unsigned n = 0;
+
+	pthread_mutex_lock(&pool->lru_lock);
+	while (n < wb->batch) {
+		zp_entry_t e = zp_lru_pop_oldest(pool);
+
+		if (!e)
+			break;
+		atomic_fetch_or_explicit(&pool->entry[e].state, ZE_WB,
+					 memory_order_relaxed);
+		wb->ids[n++] = e;
+	}
+	pthread_mutex_unlock(&pool->lru_lock);
+	/* Our WB flag keeps the objects alive: invalidation defers to us. */
+	for (unsigned i = 0; i < n; i++) {
+		struct zp_entry *ent = &pool->entry[wb->ids[i]];
+		const void *p = zp_obj_read_begin(pool, ent->handle, NULL);
+
+		wb->res[i] = (int)ent->len;
+		wb->off[i] = p ? space_alloc(wb, ent->len) : ZP_SPACE_NONE;
+		if (p) {
+			memcpy(wb->iov[i].iov_base, p, ent->len);
+			zp_obj_read_end(pool, ent->handle, p);
+		}
+	}
+	return n;
+}
+
+long zp_writeback(struct zp_pool *pool, unsigned long nr)
+{
+	struct zp_wb *wb = pool->wb;
+	unsigned long written = 0;
+	bool failed = false;
+
+	if (!wb)
+		return -ENODEV;
+	pthread_mutex_lock(&wb->lock);
+	while (written < nr && !failed) {
+		unsigned n = gather_batch(pool, wb);
+
+		if (n == 0)
+			break;
+		write_batch(wb, n);
+		/* Failures go back to the head youngest first, so the batch
+		 * keeps its order there. */
+		for (unsigned j = n; j-- > 0;) {
+			zp_entry_t e = wb->ids[j];
+			uint32_t len = pool->entry[e].len;
+
+			if (wb->res[j] == (int)len) {
+				finish_written(pool, e, wb->off[j]);
+				written++;
+			} else {
+				finish_failed(pool, e, wb->off[j],
+					      wb->res[j] < 0 ? -wb->res[j] : ENOSPC);
+				failed = true;
+			}
+		}
+	}
+	pthread_mutex_unlock(&wb->lock);
+	return (long)written;
+}
+
+/* ---- reading ---- */
+
+static int read_rd(struct zp_wb *wb, struct zp_rd *rd, uint64_t off,
+		   uint32_t len)
+{
+	uint32_t done = 0;
+
+	while (done < len) {
+		int res;
+
+		if (wb->uring) {
+			struct io_uring_sqe *sqe = io_uring_get_sqe(&rd->ring);
+			struct io_uring_cqe *cqe;
+
+			io_uring_prep_read_fixed(sqe, wb->fd, rd->buf + done,
+						 len - done, off + done, 0);
+			do
+				res = io_uring_submit_and_wait(&rd->ring, 1);
+			while (res == -EINTR);
+			do
+				res = io_uring_wait_cqe(&rd->ring, &cqe);
+			while (res == -EINTR);
+			if (res < 0)
+				return res;
+			res = cqe->res;
+			io_uring_cqe_seen(&rd->ring, cqe);
+		} else {
+			ssize_t r = pread(wb->fd, rd->buf + done, len - done,
+					  (off_t)(off + done));
+
+			res = r < 0 ? -errno : (int)r;
+		}
+		if (res < 0)
+			return res;
+		if (res == 0)
+			return -EIO;	/* the file is shorter than we wrote */
+		done += (uint32_t)res;
+	}
+	return 0;
+}
+
+/* Read an entry's bytes back and decompress (or copy) them into @dst. */
+int zp_wb_load(struct zp_pool *pool, uint64_t offset, uint32_t len, void *dst)
+{
+	struct zp_wb *wb = pool->wb;
+	struct zp_rd *rd = NULL;
+	int ret;
+
+	for (unsigned i = 0; i < ZP_NR_RD && !rd; i++)
+		if (pthread_mutex_trylock(&wb->rd[i].lock) == 0)
+			rd = &wb->rd[i];
+	if (!rd) {
+		rd = &wb->rd[offset % ZP_NR_RD];
+		pthread_mutex_lock(&rd->lock);
+	}
+	ret = read_rd(wb, rd, offset, len);
+	if (ret == 0) {
+		if (len == ZP_PAGE_SIZE)
+			memcpy(dst, rd->buf, ZP_PAGE_SIZE);
+		else
+			ret = zp_decompress(pool, rd->buf, len, dst);
+	}
+	pthread_mutex_unlock(&rd->lock);
+	if (ret < 0) {
+		zp_stat_add(pool, st_wb_read_errors, 1);
+		cgm_log_once(&wb->logged_read,
+			     "zpool: reading back from %s failed: %s",
+			     pool->backing_path, zp_strerror(-ret));
+		return ret;
+	}
+	zp_stat_add(pool, st_wb_loads, 1);
+	return 0;
+}
