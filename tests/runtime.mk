@@ -1,0 +1,68 @@
+# tests/: the shim at run time -- stress, awkward calling contexts, C++.
+#
+# Every program here is linked with $(SHIM_LINK), so libcgmalloc.so comes
+# first in the symbol search order as it does under LD_PRELOAD, and each one
+# checks that the shim is really active.  tests/preload/ has the tests on
+# unmodified programs.
+
+# This fragment is read before tests/tests.mk (fragments are included in
+# sorted order): targets use their own directory variable, and flags that
+# build on tests.mk's are recursively expanded.
+RT := $(B)/tests
+RT_CFLAGS = $(TEST_CFLAGS) -pthread
+# -fsized-deallocation: clang 14 leaves sized delete off by default; g++ has it on.
+RT_CXXFLAGS = -std=c++17 -O1 -g $(WARN) $(CPPFLAGS_BASE) -pthread -fsized-deallocation
+# Helper libraries: position independent, default visibility.
+RT_SOFLAGS = -std=c11 -O1 -g -fPIC -shared $(WARN) $(CPPFLAGS_BASE)
+
+# Operations per stress thread: ~15 s in `make check`, minutes in `make stress`.
+STRESS_OPS_CHECK ?= 60000
+STRESS_OPS_LONG ?= 4000000
+STRESS_FORKS_LONG ?= 40
+
+$(RT)/stress_malloc: tests/stress_malloc.c include/cgmalloc.h $(LIB)
+	@mkdir -p $(RT)
+	$(CC) $(RT_CFLAGS) -o $@ $< $(SHIM_LINK)
+
+check-stress: $(RT)/stress_malloc
+	$(RT)/stress_malloc $(STRESS_OPS_CHECK) 4 1
+
+stress-malloc-long: $(RT)/stress_malloc
+	$(RT)/stress_malloc $(STRESS_OPS_LONG) $(STRESS_FORKS_LONG) $$(date +%s)
+
+.PHONY: check-stress stress-malloc-long
+
+# ---- awkward calling contexts (Check) ----
+
+$(RT)/libdlalloc.so: tests/libdlalloc.c
+	@mkdir -p $(RT)
+	$(CC) $(RT_SOFLAGS) -o $@ $<
+
+$(RT)/libearly.so: tests/libearly.c tests/libearly.h
+	@mkdir -p $(RT)
+	$(CC) $(RT_SOFLAGS) -pthread -o $@ $<
+
+$(RT)/test_runtime: tests/test_runtime.c tests/libearly.h include/cgmalloc.h $(LIB) \
+		$(RT)/libdlalloc.so $(RT)/libearly.so
+	$(CC) $(RT_CFLAGS) $(CHECK_CFLAGS) -DDLALLOC_PATH='"$(abspath $(RT))/libdlalloc.so"' \
+		-o $@ $< $(SHIM_LINK) $(CHECK_LIBS)
+
+# libearly.so is preloaded after the shim: glibc runs its constructor first.
+check-runtime: $(RT)/test_runtime
+	LD_PRELOAD=$(abspath $(LIB)):$(abspath $(RT))/libearly.so $(RT)/test_runtime
+
+.PHONY: check-runtime
+
+# ---- C++ operators ----
+
+$(RT)/test_new: tests/test_new.cc include/cgmalloc.h $(LIB)
+	@mkdir -p $(RT)
+	$(CXX) $(RT_CXXFLAGS) -o $@ $< $(SHIM_LINK)
+
+check-new: $(RT)/test_new
+	$(RT)/test_new
+
+.PHONY: check-new
+
+CHECK_TARGETS += check-stress check-runtime check-new
+STRESS_TARGETS += stress-malloc-long
