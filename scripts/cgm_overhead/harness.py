@@ -1,0 +1,258 @@
+"""The whole measurement: warm-up, interleaved rounds, callgrind runs, and
+the statistics, gathered into one record (the JSON file's content).
+
+A run that fails (non-zero exit, a signal, a timeout) is recorded with its
+status and the end of its stderr, and left out of the statistics.  A
+configuration whose warm-up fails is not run further; when the base
+configuration's warm-up fails, the workload itself is broken and the
+measurement stops with that error.
+"""
+
+import os
+import shutil
+import tempfile
+import time
+
+from . import HarnessError, callgrind, configs, measure, perf, schedule, stats
+from .progress import Eta, Progress
+
+
+class Workload:
+    """The command, its resolved executable, and the environment every
+    configuration starts from (without LD_PRELOAD and CGMALLOC_CONF)."""
+
+    def __init__(self, argv, stdin="/dev/null", timeout=None, environ=None):
+        if not argv:
+            raise HarnessError("no workload command given (cgm-overhead [options] -- CMD ARGS...)")
+        env = dict(os.environ if environ is None else environ)
+        self.dropped = {k: env.pop(k) for k in ("LD_PRELOAD", "CGMALLOC_CONF") if k in env}
+        self.env = env
+        self.argv = list(argv)
+        self.executable = resolve_command(argv[0], env.get("PATH", os.defpath))
+        self.stdin = stdin
+        self.timeout = timeout
+        if not os.access(stdin, os.R_OK):
+            raise HarnessError("--stdin %s: cannot read it" % stdin)
+
+
+def resolve_command(cmd, path):
+    """The executable the way execvp would find it, or a HarnessError."""
+    if "/" in cmd:
+        found = cmd if os.path.exists(cmd) else None
+    else:
+        found = shutil.which(cmd, path=path)
+    if not found:
+        raise HarnessError("command not found: %s" % cmd)
+    if os.path.isdir(found) or not os.access(found, os.X_OK):
+        raise HarnessError("not an executable program: %s" % cmd)
+    return os.path.abspath(found)
+
+
+class Harness:
+    def __init__(self, workload, configurations, bases, runs=10, warmup=1,
+                 order="rotate", seed=0, confidence=95.0, stats_method="auto",
+                 perf_info=None, use_callgrind=False, cgmalloc_lib=None,
+                 helper=None, progress=None):
+        self.w = workload
+        self.configs = configurations
+        self.bases = bases
+        self.runs = runs
+        self.warmup = warmup
+        self.order = order
+        self.seed = seed
+        self.confidence = confidence
+        self.stats_method = stats_method
+        self.perf = perf_info or perf.Perf()
+        self.use_callgrind = use_callgrind
+        self.lib = cgmalloc_lib
+        self.helper = helper
+        self.progress = progress or Progress(quiet=True)
+        self.records = []
+        self.start = None
+        self.peak_kib = None
+
+    # -- one run ---------------------------------------------------------
+    def _run(self, config, phase, rnd, label=None):
+        argv = [self.w.executable] + self.w.argv[1:]
+        outer, inner = [], []
+        perf_out = cg_out = None
+        if phase == "callgrind":
+            fd, cg_out = tempfile.mkstemp(prefix="cgm-overhead-callgrind-")
+            os.close(fd)
+            inner = callgrind.wrap(callgrind.valgrind_path(), [], cg_out)
+        elif self.perf.used:
+            fd, perf_out = tempfile.mkstemp(prefix="cgm-overhead-perf-")
+            os.close(fd)
+            outer = self.perf.prefix(perf_out)
+        cmd = measure.command(argv, config.env(), self.helper, outer, inner, perf.env_path())
+        t = time.monotonic()
+        try:
+            r = measure.run(argv, self.w.env, config.env(), self.w.stdin,
+                            None if phase == "callgrind" else self.w.timeout,
+                            self.helper, outer, inner)
+        except OSError as e:
+            raise HarnessError("cannot run %s: %s" % (self.w.argv[0], e.strerror or e))
+        finally:
+            counts = perf.read_counts(perf_out) if perf_out else {}
+            if perf_out:
+                perf.remove(perf_out)
+        r["values"].update(counts)
+        rec = {
+            "seq": len(self.records),
+            "phase": phase,
+            "round": rnd,
+            "config": label or config.name,
+            "ok": r["ok"],
+            "status": r["status"],
+            "status_text": measure.describe_status(r["status"]),
+            "values": r["values"],
+            "stderr_tail": r["stderr_tail"],
+            "started": round(t - self.start, 3),
+            "command": cmd,
+        }
+        if cg_out:
+            rec["callgrind"] = self._callgrind_result(config, cg_out, r["ok"])
+        self.records.append(rec)
+        return rec
+
+    def _callgrind_result(self, config, path, ok):
+        try:
+            with open(path) as f:
+                profile = callgrind.parse(f.read())
+        except OSError:
+            profile = {"total": None, "objects": {}}
+        finally:
+            perf.remove(path)
+        seen, alloc_ir = callgrind.allocator_share(profile, config.preload)
+        top = sorted(profile["objects"].items(), key=lambda kv: -kv[1])[:12]
+        return {"ir": profile["total"] if ok else None, "allocator_ir": alloc_ir,
+                "allocator_seen": seen, "objects": dict(top)}
+
+    # -- phases ----------------------------------------------------------
+    def _available(self):
+        return [c for c in self.configs if c.available]
+
+    def _fail_warmup(self, config, rec):
+        why = rec["status_text"]
+        last = rec["stderr_tail"].splitlines()[-1:] if rec["stderr_tail"] else []
+        detail = "%s%s" % (why, ": " + last[0] if last else "")
+        if config.name in self.bases:
+            raise HarnessError("the workload fails under %s (warm-up): %s" % (config.name, detail),
+                               status=1)
+        config.available = False
+        config.note = "failed in the warm-up (%s): not run" % detail
+
+    def _set_limits(self, config):
+        """high and max for the limits configuration, above the peak max RSS
+        of the warm-up runs so far (a cgmalloc run without accounting
+        measures it when none ran before)."""
+        peaks = [r["values"]["maxrss"] for r in self.records if r["ok"]]
+        if not peaks:
+            probe = configs.Config("limits-peak-probe", preload=config.preload,
+                                   conf="accounting=0")
+            rec = self._run(probe, "warmup", 0)
+            if not rec["ok"]:
+                self._fail_warmup(config, rec)
+                return
+            peaks = [rec["values"]["maxrss"]]
+        self.peak_kib = max(peaks)
+        config.conf = configs.limits_conf(self.peak_kib)
+
+    def _warm_up(self):
+        avail = self._available()
+        order = schedule.warmup([c.name for c in avail], late=("limits",))
+        by_name = {c.name: c for c in avail}
+        total = self.warmup * len(order)
+        i = 0
+        for w in range(self.warmup):
+            for name in order:
+                c = by_name[name]
+                i += 1
+                if not c.available:
+                    continue
+                if name == "limits" and c.conf is None:
+                    self._set_limits(c)
+                    if not c.available:
+                        continue
+                self.progress.update("warm-up", i, total, name)
+                rec = self._run(c, "warmup", w)
+                if not rec["ok"]:
+                    self._fail_warmup(c, rec)
+
+    def _timed(self):
+        avail = self._available()
+        plan = schedule.rounds([c.name for c in avail], self.runs, self.order, self.seed)
+        by_name = {c.name: c for c in avail}
+        eta = Eta()
+        for r in self.records:
+            if r["phase"] == "warmup" and r["config"] in by_name:
+                eta.add(r["config"], r["values"]["wall"])
+        for i, (rnd, name) in enumerate(plan):
+            self.progress.update("run", i + 1, len(plan), name,
+                                 eta.left(n for _, n in plan[i:]))
+            rec = self._run(by_name[name], "timed", rnd)
+            eta.add(name, rec["values"]["wall"])
+
+    def _callgrind(self):
+        avail = self._available()
+        eta = Eta()
+        for i, c in enumerate(avail):
+            left = eta.left(x.name for x in avail[i:]) if i else None
+            self.progress.update("callgrind run", i + 1, len(avail), c.name, left)
+            t = time.monotonic()
+            self._run(c, "callgrind", 0)
+            eta.add(c.name, time.monotonic() - t)
+
+    # -- statistics ------------------------------------------------------
+    def measures(self):
+        return list(measure.RUSAGE_MEASURES) + self.perf.measures()
+
+    def samples(self, config, key):
+        return [r["values"][key] for r in self.records
+                if r["phase"] == "timed" and r["config"] == config and r["ok"]
+                and r["values"].get(key) is not None]
+
+    def summary(self):
+        out = {}
+        for c in self._available():
+            failed = sum(1 for r in self.records if r["phase"] == "timed"
+                         and r["config"] == c.name and not r["ok"])
+            out[c.name] = {"failed": failed}
+            for key, _, _ in self.measures():
+                xs = self.samples(c.name, key)
+                out[c.name][key] = stats.summarize(xs) if xs else None
+        return out
+
+    def comparisons(self):
+        out = {}
+        names = [c.name for c in self._available()]
+        for base in self.bases:
+            if base not in names:
+                continue
+            out[base] = {}
+            for name in names:
+                if name == base:
+                    continue
+                out[base][name] = {
+                    key: stats.compare(self.samples(base, key), self.samples(name, key),
+                                       self.confidence, self.stats_method)
+                    for key, _, _ in self.measures()}
+        return out
+
+    # -- everything --------------------------------------------------------
+    def run(self):
+        self.start = time.monotonic()
+        missing = [b for b in self.bases if b not in [c.name for c in self._available()]]
+        if missing:
+            c = next((c for c in self.configs if c.name == missing[0]), None)
+            raise HarnessError("base configuration %s is not available%s" % (
+                missing[0], ": " + c.note if c and c.note else ""))
+        try:
+            self._warm_up()
+            if self.runs:
+                self._timed()
+            if self.use_callgrind:
+                self._callgrind()
+        finally:
+            self.progress.done()
+        return time.monotonic() - self.start
