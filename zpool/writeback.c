@@ -6,7 +6,8 @@
  * the ring once at creation, and submits the batch in one io_uring_enter;
  * as each write completes, the entry switches to "on disk" and its object
  * is freed.  File space is handed out in 256-byte sectors from a bitmap,
- * next-fit, so the space of invalidated entries is reused.
+ * lowest free run first, so the space of invalidated entries is reused
+ * and the file stays as short as its live contents allow.
  *
  * A write that fails (I/O error, full disk, short write) keeps its entry
  * in memory, back at the old end of the LRU; the event is counted and
@@ -57,7 +58,8 @@ struct zp_wb {
 
 	pthread_mutex_t space_lock;
 	uint64_t *bitmap;		/* one bit per sector, 1 = in use */
-	uint64_t nr_sectors, cursor;
+	uint64_t nr_sectors;
+	uint64_t low;			/* every sector below is in use */
 	_Atomic uint64_t used_sectors;
 
 	struct zp_rd rd[ZP_NR_RD];
@@ -110,12 +112,11 @@ static uint64_t space_alloc(struct zp_wb *wb, uint32_t len)
 	uint64_t s;
 
 	pthread_mutex_lock(&wb->space_lock);
-	s = space_scan(wb, wb->cursor, wb->nr_sectors, k);
-	if (s == ZP_SPACE_NONE)
-		s = space_scan(wb, 0, wb->nr_sectors, k);
+	s = space_scan(wb, wb->low, wb->nr_sectors, k);
 	if (s != ZP_SPACE_NONE) {
 		bits_set(wb->bitmap, s, k, true);
-		wb->cursor = s + k;
+		if (s == wb->low)
+			wb->low = s + k;
 		atomic_fetch_add_explicit(&wb->used_sectors, k, memory_order_relaxed);
 	}
 	pthread_mutex_unlock(&wb->space_lock);
@@ -129,6 +130,8 @@ void zp_wb_space_free(struct zp_pool *pool, uint64_t offset, uint32_t len)
 
 	pthread_mutex_lock(&wb->space_lock);
 	bits_set(wb->bitmap, offset >> ZP_SECTOR_SHIFT, k, false);
+	if (offset >> ZP_SECTOR_SHIFT < wb->low)
+		wb->low = offset >> ZP_SECTOR_SHIFT;
 	pthread_mutex_unlock(&wb->space_lock);
 	atomic_fetch_sub_explicit(&wb->used_sectors, k, memory_order_relaxed);
 }

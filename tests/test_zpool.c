@@ -1,0 +1,551 @@
+/*
+ * Unit tests of zpool/: size classes, the object API, compaction, the page
+ * store, writeback, limits, statistics and bad input.
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cgm/zpool.h"
+#include "zpool_pages.h"
+
+static struct zp_pool *new_pool(const struct zp_options *o)
+{
+	struct zp_pool *pool = NULL;
+
+	ck_assert_int_eq(zp_create_pool(o, &pool), 0);
+	ck_assert_ptr_nonnull(pool);
+	return pool;
+}
+
+static void fill_pattern(unsigned char *buf, size_t len, unsigned seed)
+{
+	for (size_t i = 0; i < len; i++)
+		buf[i] = (unsigned char)(seed * 31 + i * 7 + (i >> 8));
+}
+
+/* Capture what a call writes to stderr. */
+struct capture { int fd, saved; char path[64]; };
+
+static void capture_start(struct capture *c)
+{
+	strcpy(c->path, "/tmp/zpool-test-err-XXXXXX");
+	c->fd = mkstemp(c->path);
+	ck_assert_int_ge(c->fd, 0);
+	unlink(c->path);
+	c->saved = dup(2);
+	dup2(c->fd, 2);
+}
+
+static void capture_end(struct capture *c, char *out, size_t len)
+{
+	ssize_t n;
+
+	dup2(c->saved, 2);
+	close(c->saved);
+	n = pread(c->fd, out, len - 1, 0);
+	out[n > 0 ? n : 0] = '\0';
+	close(c->fd);
+}
+
+START_TEST(test_class_geometry)
+{
+	struct zp_pool *pool = new_pool(NULL);
+	struct zp_class_stats rows[300];
+	unsigned n = zp_class_stats(pool, rows, 300), bad = 0, prev = 0;
+
+	/* Merging leaves fewer classes than the 255 sizes plus huge. */
+	ck_assert_uint_lt(n, 256);
+	ck_assert_uint_gt(n, 40);
+	for (unsigned i = 0; i < n; i++) {
+		unsigned size = rows[i].size, ppz = rows[i].pages_per_zspage;
+		size_t waste = (size_t)ppz * ZP_PAGE_SIZE % size;
+
+		bad += size % 16 != 0 || size < 32 || size > ZP_PAGE_SIZE;
+		bad += ppz < 1 || ppz > 8;
+		/* the huge class repeats the page size, without header */
+		bad += size <= prev && !(i == n - 1 && size == ZP_PAGE_SIZE);
+		prev = size;
+		/* No other zspage length wastes a smaller fraction. */
+		for (unsigned k = 1; k <= 8; k++)
+			bad += ((size_t)k * ZP_PAGE_SIZE % size) * ppz < waste * k;
+	}
+	ck_assert_uint_eq(bad, 0);
+	/* Objects from 3k up fill a page by themselves; the huge class
+	 * starts somewhere there, as zsmalloc's huge_class_size. */
+	ck_assert_uint_gt(zp_huge_class_size(pool), 3000);
+	ck_assert_uint_le(zp_huge_class_size(pool), ZP_PAGE_SIZE);
+	zp_destroy_pool(pool);
+}
+END_TEST
+
+START_TEST(test_obj_roundtrip)
+{
+	struct zp_pool *pool = new_pool(NULL);
+	static zp_handle_t h[4097];
+	unsigned char buf[ZP_PAGE_SIZE], want[ZP_PAGE_SIZE];
+	unsigned bad = 0;
+
+	for (size_t size = 1; size <= ZP_PAGE_SIZE; size++) {
+		h[size] = zp_malloc(pool, size);
+		bad += h[size] == 0 || zp_obj_size(pool, h[size]) < size;
+		fill_pattern(buf, size, (unsigned)size);
+		bad += zp_obj_write(pool, h[size], buf, size) != 0;
+	}
+	ck_assert_uint_eq(bad, 0);
+	for (size_t size = 1; size <= ZP_PAGE_SIZE; size++) {
+		const void *p = zp_obj_read_begin(pool, h[size], buf);
+
+		fill_pattern(want, size, (unsigned)size);
+		bad += p == NULL || memcmp(p, want, size) != 0;
+		zp_obj_read_end(pool, h[size], p);
+	}
+	ck_assert_uint_eq(bad, 0);
+	ck_assert_uint_eq(zp_malloc(pool, 0), 0);
+	ck_assert_uint_eq(zp_malloc(pool, ZP_PAGE_SIZE + 1), 0);
+	for (size_t size = 1; size <= ZP_PAGE_SIZE; size++)
+		bad += zp_free(pool, h[size]) != 0;
+	ck_assert_uint_eq(bad, 0);
+	ck_assert_uint_eq(zp_get_total_pages(pool), 0);
+	zp_destroy_pool(pool);
+}
+END_TEST
+
+START_TEST(test_compaction_keeps_handles)
+{
+	struct zp_options o = { .compact_threshold = 100 };	/* manual only */
+	struct zp_pool *pool = new_pool(&o);
+	enum { N = 6000 };
+	static zp_handle_t h[N];
+	unsigned char buf[1200], want[1200];
+	uint64_t rng = 99;
+	unsigned long before, freed;
+	unsigned bad = 0, live = 0;
+	struct zp_stats st;
+
+	for (unsigned i = 0; i < N; i++) {
+		size_t size = 200 + i % 1000;
+
+		h[i] = zp_malloc(pool, size);
+		fill_pattern(buf, size, i);
+		bad += h[i] == 0 || zp_obj_write(pool, h[i], buf, size) != 0;
+	}
+	ck_assert_uint_eq(bad, 0);
+	/* Free 75% at random: every zspage is left sparse. */
+	for (unsigned i = 0; i < N; i++) {
+		if (zpt_rand(&rng) % 4) {
+			bad += zp_free(pool, h[i]) != 0;
+			h[i] = 0;
+		} else {
+			live++;
+		}
+	}
+	ck_assert_uint_eq(bad, 0);
+	before = zp_get_total_pages(pool);
+	freed = zp_compact(pool);
+	ck_assert_uint_gt(freed, before / 3);
+	ck_assert_uint_eq(zp_get_total_pages(pool), before - freed);
+	zp_pool_stats(pool, &st);
+	ck_assert_uint_eq(st.pages_compacted, freed);
+	ck_assert_uint_gt(st.objs_moved, 0);
+	/* Nothing left to compact, and every object reads back. */
+	ck_assert_uint_eq(zp_compact(pool), 0);
+	for (unsigned i = 0; i < N; i++) {
+		const void *p;
+		size_t size = 200 + i % 1000;
+
+		if (!h[i])
+			continue;
+		p = zp_obj_read_begin(pool, h[i], buf);
+		fill_pattern(want, size, i);
+		bad += p == NULL || memcmp(p, want, size) != 0;
+		zp_obj_read_end(pool, h[i], p);
+		bad += zp_free(pool, h[i]) != 0;
+	}
+	ck_assert_uint_eq(bad, 0);
+	ck_assert_uint_gt(live, 0);
+	ck_assert_uint_eq(zp_get_total_pages(pool), 0);
+	zp_destroy_pool(pool);
+}
+END_TEST
+
+START_TEST(test_reader_pins_against_compaction)
+{
+	struct zp_options o = { .compact_threshold = 100 };
+	struct zp_pool *pool = new_pool(&o);
+	enum { N = 400 };
+	zp_handle_t h[N];
+	unsigned char buf[500], want[500];
+	const void *p;
+	unsigned bad = 0;
+
+	for (unsigned i = 0; i < N; i++) {
+		h[i] = zp_malloc(pool, 500);
+		fill_pattern(buf, 500, i);
+		zp_obj_write(pool, h[i], buf, 500);
+	}
+	for (unsigned i = 1; i < N; i++)
+		zp_free(pool, h[i]);
+	/* h[0] sits alone in a sparse zspage; a reader holds it. */
+	p = zp_obj_read_begin(pool, h[0], buf);
+	ck_assert_ptr_nonnull(p);
+	zp_compact(pool);
+	fill_pattern(want, 500, 0);
+	bad += memcmp(p, want, 500) != 0;
+	zp_obj_read_end(pool, h[0], p);
+	ck_assert_uint_eq(bad, 0);
+	p = zp_obj_read_begin(pool, h[0], buf);
+	ck_assert_int_eq(memcmp(p, want, 500), 0);
+	zp_obj_read_end(pool, h[0], p);
+	ck_assert_int_eq(zp_free(pool, h[0]), 0);
+	zp_destroy_pool(pool);
+}
+END_TEST
+
+START_TEST(test_auto_compaction)
+{
+	struct zp_options o = { .compact_threshold = 20 };
+	struct zp_pool *pool = new_pool(&o);
+	enum { N = 4000 };
+	static zp_handle_t h[N];
+	unsigned char buf[700];
+	struct zp_stats st;
+
+	for (unsigned i = 0; i < N; i++) {
+		h[i] = zp_malloc(pool, 700);
+		fill_pattern(buf, 700, i);
+		zp_obj_write(pool, h[i], buf, 700);
+	}
+	for (unsigned i = 0; i < N; i++)
+		if (i % 3)
+			zp_free(pool, h[i]);
+	zp_pool_stats(pool, &st);
+	ck_assert_uint_gt(st.pages_compacted, 0);
+	zp_destroy_pool(pool);
+}
+END_TEST
+
+START_TEST(test_store_kinds)
+{
+	struct zp_pool *pool = new_pool(NULL);
+	unsigned char page[ZPT_PAGE], out[ZPT_PAGE];
+	zp_entry_t e[5];
+	uint64_t rng = 5;
+	struct zp_stats st;
+
+	memset(page, 0, sizeof(page));
+	ck_assert_int_eq(zp_store(pool, page, &e[0]), 0);
+	zpt_page_same(0xdeadbeefcafef00dull, page);
+	ck_assert_int_eq(zp_store(pool, page, &e[1]), 0);
+	zpt_page_random(&rng, page);
+	ck_assert_int_eq(zp_store(pool, page, &e[2]), 0);
+	zpt_page_text(&rng, page);
+	ck_assert_int_eq(zp_store(pool, page, &e[3]), 0);
+	zpt_page_mixed(&rng, page);
+	ck_assert_int_eq(zp_store(pool, page, &e[4]), 0);
+
+	zp_pool_stats(pool, &st);
+	ck_assert_uint_eq(st.stored_pages, 5);
+	ck_assert_uint_eq(st.same_pages, 2);
+	ck_assert_uint_eq(st.huge_pages, 1);
+	ck_assert_uint_eq(st.orig_data_size, 5 * ZPT_PAGE);
+	/* text compresses well; the random page is kept raw */
+	ck_assert_uint_lt(st.compr_data_size, ZPT_PAGE + 2 * ZPT_PAGE * 3 / 4);
+	ck_assert_uint_gt(st.compr_data_size, ZPT_PAGE);
+
+	rng = 5;
+	memset(page, 0, sizeof(page));
+	ck_assert_int_eq(zp_load(pool, e[0], out), 0);
+	ck_assert_int_eq(memcmp(page, out, ZPT_PAGE), 0);
+	zpt_page_same(0xdeadbeefcafef00dull, page);
+	ck_assert_int_eq(zp_load(pool, e[1], out), 0);
+	ck_assert_int_eq(memcmp(page, out, ZPT_PAGE), 0);
+	zpt_page_random(&rng, page);
+	ck_assert_int_eq(zp_load(pool, e[2], out), 0);
+	ck_assert_int_eq(memcmp(page, out, ZPT_PAGE), 0);
+	zpt_page_text(&rng, page);
+	ck_assert_int_eq(zp_load(pool, e[3], out), 0);
+	ck_assert_int_eq(memcmp(page, out, ZPT_PAGE), 0);
+	zpt_page_mixed(&rng, page);
+	ck_assert_int_eq(zp_load(pool, e[4], out), 0);
+	ck_assert_int_eq(memcmp(page, out, ZPT_PAGE), 0);
+
+	for (int i = 0; i < 5; i++)
+		ck_assert_int_eq(zp_invalidate(pool, e[i]), 0);
+	zp_pool_stats(pool, &st);
+	ck_assert_uint_eq(st.stored_pages, 0);
+	ck_assert_uint_eq(st.same_pages, 0);
+	ck_assert_uint_eq(st.huge_pages, 0);
+	ck_assert_uint_eq(st.orig_data_size, 0);
+	ck_assert_uint_eq(st.compr_data_size, 0);
+	ck_assert_uint_eq(st.mem_used_total, 0);
+	zp_destroy_pool(pool);
+}
+END_TEST
+
+START_TEST(test_huge_reject)
+{
+	struct zp_options o = { .huge_policy = ZP_HUGE_REJECT };
+	struct zp_pool *pool = new_pool(&o);
+	unsigned char page[ZPT_PAGE];
+	uint64_t rng = 77;
+	zp_entry_t e = 0;
+	struct zp_stats st;
+
+	zpt_page_random(&rng, page);
+	ck_assert_int_eq(zp_store(pool, page, &e), -E2BIG);
+	zp_pool_stats(pool, &st);
+	ck_assert_uint_eq(st.reject_compress_poor, 1);
+	ck_assert_uint_eq(st.stored_pages, 0);
+	zp_destroy_pool(pool);
+}
+END_TEST
+
+START_TEST(test_zstd_vs_lz4)
+{
+	struct zp_options oz = { .codec = ZP_CODEC_ZSTD, .level = 3 };
+	struct zp_pool *lz = new_pool(NULL), *zs = new_pool(&oz);
+	unsigned char page[ZPT_PAGE], out[ZPT_PAGE];
+	uint64_t rng = 3;
+	struct zp_stats s1, s2;
+	unsigned bad = 0;
+
+	for (int i = 0; i < 64; i++) {
+		zp_entry_t a, b;
+
+		zpt_page_text(&rng, page);
+		ck_assert_int_eq(zp_store(lz, page, &a), 0);
+		ck_assert_int_eq(zp_store(zs, page, &b), 0);
+		bad += zp_load(zs, b, out) != 0 || memcmp(out, page, ZPT_PAGE) != 0;
+		bad += zp_load(lz, a, out) != 0 || memcmp(out, page, ZPT_PAGE) != 0;
+	}
+	ck_assert_uint_eq(bad, 0);
+	zp_pool_stats(lz, &s1);
+	zp_pool_stats(zs, &s2);
+	ck_assert_uint_lt(s2.compr_data_size, s1.compr_data_size);
+	zp_destroy_pool(lz);
+	zp_destroy_pool(zs);
+}
+END_TEST
+
+START_TEST(test_bad_input)
+{
+	struct zp_pool *pool = new_pool(NULL);
+	struct zp_pool *bad_pool = NULL;
+	struct zp_options o = { .codec = (enum zp_codec)7 };
+	unsigned char page[ZPT_PAGE];
+	zp_handle_t h;
+	zp_entry_t e;
+	struct capture c;
+	char err[2048];
+
+	capture_start(&c);
+	ck_assert_int_eq(zp_free(pool, 0), -EINVAL);
+	ck_assert_int_eq(zp_free(pool, 12345), -EINVAL);
+	ck_assert_int_eq(zp_free(pool, 0xffffffffu), -EINVAL);
+	h = zp_malloc(pool, 100);
+	ck_assert_int_eq(zp_free(pool, h), 0);
+	ck_assert_int_eq(zp_free(pool, h), -EINVAL);
+	ck_assert_ptr_null(zp_obj_read_begin(pool, h, NULL));
+	ck_assert_int_eq(zp_obj_write(pool, h, page, 10), -EINVAL);
+	h = zp_malloc(pool, 100);
+	ck_assert_int_eq(zp_obj_write(pool, h, page, ZPT_PAGE), -EINVAL);
+	ck_assert_int_eq(zp_load(pool, 0, page), -EINVAL);
+	ck_assert_int_eq(zp_load(pool, 999, page), -EINVAL);
+	ck_assert_int_eq(zp_invalidate(pool, 0xfffffff0u), -EINVAL);
+	memset(page, 1, sizeof(page));
+	ck_assert_int_eq(zp_store(pool, page, &e), 0);
+	ck_assert_int_eq(zp_invalidate(pool, e), 0);
+	ck_assert_int_eq(zp_invalidate(pool, e), -EINVAL);
+	ck_assert_int_eq(zp_load(pool, e, page), -EINVAL);
+	ck_assert_int_eq(zp_writeback(pool, 1), -ENODEV);
+	ck_assert_int_eq(zp_create_pool(&o, &bad_pool), -EINVAL);
+	o.codec = ZP_CODEC_ZSTD;
+	o.level = 1000;
+	ck_assert_int_eq(zp_create_pool(&o, &bad_pool), -EINVAL);
+	capture_end(&c, err, sizeof(err));
+	ck_assert_ptr_null(bad_pool);
+	ck_assert_ptr_nonnull(strstr(err, "cgmalloc: zpool: zp_free: invalid"));
+	ck_assert_ptr_nonnull(strstr(err, "cgmalloc: zpool: codec=7"));
+	ck_assert_ptr_nonnull(strstr(err, "cgmalloc: zpool: zstd level 1000"));
+	zp_destroy_pool(pool);
+}
+END_TEST
+
+START_TEST(test_classes_show)
+{
+	struct zp_pool *pool = new_pool(NULL);
+	char buf[65536], small[64];
+	unsigned char page[ZPT_PAGE];
+	uint64_t rng = 11;
+	zp_entry_t e;
+	int len, lines = 0;
+
+	for (int i = 0; i < 200; i++) {
+		zpt_page_mixed(&rng, page);
+		ck_assert_int_eq(zp_store(pool, page, &e), 0);
+	}
+	len = zp_classes_show(pool, buf, sizeof(buf));
+	ck_assert_int_gt(len, 0);
+	ck_assert_uint_eq(strlen(buf), (size_t)len);
+	ck_assert_ptr_nonnull(strstr(buf, "class  size       10%"));
+	ck_assert_ptr_nonnull(strstr(buf, "99%      100% obj_allocated   obj_used pages_used pages_per_zspage freeable"));
+	ck_assert_ptr_nonnull(strstr(buf, "\nTotal"));
+	for (char *p = buf; *p; p++)
+		lines += *p == '\n';
+	ck_assert_int_gt(lines, 40);
+	ck_assert_int_eq(zp_classes_show(pool, small, sizeof(small)), -ENOSPC);
+	ck_assert_uint_lt(strlen(small), sizeof(small));
+	zp_destroy_pool(pool);
+}
+END_TEST
+
+static char backing[64];
+
+static void make_backing(void)
+{
+	int fd;
+
+	strcpy(backing, "/tmp/zpool-test-wb-XXXXXX");
+	fd = mkstemp(backing);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+}
+
+START_TEST(test_writeback_and_reuse)
+{
+	struct zp_options o = { .backing = NULL };
+	struct zp_pool *pool;
+	enum { N = 300 };
+	static unsigned char pages[N][ZPT_PAGE];
+	unsigned char out[ZPT_PAGE];
+	zp_entry_t e[N];
+	uint64_t rng = 21;
+	struct zp_stats st;
+	struct stat sb;
+	off_t first_size;
+	unsigned bad = 0;
+
+	make_backing();
+	o.backing = backing;
+	pool = new_pool(&o);
+	for (int round = 0; round < 3; round++) {
+		for (int i = 0; i < N; i++) {
+			zpt_page_mixed(&rng, pages[i]);
+			bad += zp_store(pool, pages[i], &e[i]) != 0;
+		}
+		ck_assert_int_eq(zp_writeback(pool, N), N);
+		zp_pool_stats(pool, &st);
+		ck_assert_uint_eq(st.wb_pages_on_disk, N);
+		ck_assert_uint_eq(st.mem_used_total, 0);
+		ck_assert_uint_eq(st.compr_data_size, 0);
+		ck_assert_uint_gt(st.backing_bytes, 0);
+		for (int i = 0; i < N; i++)
+			bad += zp_load(pool, e[i], out) != 0 ||
+			       memcmp(out, pages[i], ZPT_PAGE) != 0;
+		ck_assert_int_eq(stat(backing, &sb), 0);
+		if (round == 0)
+			first_size = sb.st_size;
+		/* The space of invalidated entries is reused. */
+		ck_assert_int_le(sb.st_size, first_size + 16 * ZPT_PAGE);
+		for (int i = 0; i < N; i++)
+			bad += zp_invalidate(pool, e[i]) != 0;
+	}
+	ck_assert_uint_eq(bad, 0);
+	zp_pool_stats(pool, &st);
+	ck_assert_uint_eq(st.written_back_pages, 3 * N);
+	ck_assert_uint_eq(st.wb_loads, 3 * N);
+	ck_assert_uint_eq(st.backing_bytes, 0);
+	ck_assert_uint_eq(st.stored_pages, 0);
+	zp_destroy_pool(pool);
+	unlink(backing);
+}
+END_TEST
+
+START_TEST(test_limit_without_backing)
+{
+	struct zp_options o = { .max_bytes = 64 * ZPT_PAGE };
+	struct zp_pool *pool = new_pool(&o);
+	unsigned char page[ZPT_PAGE];
+	uint64_t rng = 8;
+	zp_entry_t e;
+	int ret = 0, stored = 0;
+	struct zp_stats st;
+
+	while (stored < 10000 && (ret = zp_store(pool, page, &e)) == 0) {
+		zpt_page_random(&rng, page);
+		stored++;
+	}
+	ck_assert_int_eq(ret, -ENOSPC);
+	zp_pool_stats(pool, &st);
+	ck_assert_uint_ge(st.pool_limit_hit, 1);
+	ck_assert_uint_le(st.mem_used_total, 64 * ZPT_PAGE + 8 * ZPT_PAGE);
+	zp_destroy_pool(pool);
+}
+END_TEST
+
+START_TEST(test_limit_writes_back)
+{
+	struct zp_options o = { .max_bytes = 64 * ZPT_PAGE };
+	struct zp_pool *pool;
+	enum { N = 2000 };
+	static unsigned char pages[N][ZPT_PAGE];
+	unsigned char out[ZPT_PAGE];
+	static zp_entry_t e[N];
+	uint64_t rng = 9;
+	struct zp_stats st;
+	unsigned bad = 0;
+
+	make_backing();
+	o.backing = backing;
+	pool = new_pool(&o);
+	for (int i = 0; i < N; i++) {
+		zpt_page_mixed(&rng, pages[i]);
+		bad += zp_store(pool, pages[i], &e[i]) != 0;
+	}
+	ck_assert_uint_eq(bad, 0);
+	zp_pool_stats(pool, &st);
+	ck_assert_uint_le(st.mem_used_total, 64 * ZPT_PAGE + 8 * ZPT_PAGE);
+	ck_assert_uint_gt(st.written_back_pages, N / 2);
+	for (int i = 0; i < N; i++)
+		bad += zp_load(pool, e[i], out) != 0 ||
+		       memcmp(out, pages[i], ZPT_PAGE) != 0;
+	ck_assert_uint_eq(bad, 0);
+	zp_destroy_pool(pool);
+	unlink(backing);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("zpool");
+	TCase *tc = tcase_create("core");
+	SRunner *sr;
+	int failed;
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_class_geometry);
+	tcase_add_test(tc, test_obj_roundtrip);
+	tcase_add_test(tc, test_compaction_keeps_handles);
+	tcase_add_test(tc, test_reader_pins_against_compaction);
+	tcase_add_test(tc, test_auto_compaction);
+	tcase_add_test(tc, test_store_kinds);
+	tcase_add_test(tc, test_huge_reject);
+	tcase_add_test(tc, test_zstd_vs_lz4);
+	tcase_add_test(tc, test_bad_input);
+	tcase_add_test(tc, test_classes_show);
+	tcase_add_test(tc, test_writeback_and_reuse);
+	tcase_add_test(tc, test_limit_without_backing);
+	tcase_add_test(tc, test_limit_writes_back);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
