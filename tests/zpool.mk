@@ -19,3 +19,12 @@ check-zpool: $(ZPT)/test_zpool
 	$(ZPT)/test_zpool
 
 .PHONY: check-zpool
+
+$(ZPT)/test_zpool_model: tests/test_zpool_model.c $(ZPT_LIB) $(ZPT_DEPS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ZPT_CFLAGS) -o $@ $< $(ZPT_SUPPORT) $(ZPT_LIB) $(ZPT_LIBS)
+
+check-zpool-model: $(ZPT)/test_zpool_model
+	$(ZPT)/test_zpool_model
+
+.PHONY: check-zpool-model

@@ -148,6 +148,7 @@ static long python_heap(size_t max, unsigned char *out)
 		dup2(outp[1], 1);
 		close(in[1]);
 		close(outp[0]);
+		setenv("PYTHONHASHSEED", "0", 1);
 		execlp("python3", "python3", "-c", zpt_python, (char *)NULL);
 		_exit(127);
 	}
