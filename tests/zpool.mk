@@ -28,3 +28,25 @@ check-zpool-model: $(ZPT)/test_zpool_model
 	$(ZPT)/test_zpool_model
 
 .PHONY: check-zpool-model
+
+$(ZPT)/test_zpool_stress: tests/test_zpool_stress.c $(ZPT_LIB) $(ZPT_DEPS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ZPT_CFLAGS) -pthread -o $@ $< $(ZPT_SUPPORT) $(ZPT_LIB) $(ZPT_LIBS)
+
+check-zpool-stress: $(ZPT)/test_zpool_stress
+	$(ZPT)/test_zpool_stress
+
+.PHONY: check-zpool-stress
+
+# The stress test and the pool itself under ThreadSanitizer (clang).
+ZPT_TSAN_FLAGS := -fsanitize=thread -O1 -g -fno-omit-frame-pointer
+$(ZPT)/tsan/test_zpool_stress: tests/test_zpool_stress.c $(ZPT_DEPS) \
+		$(wildcard zpool/*.c)
+	@mkdir -p $(dir $@)
+	clang $(ZPT_CFLAGS) $(ZPT_TSAN_FLAGS) -pthread -o $@ $< $(ZPT_SUPPORT) \
+		$(ZPOOL_SRCS) $(ZPT_LIBS)
+
+check-tsan-zpool: $(ZPT)/tsan/test_zpool_stress
+	TSAN_OPTIONS="halt_on_error=1 exitcode=66" $(ZPT)/tsan/test_zpool_stress 6000
+
+.PHONY: check-tsan-zpool

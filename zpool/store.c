@@ -282,12 +282,14 @@ int zp_invalidate(struct zp_pool *pool, zp_entry_t e)
 {
 	struct zp_entry *ent;
 	bool doomed = false;
-	uint32_t kind;
+	uint32_t kind, len;
 
 	if (!entry_in_range(pool, e))
 		return bad_entry("zp_invalidate", e);
 	ent = &pool->entry[e];
 	kind = atomic_load_explicit(&ent->state, memory_order_acquire) & ZE_KIND_MASK;
+	/* Read now: once DOOMED, writeback may free the entry any time. */
+	len = ent->len;
 	if (kind == ZE_OBJ) {
 		/* Writeback moves entries off the LRU and to disk only under
 		 * lru_lock: decide under it whether we or writeback free it. */
@@ -312,8 +314,8 @@ int zp_invalidate(struct zp_pool *pool, zp_entry_t e)
 		break;
 	case ZE_OBJ:
 		zp_stat_sub(pool, st_orig, ZP_PAGE_SIZE);
-		zp_stat_sub(pool, st_compr, ent->len);
-		if (ent->len == ZP_PAGE_SIZE)
+		zp_stat_sub(pool, st_compr, len);
+		if (len == ZP_PAGE_SIZE)
 			zp_stat_sub(pool, st_huge, 1);
 		zp_stat_sub(pool, st_stored, 1);
 		if (doomed)
@@ -323,7 +325,7 @@ int zp_invalidate(struct zp_pool *pool, zp_entry_t e)
 		return 0;
 	case ZE_DISK:
 		zp_wb_space_free(pool, atomic_load_explicit(&ent->offset,
-				 memory_order_relaxed), ent->len);
+				 memory_order_relaxed), len);
 		zp_stat_sub(pool, st_on_disk, 1);
 		break;
 	default:

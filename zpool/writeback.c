@@ -306,7 +306,9 @@ static void write_batch(struct zp_wb *wb, unsigned n)
 static void finish_written(struct zp_pool *pool, zp_entry_t e, uint64_t off)
 {
 	struct zp_entry *ent = &pool->entry[e];
+	/* Ours until the switch below; the owner may free it right after. */
 	uint32_t len = ent->len;
+	zp_handle_t handle = ent->handle;
 
 	atomic_store_explicit(&ent->offset, off, memory_order_relaxed);
 	pthread_mutex_lock(&pool->lru_lock);
@@ -317,7 +319,7 @@ static void finish_written(struct zp_pool *pool, zp_entry_t e, uint64_t off)
 			/* Invalidated while in flight: finish its free. */
 			pthread_mutex_unlock(&pool->lru_lock);
 			zp_wb_space_free(pool, off, len);
-			zp_free(pool, ent->handle);
+			zp_free(pool, handle);
 			zp_entry_release(pool, e);
 			return;
 		}
@@ -331,7 +333,7 @@ static void finish_written(struct zp_pool *pool, zp_entry_t e, uint64_t off)
 		pthread_mutex_lock(&pool->lru_lock);
 	}
 	pthread_mutex_unlock(&pool->lru_lock);
-	zp_free(pool, ent->handle);
+	zp_free(pool, handle);
 	zp_stat_sub(pool, st_orig, ZP_PAGE_SIZE);
 	zp_stat_sub(pool, st_compr, len);
 	if (len == ZP_PAGE_SIZE)
