@@ -122,6 +122,8 @@ static void run(const struct config *cfg, unsigned long ops, uint64_t seed)
 		fprintf(stderr, "%s: cannot create pool\n", cfg->name);
 		exit(2);
 	}
+	if (cfg->backing)
+		unlink(path);	/* the pool keeps it open */
 	memset(slots, 0, sizeof(slots));
 	for (unsigned long n = 0; n < ops; n++) {
 		unsigned i = (unsigned)(zpt_rand(&rng) % SLOTS);
@@ -193,8 +195,6 @@ static void run(const struct config *cfg, unsigned long ops, uint64_t seed)
 	       (unsigned long)st.pages_compacted, (unsigned long)st.wb_io_errors);
 	(void)wb;
 	zp_destroy_pool(pool);
-	if (cfg->backing)
-		unlink(path);
 }
 
 int main(int argc, char **argv)

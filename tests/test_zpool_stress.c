@@ -197,6 +197,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "cannot create pool\n");
 		return 2;
 	}
+	unlink(path);	/* the pool keeps it open; nothing is left behind */
 	pthread_create(&compactor, NULL, compactor_main, NULL);
 	pthread_create(&writer, NULL, writeback_main, NULL);
 	for (unsigned i = 0; i < WORKERS; i++) {
@@ -239,7 +240,6 @@ int main(int argc, char **argv)
 		bad = 1;
 	}
 	zp_destroy_pool(pool);
-	unlink(path);
 	printf("%d passed, %d failed\n", bad ? 0 : 1, bad);
 	return bad;
 }

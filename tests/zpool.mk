@@ -50,3 +50,28 @@ check-tsan-zpool: $(ZPT)/tsan/test_zpool_stress
 	TSAN_OPTIONS="halt_on_error=1 exitcode=66" $(ZPT)/tsan/test_zpool_stress 6000
 
 .PHONY: check-tsan-zpool
+
+$(ZPT)/test_zpool_fault: tests/test_zpool_fault.c $(ZPT_LIB) $(ZPT_DEPS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ZPT_CFLAGS) -o $@ $< $(ZPT_SUPPORT) $(ZPT_LIB) $(ZPT_LIBS)
+
+check-zpool-fault: $(ZPT)/test_zpool_fault
+	$(ZPT)/test_zpool_fault
+
+.PHONY: check-zpool-fault
+
+# The unit, model and fault tests with the pool built under ASan+UBSan.
+ZPT_ASAN_SRCS = $(ZPT_SUPPORT) $(ZPOOL_SRCS)
+$(ZPT)/asan/%: tests/%.c $(ZPT_DEPS) $(wildcard zpool/*.c)
+	@mkdir -p $(dir $@)
+	$(CC) $(ZPT_CFLAGS) $(ASAN_FLAGS) $(CHECK_CFLAGS) -pthread -o $@ $< \
+		$(ZPT_ASAN_SRCS) $(ZPT_LIBS) $(CHECK_LIBS)
+
+check-asan-zpool: $(ZPT)/asan/test_zpool $(ZPT)/asan/test_zpool_model \
+		$(ZPT)/asan/test_zpool_fault $(ZPT)/asan/test_zpool_stress
+	$(ZPT)/asan/test_zpool
+	$(ZPT)/asan/test_zpool_model 20000
+	$(ZPT)/asan/test_zpool_fault
+	$(ZPT)/asan/test_zpool_stress 10000
+
+.PHONY: check-asan-zpool

@@ -1,0 +1,304 @@
+/*
+ * Fault injection for writeback: a backing file on a full filesystem (a
+ * 256 KiB tmpfs in a private mount namespace, or, where mounting is not
+ * allowed, a 256 KiB RLIMIT_FSIZE with SIGXFSZ ignored), injected I/O
+ * errors through the test hook, a pool limit over a failing disk, and a
+ * backing file truncated behind the pool's back.  No entry may be lost:
+ * every load stays byte-identical, failures are counted and reported
+ * once on stderr.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cgm/zpool.h"
+#include "zpool_pages.h"
+
+#define N 600
+
+static unsigned long checks, failures;
+
+#define CHECK(cond, ...) do {						\
+	checks++;							\
+	if (!(cond)) {							\
+		failures++;						\
+		fprintf(stdout, "FAIL %s:%d: ", __FILE__, __LINE__);	\
+		fprintf(stdout, __VA_ARGS__);				\
+		fputc('\n', stdout);					\
+	}								\
+} while (0)
+
+static unsigned char (*pages)[ZPT_PAGE];
+static zp_entry_t e[N];
+static unsigned char *heap;
+static long nheap;
+
+/* stderr into a memfd while @on; returns what was written. */
+static int err_fd = -1, saved_err = -1;
+
+static void capture(bool on, char *out, size_t len)
+{
+	if (on) {
+		err_fd = memfd_create("zpool-fault-err", 0);
+		saved_err = dup(2);
+		dup2(err_fd, 2);
+		return;
+	}
+	dup2(saved_err, 2);
+	close(saved_err);
+	ssize_t n = pread(err_fd, out, len - 1, 0);
+	out[n > 0 ? n : 0] = '\0';
+	close(err_fd);
+}
+
+static int count(const char *hay, const char *needle)
+{
+	int n = 0;
+
+	for (const char *p = hay; (p = strstr(p, needle)); p++)
+		n++;
+	return n;
+}
+
+static void make_pages(uint64_t seed)
+{
+	uint64_t rng = seed;
+
+	for (int i = 0; i < N; i++) {
+		if (i % 2)
+			memcpy(pages[i], heap + (size_t)(i % nheap) * ZPT_PAGE, ZPT_PAGE);
+		else
+			zpt_page_mixed(&rng, pages[i]);
+	}
+}
+
+static unsigned verify_all(struct zp_pool *pool)
+{
+	unsigned char out[ZPT_PAGE];
+	unsigned bad = 0;
+
+	for (int i = 0; i < N; i++)
+		bad += zp_load(pool, e[i], out) != 0 ||
+		       memcmp(out, pages[i], ZPT_PAGE) != 0;
+	return bad;
+}
+
+static void store_all(struct zp_pool *pool)
+{
+	unsigned bad = 0;
+
+	for (int i = 0; i < N; i++)
+		bad += zp_store(pool, pages[i], &e[i]) != 0;
+	CHECK(bad == 0, "%u stores failed", bad);
+}
+
+static void release_all(struct zp_pool *pool)
+{
+	struct zp_stats st;
+	unsigned bad = 0;
+
+	for (int i = 0; i < N; i++)
+		bad += zp_invalidate(pool, e[i]) != 0;
+	CHECK(bad == 0, "%u invalidations failed", bad);
+	zp_pool_stats(pool, &st);
+	CHECK(st.stored_pages == 0 && st.backing_bytes == 0 &&
+	      st.mem_used_total == 0, "pool not empty at the end");
+}
+
+/* A directory whose filesystem holds 256 KiB; returns how, or NULL. */
+static const char *full_fs(char *dir)
+{
+	struct rlimit rl = { 256 << 10, 256 << 10 };
+
+	strcpy(dir, "/tmp/zpool-full-XXXXXX");
+	if (!mkdtemp(dir))
+		return NULL;
+	/* ZPT_NO_TMPFS=1 tries the fallback where mounting works too. */
+	if (!getenv("ZPT_NO_TMPFS") && unshare(CLONE_NEWNS) == 0 &&
+	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0 &&
+	    mount("tmpfs", dir, "tmpfs", 0, "size=256k") == 0)
+		return "256 KiB tmpfs";
+	signal(SIGXFSZ, SIG_IGN);
+	if (setrlimit(RLIMIT_FSIZE, &rl) == 0)
+		return "RLIMIT_FSIZE 256 KiB";
+	return NULL;
+}
+
+static void test_full_disk(void)
+{
+	char dir[64], path[96], err[4096];
+	struct zp_options o = { .wb_batch = 16 };
+	struct zp_pool *pool;
+	const char *how = full_fs(dir);
+	struct zp_stats st;
+	long w1, w2, w3;
+
+	if (!how) {
+		printf("SKIP full disk: neither tmpfs nor RLIMIT_FSIZE available\n");
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/backing", dir);
+	o.backing = path;
+	CHECK(zp_create_pool(&o, &pool) == 0, "create pool on %s", how);
+	make_pages(1);
+	store_all(pool);
+	capture(true, NULL, 0);
+	w1 = zp_writeback(pool, N);
+	w2 = zp_writeback(pool, N);
+	capture(false, err, sizeof(err));
+	zp_pool_stats(pool, &st);
+	CHECK(w1 > 0 && w1 < N, "%s: first writeback wrote %ld of %d", how, w1, N);
+	CHECK(w2 == 0, "%s: second writeback wrote %ld on a full disk", how, w2);
+	CHECK(st.wb_io_errors >= 2, "%s: %lu io errors counted", how,
+	      (unsigned long)st.wb_io_errors);
+	CHECK(count(err, "cgmalloc: zpool: writeback to") == 1 &&
+	      count(err, "entries stay in memory") == 1,
+	      "%s: expected one line on stderr, got: %s", how, err);
+	CHECK(st.wb_pages_on_disk == (uint64_t)w1, "on disk %lu",
+	      (unsigned long)st.wb_pages_on_disk);
+	CHECK(verify_all(pool) == 0, "%s: loads differ after a full disk", how);
+
+	/* Free the written-back entries: their file space is reused. */
+	for (int i = 0; i < N; i++) {
+		if (zp_invalidate(pool, e[i]) == 0 &&
+		    zp_store(pool, pages[i], &e[i]) != 0)
+			CHECK(false, "re-store %d", i);
+	}
+	capture(true, NULL, 0);
+	w3 = zp_writeback(pool, N);
+	capture(false, err, sizeof(err));
+	CHECK(w3 > w1 / 2, "%s: after invalidation wrote %ld (first %ld)", how,
+	      w3, w1);
+	CHECK(verify_all(pool) == 0, "%s: loads differ after reuse", how);
+	release_all(pool);
+	zp_destroy_pool(pool);
+	printf("full disk (%s): wrote %ld, then %ld, then %ld after invalidation; "
+	       "%lu io errors\n", how, w1, w2, w3, (unsigned long)st.wb_io_errors);
+	unlink(path);
+	if (strstr(how, "tmpfs"))
+		umount(dir);
+	else {
+		struct rlimit rl = { RLIM_INFINITY, RLIM_INFINITY };
+
+		setrlimit(RLIMIT_FSIZE, &rl);
+	}
+	rmdir(dir);
+}
+
+static void test_injected_errors(void)
+{
+	char path[] = "/tmp/zpool-fault-XXXXXX", err[4096];
+	struct zp_options o = { .wb_batch = 32 };
+	struct zp_pool *pool;
+	struct zp_stats st;
+	unsigned char out[ZPT_PAGE];
+	long w1, w2;
+	int fd = mkstemp(path), ret;
+
+	close(fd);
+	o.backing = path;
+	CHECK(zp_create_pool(&o, &pool) == 0, "create pool");
+	make_pages(2);
+	store_all(pool);
+	zp_test_fail_writes(pool, 5, EIO);
+	capture(true, NULL, 0);
+	w1 = zp_writeback(pool, N);
+	w2 = zp_writeback(pool, N);
+	capture(false, err, sizeof(err));
+	zp_pool_stats(pool, &st);
+	CHECK(w1 == 32 - 5, "first batch wrote %ld, expected 27", w1);
+	CHECK(st.wb_io_errors == 5, "%lu io errors, expected 5",
+	      (unsigned long)st.wb_io_errors);
+	CHECK(w1 + w2 == N, "wrote %ld + %ld of %d", w1, w2, N);
+	CHECK(count(err, "Input/output error; entries stay in memory") == 1,
+	      "stderr: %s", err);
+	CHECK(verify_all(pool) == 0, "loads differ after injected errors");
+
+	/* The file loses its contents: loads fail cleanly, entries stay. */
+	CHECK(truncate(path, 0) == 0, "truncate");
+	capture(true, NULL, 0);
+	ret = zp_load(pool, e[1], out);
+	capture(false, err, sizeof(err));
+	zp_pool_stats(pool, &st);
+	CHECK(ret == -EIO, "load from a truncated file returned %d", ret);
+	CHECK(st.wb_read_errors == 1, "read errors %lu",
+	      (unsigned long)st.wb_read_errors);
+	CHECK(count(err, "cgmalloc: zpool: reading back from") == 1, "stderr: %s", err);
+	release_all(pool);
+	zp_destroy_pool(pool);
+	unlink(path);
+	printf("injected errors: wrote %ld then %ld, 5 io errors, truncated file "
+	       "-> -EIO\n", w1, w2);
+}
+
+static void test_limit_over_failing_disk(void)
+{
+	char path[] = "/tmp/zpool-fault-XXXXXX", err[4096];
+	struct zp_options o = { .max_bytes = 64 * ZPT_PAGE };
+	struct zp_pool *pool;
+	struct zp_stats st;
+	unsigned char out[ZPT_PAGE];
+	int fd = mkstemp(path), stored = 0, refused = 0, other = 0, bad = 0;
+
+	close(fd);
+	o.backing = path;
+	CHECK(zp_create_pool(&o, &pool) == 0, "create pool");
+	make_pages(3);
+	zp_test_fail_writes(pool, 1u << 30, ENOSPC);
+	capture(true, NULL, 0);
+	for (int i = 0; i < N; i++) {
+		int ret = zp_store(pool, pages[i], &e[i]);
+
+		if (ret == 0)
+			stored++;
+		else if (ret == -ENOSPC)
+			refused++, e[i] = 0;
+		else
+			other++, e[i] = 0;
+	}
+	capture(false, err, sizeof(err));
+	zp_pool_stats(pool, &st);
+	CHECK(refused > 0 && other == 0, "stored %d refused %d other %d", stored,
+	      refused, other);
+	CHECK(st.mem_used_total <= 72 * ZPT_PAGE, "pool grew to %lu pages",
+	      (unsigned long)(st.mem_used_total / ZPT_PAGE));
+	for (int i = 0; i < N; i++)
+		if (e[i])
+			bad += zp_load(pool, e[i], out) != 0 ||
+			       memcmp(out, pages[i], ZPT_PAGE) != 0;
+	CHECK(bad == 0, "%d loads differ", bad);
+	for (int i = 0; i < N; i++)
+		if (e[i])
+			zp_invalidate(pool, e[i]);
+	zp_destroy_pool(pool);
+	unlink(path);
+	printf("limit over a failing disk: %d stored, %d refused with -ENOSPC, "
+	       "none lost\n", stored, refused);
+}
+
+int main(void)
+{
+	const char *source;
+
+	pages = malloc(sizeof(*pages) * N);
+	nheap = zpt_heap_pages(256, &heap, &source);
+	if (!pages || nheap <= 0) {
+		fprintf(stderr, "setup failed\n");
+		return 2;
+	}
+	test_injected_errors();
+	test_limit_over_failing_disk();
+	test_full_disk();	/* last: it may leave RLIMIT_FSIZE behind */
+	printf("%lu passed, %lu failed\n", checks - failures, failures);
+	return failures ? 1 : 0;
+}
