@@ -22,3 +22,11 @@ install-overhead: $(OVERHEAD_SPAWN)
 	install -m 0755 $(OVERHEAD_SPAWN) $(DESTDIR)$(LIBDIR)/cgmalloc/
 
 .PHONY: install-overhead
+
+# Tests of the harness: statistics against known answers, the interleaving,
+# bad input, and a tiny workload end to end under every configuration.
+check-overhead: $(LIB) $(OVERHEAD_SPAWN) $(B)/bench/churn
+	CGM_BUILD=$(B) /usr/bin/python3 tests/test_overhead.py
+
+CHECK_TARGETS += check-overhead
+.PHONY: check-overhead

@@ -203,7 +203,7 @@ def run(argv):
     duration = h.run()
     rec = record.build(h, ["cgm-overhead"] + list(argv), started, duration, notes)
     if opts.output:
-        images, note = plot.plot_all(rec, opts.output)
+        images, note = plot.plot_all(rec, opts.output) if opts.runs else ([], None)
         rec["plots"] = images
         if note:
             rec["notes"].append(note)

@@ -1,0 +1,29 @@
+# bench/: allocator workloads and `make bench` (the overhead harness over them).
+#
+# The workloads are ordinary programs linked against nothing of ours: the
+# harness (scripts/cgm-overhead) preloads each allocator configuration.
+
+BENCH_BIN := $(B)/bench
+BENCH_C := churn threads prodcons realloc large
+BENCH_CXX := cxxmap
+BENCH_PROGS := $(addprefix $(BENCH_BIN)/,$(BENCH_C) $(BENCH_CXX))
+BENCH_CFLAGS := -std=c11 -O2 -g -pthread $(WARN) $(CPPFLAGS_BASE)
+
+$(addprefix $(BENCH_BIN)/,$(BENCH_C)): $(BENCH_BIN)/%: bench/%.c bench/bench_common.h
+	@mkdir -p $(BENCH_BIN)
+	$(CC) $(BENCH_CFLAGS) $(CFLAGS) -o $@ $<
+
+$(BENCH_BIN)/cxxmap: bench/cxxmap.cc bench/bench_common.h
+	@mkdir -p $(BENCH_BIN)
+	$(CXX) $(CXXFLAGS_BASE) $(CPPFLAGS_BASE) -o $@ $<
+
+bench-progs: $(BENCH_PROGS)
+
+# Runs of every workload under every configuration; raw results (JSON,
+# plots) in $(B)/bench/results, the summary in bench/RESULTS.md.
+# BENCH_N runs per configuration (default in bench/run-bench).
+bench-overhead: $(BENCH_PROGS) $(LIB) $(OVERHEAD_SPAWN)
+	bench/run-bench --build $(B) $(if $(BENCH_N),-n $(BENCH_N))
+
+BENCH_TARGETS += bench-overhead
+.PHONY: bench-progs bench-overhead

@@ -1,0 +1,363 @@
+#!/usr/bin/python3
+"""Tests of the overhead harness, scripts/cgm-overhead.
+
+The statistics against known answers, the interleaving order, the bad-input
+messages, and a tiny workload end to end under every configuration with
+the JSON it writes checked field by field.
+
+Run: CGM_BUILD=build /usr/bin/python3 tests/test_overhead.py
+(CGM_BUILD holds libcgmalloc.so, cgm-overhead-spawn and bench/churn.)
+"""
+
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import unittest
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(TOP, "scripts"))
+sys.dont_write_bytecode = True
+
+from cgm_overhead import callgrind, configs, schedule, stats  # noqa: E402
+
+BUILD = os.path.join(TOP, os.environ.get("CGM_BUILD", "build"))
+LIB = os.path.join(BUILD, "libcgmalloc.so")
+CHURN = os.path.join(BUILD, "bench", "churn")
+HARNESS = os.path.join(TOP, "scripts", "cgm-overhead")
+
+# Known answer, checked by hand and printed by Debian's ministat 20150715
+# for these two files: "Difference at 95.0% confidence / 4.1 +/- 2.42952 /
+# 136.667% +/- 80.9841% / (Student's t, pooled s = 1.66583)".
+# By hand: means 3 and 7.1, variances 2.5 and 3.05, pooled variance
+# (4 * 2.5 + 4 * 3.05) / 8 = 2.775, s = 1.66583; standard error
+# s * sqrt(1/5 + 1/5) = 1.05356; t(95%, 8 df) = 2.306; 2.306 * 1.05356 = 2.42952.
+A = [1, 2, 3, 4, 5]
+B = [5, 6, 7, 8, 9.5]
+KNOWN = {"diff": 4.1, "err": 2.42952, "pct": 136.667, "pct_err": 80.9841, "pooled_s": 1.66583}
+
+MINISTAT_OUTPUT = """x a
++ b
+    N           Min           Max        Median           Avg        Stddev
+x   5             1             5             3             3     1.5811388
++   5             5           9.5             7           7.1     1.7464249
+Difference at 95.0% confidence
+	4.1 +/- 2.42952
+	136.667% +/- 80.9841%
+	(Student's t, pooled s = 1.66583)
+"""
+
+
+def close(a, b, rel=2e-5):
+    return abs(a - b) <= rel * max(abs(a), abs(b))
+
+
+class Statistics(unittest.TestCase):
+    def check_known(self, v):
+        self.assertTrue(v["difference"])
+        bad = [k for k, want in KNOWN.items() if not close(v[k], want)]
+        self.assertEqual(bad, [], "%s differ from the known answer: %s" % (bad, v))
+
+    def test_builtin_known_answer(self):
+        self.check_known(stats.compare_builtin(A, B, 95))
+
+    @unittest.skipUnless(stats.find_ministat(), "ministat is not installed")
+    def test_ministat_known_answer(self):
+        v = stats.compare_ministat(A, B, 95)
+        self.assertEqual(v["method"], "ministat")
+        self.check_known(v)
+
+    def test_parse_ministat_output(self):
+        self.check_known(stats.parse_ministat(MINISTAT_OUTPUT, 95))
+        v = stats.parse_ministat("No difference proven at 95.0% confidence\n", 95)
+        self.assertFalse(v["difference"])
+        # A base mean of 0: ministat prints an infinite percentage.
+        v = stats.parse_ministat("Difference at 95.0% confidence\n\t1 +/- 0\n\tinf% +/- -nan%\n"
+                                 "\t(Student's t, pooled s = 0)\n", 95)
+        self.assertTrue(v["difference"])
+        self.assertIsNone(v["pct"])
+
+    def test_identical_samples_no_difference(self):
+        xs = [0.41, 0.43, 0.40, 0.44, 0.42]
+        self.assertFalse(stats.compare_builtin(xs, list(xs))["difference"])
+        self.assertEqual(stats.verdict_text(stats.compare(xs, list(xs))),
+                         "No difference proven at 95.0% confidence")
+        # Constant samples: zero variance, zero difference.
+        self.assertFalse(stats.compare_builtin([3, 3, 3], [3, 3, 3])["difference"])
+
+    def test_too_few_runs(self):
+        v = stats.compare([1, 2], [3, 4, 5])
+        self.assertFalse(v["difference"])
+        self.assertIn("too few runs", v["note"])
+
+    def test_t_values(self):
+        # Published two-sided critical values of Student's t.
+        table = [(95, 8, 2.306), (95, 1, 12.706), (99, 1, 63.657), (90, 10, 1.812),
+                 (80, 30, 1.310), (98, 100, 2.364), (95, 101, 1.960)]
+        bad = [(c, df, want, stats.ministat_t(c, df)) for c, df, want in table
+               if stats.ministat_t(c, df) != want]
+        self.assertEqual(bad, [])
+        # ministat's "99.5%" column holds the 99.8% values.
+        self.assertEqual(stats.ministat_t(99.5, 4), 7.173)
+        self.assertAlmostEqual(stats.z_quantile(95), 1.959964, places=5)
+
+    @unittest.skipUnless(stats.find_ministat(), "ministat is not installed")
+    def test_builtin_agrees_with_ministat(self):
+        rng = random.Random(7)
+        mismatches = []
+        for conf in stats.MINISTAT_LEVELS:
+            for n in (3, 4, 5, 8, 10, 17, 30, 51, 60):
+                a = [rng.gauss(10, 1) for _ in range(n)]
+                b = [rng.gauss(10.6, 1) for _ in range(n + n % 2)]
+                x = stats.compare_builtin(a, b, conf)
+                y = stats.compare_ministat(a, b, conf)
+                same = x["difference"] == y["difference"] and (
+                    not x["difference"] or (close(x["diff"], y["diff"], 1e-5)
+                                            and close(x["err"], y["err"], 1e-5)))
+                if not same:
+                    mismatches.append((conf, n, x, y))
+        self.assertEqual(mismatches, [])
+
+    def test_summary(self):
+        s = stats.summarize([4, 1, 3, 2])
+        self.assertEqual((s["n"], s["median"], s["mean"], s["min"], s["max"]), (4, 2.5, 2.5, 1, 4))
+        self.assertAlmostEqual(s["stddev"], math.sqrt(5 / 3))
+        self.assertEqual((s["q1"], s["q3"]), (1.75, 3.25))
+
+
+class Interleaving(unittest.TestCase):
+    NAMES = ["glibc", "mimalloc", "off", "on"]
+
+    def test_fixed(self):
+        order = [n for _, n in schedule.rounds(self.NAMES, 3, "fixed")]
+        self.assertEqual(order, self.NAMES * 3)
+
+    def test_rotate(self):
+        order = [n for _, n in schedule.rounds(["A", "B", "C"], 3, "rotate")]
+        self.assertEqual("".join(order), "ABCBCACAB")
+
+    def test_every_round_has_each_once_and_no_blocks(self):
+        for order in schedule.ORDERS:
+            plan = schedule.rounds(self.NAMES, 5, order, seed=3)
+            self.assertEqual(len(plan), 20)
+            for r in range(5):
+                self.assertEqual(sorted(n for rr, n in plan if rr == r), sorted(self.NAMES))
+            # Never all runs of one configuration in a row.
+            for name in self.NAMES:
+                pos = [i for i, (_, n) in enumerate(plan) if n == name]
+                self.assertGreater(pos[-1] - pos[0], len(pos) - 1, (order, name, pos))
+
+    def test_shuffle_is_reproducible(self):
+        a = schedule.rounds(self.NAMES, 4, "shuffle", seed=11)
+        self.assertEqual(a, schedule.rounds(self.NAMES, 4, "shuffle", seed=11))
+
+    def test_warmup_puts_limits_last(self):
+        self.assertEqual(schedule.warmup(["glibc", "limits", "on"], late=("limits",)),
+                         ["glibc", "on", "limits"])
+
+
+class Parsing(unittest.TestCase):
+    def test_config_list(self):
+        self.assertEqual(configs.parse_list(["glibc,on", "mine=accounting=1,max=1G"]),
+                         [("glibc", None), ("on", None), ("mine", "accounting=1,max=1G")])
+
+    def test_limits_above_peak(self):
+        # peak 10 MiB: high = 20 + 64 = 84M, max = 40 + 128 = 168M.
+        self.assertEqual(configs.limits_conf(10 * 1024), "accounting=1,high=84M,max=168M")
+
+    def test_callgrind_parse(self):
+        text = ("positions: line\nevents: Ir\nob=(1) /lib/libc.so.6\nfn=(1) main\n"
+                "3 10\ncfn=(2) malloc\ncob=(2) /x/libcgmalloc.so\ncalls=1 0\n3 100\n"
+                "ob=(2)\nfn=(2)\n+1 60\n-1 40\ntotals: 110\n")
+        p = callgrind.parse(text)
+        self.assertEqual(p["objects"], {"/lib/libc.so.6": 10, "/x/libcgmalloc.so": 100})
+        self.assertEqual(p["total"], 110)
+        self.assertEqual(callgrind.allocator_share(p, "/x/libcgmalloc.so"), (True, 100))
+
+
+def harness(*args, cwd=None):
+    return subprocess.run([HARNESS] + list(args), capture_output=True, text=True,
+                          timeout=300, cwd=cwd)
+
+
+class BadInput(unittest.TestCase):
+    def one_line_error(self, r, words):
+        self.assertNotEqual(r.returncode, 0)
+        self.assertNotIn("Traceback", r.stderr)
+        lines = r.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertTrue(lines[0].startswith("cgm-overhead: "), lines[0])
+        self.assertIn(words, lines[0])
+
+    def test_command_not_found(self):
+        self.one_line_error(harness("--lib", LIB, "--", "no-such-command-xyz"),
+                            "command not found: no-such-command-xyz")
+
+    def test_unknown_configuration(self):
+        self.one_line_error(harness("--lib", LIB, "-c", "glibc,fast", "--", "true"),
+                            "unknown configuration 'fast'")
+
+    def test_non_numeric_runs(self):
+        self.one_line_error(harness("-n", "ten", "--", "true"), "'ten'")
+
+    def test_crashing_workload(self):
+        r = harness("-q", "--lib", LIB, "-n", "3", "--", "sh", "-c", "kill -SEGV $$")
+        self.one_line_error(r, "SIGSEGV")
+
+    def test_rejected_user_conf(self):
+        self.one_line_error(harness("--lib", LIB, "-c", "x=nosuchkey=1", "--", "true"),
+                            "rejected")
+
+
+@unittest.skipUnless(os.path.isfile(LIB) and os.path.isfile(CHURN),
+                     "build first: make and the bench programs")
+class EndToEnd(unittest.TestCase):
+    ALL = "glibc,mimalloc,jemalloc,off,on,limits,zpool"
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory(prefix="test-overhead-")
+        cls.out = os.path.join(cls.tmp.name, "out")
+        cls.r = harness("-q", "-n", "3", "--lib", LIB, "--base", "glibc,mimalloc",
+                        "--callgrind", "--perf", "on",
+                        "-c", cls.ALL, "-c", "mine=accounting=1,charge_batch=32",
+                        "-o", cls.out, "--", CHURN, "20000", "512")
+        with open(os.path.join(cls.out, "results.json")) as f:
+            cls.rec = json.load(f)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_exit_and_report(self):
+        self.assertEqual(self.r.returncode, 0, self.r.stderr)
+        self.assertNotIn("Traceback", self.r.stderr)
+        for words in ("wall time (s)", "max RSS (KiB)", "vs glibc", "vs mimalloc", "mine",
+                      "callgrind"):
+            self.assertIn(words, self.r.stdout)
+
+    def test_configurations(self):
+        cfgs = {c["name"]: c for c in self.rec["configurations"]}
+        self.assertEqual(sorted(cfgs), sorted(self.ALL.split(",") + ["mine"]))
+        for name, c in cfgs.items():
+            self.assertIsInstance(c["available"], bool)
+            if not c["available"]:
+                self.assertTrue(c["note"], name)
+        self.assertEqual(cfgs["glibc"]["env"], {})
+        self.assertEqual(cfgs["off"]["env"]["CGMALLOC_CONF"], "accounting=0")
+        self.assertEqual(cfgs["on"]["env"]["CGMALLOC_CONF"], "accounting=1")
+        self.assertEqual(cfgs["mine"]["env"]["CGMALLOC_CONF"], "accounting=1,charge_batch=32")
+        self.assertTrue(cfgs["mimalloc"]["env"]["LD_PRELOAD"].endswith("libmimalloc.so.2"))
+        accepted = configs.probe_preload(LIB, "zpool=1")[0] == 0
+        self.assertEqual(cfgs["zpool"]["available"], accepted)
+        # limits: high and max computed from the warm-up's peak.
+        peak = self.rec["settings"]["limits_peak_maxrss_kib"]
+        self.assertEqual(cfgs["limits"]["env"]["CGMALLOC_CONF"], configs.limits_conf(peak))
+
+    def test_runs(self):
+        avail = [c["name"] for c in self.rec["configurations"] if c["available"]]
+        runs = self.rec["runs"]
+        keys = [m["key"] for m in self.rec["measures"]]
+        for k in ("wall", "user", "sys", "cpu", "maxrss", "minflt", "majflt", "nvcsw", "nivcsw"):
+            self.assertIn(k, keys)
+        warm = [r["config"] for r in runs if r["phase"] == "warmup"]
+        timed = [r for r in runs if r["phase"] == "timed"]
+        self.assertEqual(sorted(warm), sorted(avail))
+        self.assertEqual(len(timed), 3 * len(avail))
+        # Executed in the interleaved order, after every warm-up run.
+        self.assertEqual([(r["round"], r["config"]) for r in timed],
+                         schedule.rounds(avail, 3, "rotate"))
+        self.assertEqual([r["phase"] for r in runs[:len(warm)]], ["warmup"] * len(warm))
+        bad = []
+        for r in runs:
+            if not r["ok"] or r["status"]["exit"] != 0 or not isinstance(r["command"], list):
+                bad.append(r)
+            if r["phase"] != "callgrind" and any(r["values"].get(k) is None for k in keys):
+                bad.append(r)
+        self.assertEqual(bad, [])
+        # The spawn helper measures the workload alone, not this ~10 MB harness.
+        rss = [r["values"]["maxrss"] for r in timed if r["config"] == "glibc"]
+        self.assertLess(max(rss), 6 * 1024, "max RSS includes the harness")
+
+    def test_statistics(self):
+        avail = [c["name"] for c in self.rec["configurations"] if c["available"]]
+        bad = []
+        for name in avail:
+            st = self.rec["summary"][name]["wall"]
+            if st["n"] != 3 or not st["min"] <= st["median"] <= st["max"]:
+                bad.append((name, st))
+            for base in ("glibc", "mimalloc"):
+                if name == base:
+                    continue
+                v = self.rec["comparisons"][base][name]["wall"]
+                if v["confidence"] != 95.0 or not isinstance(v["difference"], bool):
+                    bad.append((base, name, v))
+        self.assertEqual(bad, [])
+
+    def test_callgrind(self):
+        cg = {r["config"]: r["callgrind"] for r in self.rec["runs"] if r["phase"] == "callgrind"}
+        avail = [c["name"] for c in self.rec["configurations"] if c["available"]]
+        self.assertEqual(sorted(cg), sorted(avail))
+        bad = [(n, c) for n, c in cg.items()
+               if not c["ir"] or (n != "glibc" and c["allocator_seen"] is not True)]
+        self.assertEqual(bad, [], "callgrind did not run the preloaded allocator")
+        self.assertIsNone(cg["glibc"]["allocator_seen"])
+
+    def test_perf(self):
+        p = self.rec["perf"]
+        for k in ("used", "supported", "unsupported", "note"):
+            self.assertIn(k, p)
+        if p["used"]:
+            timed = [r for r in self.rec["runs"] if r["phase"] == "timed"]
+            self.assertTrue(all("perf:" + p["supported"][0] in r["values"] for r in timed))
+
+    def test_rerun_information(self):
+        self.assertEqual(self.rec["format"], "cgm-overhead/1")
+        self.assertIn("--callgrind", self.rec["invocation"]["argv"])
+        self.assertEqual(self.rec["workload"]["argv"], [CHURN, "20000", "512"])
+        self.assertIn("PATH", self.rec["environment"])
+        on = next(c for c in self.rec["configurations"] if c["name"] == "on")
+        self.assertIn("CGMALLOC_CONF=accounting=1", on["command"])
+        self.assertGreaterEqual(self.rec["host"]["cpus"], 1)
+
+    def test_plots(self):
+        self.assertIn("plots/wall.png", self.rec["plots"])
+        bad = []
+        for p in self.rec["plots"]:
+            with open(os.path.join(self.out, p), "rb") as f:
+                head = f.read(512)
+            if p.endswith(".png") and not head.startswith(b"\x89PNG"):
+                bad.append(p)
+            if p.endswith(".svg") and b"<svg" not in head:
+                bad.append(p)
+        self.assertEqual(bad, [])
+
+
+@unittest.skipUnless(os.path.isfile(LIB), "build first")
+class FailingRuns(unittest.TestCase):
+    def test_failed_runs_reported_not_averaged(self):
+        with tempfile.TemporaryDirectory(prefix="test-overhead-") as d:
+            count = os.path.join(d, "count")
+            # Every fourth run fails, deterministically.
+            script = ('n=$(cat %s 2>/dev/null || echo 0); echo $((n + 1)) > %s; '
+                      'if [ $((n %% 4)) -eq 3 ]; then echo broke >&2; exit 7; fi' % (count, count))
+            r = harness("-q", "-n", "4", "--lib", LIB, "-c", "glibc,off", "-o", d,
+                        "--", "sh", "-c", script)
+            with open(os.path.join(d, "results.json")) as f:
+                rec = json.load(f)
+        self.assertEqual(r.returncode, 1)
+        failed = [x for x in rec["runs"] if not x["ok"]]
+        self.assertEqual(len(failed), 2)        # runs 4 and 8 of 10
+        self.assertTrue(all(x["status"]["exit"] == 7 and x["stderr_tail"] == "broke"
+                            for x in failed))
+        total = sum(rec["summary"][c]["wall"]["n"] + rec["summary"][c]["failed"]
+                    for c in ("glibc", "off"))
+        self.assertEqual(total, 8)
+        self.assertIn("failed runs", r.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=1)
