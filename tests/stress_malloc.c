@@ -58,6 +58,7 @@ static _Atomic uint64_t ops_done;
 static _Atomic uint64_t stat_frees, stat_reallocs, stat_cross;
 static uint64_t ops_per_thread;
 static const char *who = "parent";
+static char seed_text[32] = "?";		/* printed with a failure, to rerun it */
 
 static _Noreturn void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -77,6 +78,8 @@ static _Noreturn void fail(const char *fmt, ...)
 	/* No stdio: the failing thread may be a forked child. */
 	if (write(STDERR_FILENO, "stress_malloc: FAIL (", 21) < 0 ||
 	    write(STDERR_FILENO, who, strlen(who)) < 0 ||
+	    write(STDERR_FILENO, ", seed ", 7) < 0 ||
+	    write(STDERR_FILENO, seed_text, strlen(seed_text)) < 0 ||
 	    write(STDERR_FILENO, "): ", 3) < 0 ||
 	    write(STDERR_FILENO, buf, (size_t)n) < 0 ||
 	    write(STDERR_FILENO, "\n", 1) < 0)
@@ -617,6 +620,7 @@ int main(int argc, char **argv)
 		seed = strtoull(argv[3], NULL, 0);
 	if (ops_per_thread == 0)
 		ops_per_thread = 100000;
+	snprintf(seed_text, sizeof(seed_text), "%" PRIu64, seed);
 	check_shim_active();
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 
@@ -656,9 +660,9 @@ int main(int argc, char **argv)
 	if (atomic_load(&big_bytes) != 0)
 		fail("budget bookkeeping: %" PRIu64 " big bytes left", atomic_load(&big_bytes));
 	clock_gettime(CLOCK_MONOTONIC, &t1);
-	printf("stress_malloc: %d threads x %" PRIu64 " ops, %" PRIu64 " forks, %" PRIu64
+	printf("stress_malloc: seed %s, %d threads x %" PRIu64 " ops, %" PRIu64 " forks, %" PRIu64
 	       " frees (%" PRIu64 " cross-thread), %" PRIu64 " reallocs, %.1f s: ok\n",
-	       NTHREADS, ops_per_thread, forks, atomic_load(&stat_frees),
+	       seed_text, NTHREADS, ops_per_thread, forks, atomic_load(&stat_frees),
 	       atomic_load(&stat_cross), atomic_load(&stat_reallocs),
 	       (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
 	return 0;

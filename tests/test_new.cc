@@ -11,9 +11,9 @@
  * allocates before main() complete the picture.
  *
  * Exits 0 when every check passed; prints each failed check otherwise.
- * Built with -DTEST_NEW_NO_SHIM (for AddressSanitizer) it runs the same
- * checks against the C++ runtime's own operators, minus the shim-specific
- * ones.
+ * Built with -DTEST_NEW_NO_SHIM (for AddressSanitizer, which has operators
+ * of its own) it checks the test itself: alignment, sized deletes and the
+ * library users, without the shim-specific and exhaustion checks.
  */
 #include <dlfcn.h>
 #include <malloc.h>
@@ -322,6 +322,8 @@ static void test_aligned_variants()
 
 /* ---- exhaustion: bad_alloc, nullptr, and the new_handler ---- */
 
+#ifndef TEST_NEW_NO_SHIM
+
 static const size_t huge_sizes[] = { SIZE_MAX, SIZE_MAX / 2, size_t(1) << 48 };
 
 template <typename F> static bool throws_bad_alloc(F f)
@@ -398,7 +400,6 @@ static void test_new_handler_then_failure()
 	CHECK(handler_calls == 1, "handler called %d times (aligned nothrow)", handler_calls);
 }
 
-#ifndef TEST_NEW_NO_SHIM
 static char *reserve;
 
 /* Frees the reserve so that the retried allocation fits, and steps down. */
@@ -563,9 +564,10 @@ int main()
 	test_variants_are_the_shims();
 	test_plain_variants();
 	test_aligned_variants();
+#ifndef TEST_NEW_NO_SHIM
+	/* AddressSanitizer's operator new aborts on exhaustion instead. */
 	test_exhaustion();
 	test_new_handler_then_failure();
-#ifndef TEST_NEW_NO_SHIM
 	test_new_handler_retry_succeeds();
 #endif
 	test_standard_library();
