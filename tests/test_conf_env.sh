@@ -91,6 +91,20 @@ run unknown "nosuchkey=1"
 expect_normal_run unknown
 ok
 
+# ---- control characters in the input still make one line each ----
+run control "$(printf 'max=ab\ncd,no\033[2Jkey=1')"
+[ "$(wc -l <"$PL_TMP/control.stderr")" = 3 ] || {
+	od -c "$PL_TMP/control.stderr" | head -8 >&2
+	pl_fail "a value with a newline and a key with an escape: not one line each"
+}
+shim_lines control | grep -q "^cgmalloc: CGMALLOC_CONF: bad value '.*' for 'max'" ||
+	pl_fail "a value with a newline: no bad-value line for 'max': $(shim_lines control)"
+if grep -q "$(printf '\033')" "$PL_TMP/control.stderr"; then
+	pl_fail "an escape character from CGMALLOC_CONF reached stderr"
+fi
+expect_normal_run control
+ok
+
 # ---- several bad items: one line each ----
 run several "max=abc,nosuchkey,high=12X,verbose=maybe,oom=whatever"
 [ "$(shim_lines several | wc -l)" = 5 ] ||
