@@ -47,7 +47,7 @@ $(ZPT)/tsan/test_zpool_stress: tests/test_zpool_stress.c $(ZPT_DEPS) \
 		$(ZPOOL_SRCS) $(ZPT_LIBS)
 
 check-tsan-zpool: $(ZPT)/tsan/test_zpool_stress
-	TSAN_OPTIONS="halt_on_error=1 exitcode=66" $(ZPT)/tsan/test_zpool_stress 6000
+	TSAN_OPTIONS="halt_on_error=1 exitcode=66" $(ZPT)/tsan/test_zpool_stress 20000
 
 .PHONY: check-tsan-zpool
 
@@ -75,3 +75,16 @@ check-asan-zpool: $(ZPT)/asan/test_zpool $(ZPT)/asan/test_zpool_model \
 	$(ZPT)/asan/test_zpool_stress 10000
 
 .PHONY: check-asan-zpool
+
+# Long runs for `make stress`.
+stress-zpool: $(ZPT)/test_zpool_model $(ZPT)/test_zpool_stress \
+		$(ZPT)/tsan/test_zpool_stress
+	$(ZPT)/test_zpool_model 400000 $$(date +%s)
+	$(ZPT)/test_zpool_stress 1000000 $$(date +%s)
+	TSAN_OPTIONS="halt_on_error=1 exitcode=66" $(ZPT)/tsan/test_zpool_stress 200000
+
+CHECK_TARGETS += check-zpool check-zpool-model check-zpool-stress \
+	check-zpool-fault check-tsan-zpool
+ASAN_TARGETS += check-asan-zpool
+STRESS_TARGETS += stress-zpool
+.PHONY: stress-zpool
