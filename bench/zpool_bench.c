@@ -13,6 +13,7 @@
  * Output: "key value" lines that bench/zpool_bench.sh turns into
  * bench/RESULTS-zpool.md.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,12 +140,65 @@ static double cpu_now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* What the four sides of a round work on. */
+struct round {
+	struct zp_pool *pool;
+	zp_entry_t *e;
+	char *dst;
+	int *lens;
+	unsigned char *out;
+};
+
+typedef void side_fn(struct round *rd, long first, long n);
+
+static void side_raw_compress(struct round *rd, long first, long n)
+{
+	measured_raw_compress_loop_at(first, n, rd->dst, rd->lens);
+}
+
+static void side_store(struct round *rd, long first, long n)
+{
+	measured_store_loop(rd->pool, rd->e + first, first, n);
+}
+
+static void side_raw_decompress(struct round *rd, long first, long n)
+{
+	measured_raw_decompress_loop(n, raw_c + first, raw_len + first, rd->dst);
+}
+
+static void side_load(struct round *rd, long first, long n)
+{
+	measured_load_loop(rd->pool, rd->e + first, n, rd->out);
+}
+
+/* Run @a and @b over all pages slice by slice, alternately first; add
+ * their CPU times to *ta and *tb. */
+static void interleave(struct round *rd, int r, side_fn *a, side_fn *b,
+		       double *ta, double *tb)
+{
+	for (long i = 0; i < npages; i += SLICE) {
+		long n = npages - i < SLICE ? npages - i : SLICE;
+		bool a_first = (i / SLICE + r) % 2;
+		double t0 = cpu_now(), t1, t2;
+
+		(a_first ? a : b)(rd, i, n);
+		t1 = cpu_now();
+		(a_first ? b : a)(rd, i, n);
+		t2 = cpu_now();
+		*ta += a_first ? t1 - t0 : t2 - t1;
+		*tb += a_first ? t2 - t1 : t1 - t0;
+	}
+}
+
 static void throughput(int rounds)
 {
-	zp_entry_t *e = malloc(sizeof(*e) * (size_t)npages);
-	char *dst = malloc(LZ4_COMPRESSBOUND(ZPT_PAGE));
-	int *lens = malloc(sizeof(*lens) * (size_t)npages);
 	unsigned char out[ZPT_PAGE];
+	struct round rd = {
+		.e = malloc(sizeof(*rd.e) * (size_t)npages),
+		.dst = malloc(LZ4_COMPRESSBOUND(ZPT_PAGE)),
+		.lens = malloc(sizeof(*rd.lens) * (size_t)npages),
+		.out = out,
+	};
 	double t_rc[64], t_st[64], t_rd[64], t_ld[64], r_st[64], r_ld[64];
 	double mb = (double)npages * ZPT_PAGE / 1e6;
 
@@ -152,57 +206,13 @@ static void throughput(int rounds)
 		rounds = 64;
 	raw_prepare();
 	for (int r = 0; r < rounds; r++) {
-		struct zp_pool *pool = make_pool(ZP_CODEC_LZ4);
-
+		rd.pool = make_pool(ZP_CODEC_LZ4);
 		t_rc[r] = t_st[r] = t_rd[r] = t_ld[r] = 0;
-		for (long i = 0; i < npages; i += SLICE) {
-			long n = npages - i < SLICE ? npages - i : SLICE;
-			double t0, t1, t2;
-
-			/* Alternate which side goes first. */
-			if ((i / SLICE + r) % 2) {
-				t0 = cpu_now();
-				measured_raw_compress_loop_at(i, n, dst, lens);
-				t1 = cpu_now();
-				measured_store_loop(pool, e + i, i, n);
-				t2 = cpu_now();
-				t_rc[r] += t1 - t0;
-				t_st[r] += t2 - t1;
-			} else {
-				t0 = cpu_now();
-				measured_store_loop(pool, e + i, i, n);
-				t1 = cpu_now();
-				measured_raw_compress_loop_at(i, n, dst, lens);
-				t2 = cpu_now();
-				t_st[r] += t1 - t0;
-				t_rc[r] += t2 - t1;
-			}
-		}
-		for (long i = 0; i < npages; i += SLICE) {
-			long n = npages - i < SLICE ? npages - i : SLICE;
-			double t0, t1, t2;
-
-			if ((i / SLICE + r) % 2) {
-				t0 = cpu_now();
-				measured_raw_decompress_loop(n, raw_c + i, raw_len + i, dst);
-				t1 = cpu_now();
-				measured_load_loop(pool, e + i, n, out);
-				t2 = cpu_now();
-				t_rd[r] += t1 - t0;
-				t_ld[r] += t2 - t1;
-			} else {
-				t0 = cpu_now();
-				measured_load_loop(pool, e + i, n, out);
-				t1 = cpu_now();
-				measured_raw_decompress_loop(n, raw_c + i, raw_len + i, dst);
-				t2 = cpu_now();
-				t_ld[r] += t1 - t0;
-				t_rd[r] += t2 - t1;
-			}
-		}
+		interleave(&rd, r, side_raw_compress, side_store, &t_rc[r], &t_st[r]);
+		interleave(&rd, r, side_raw_decompress, side_load, &t_rd[r], &t_ld[r]);
 		r_st[r] = t_rc[r] / t_st[r];
 		r_ld[r] = t_rd[r] / t_ld[r];
-		zp_destroy_pool(pool);
+		zp_destroy_pool(rd.pool);
 	}
 	printf("rounds %d\n", rounds);
 	printf("raw_compress_MBps %.0f\n", mb / median(t_rc, rounds));
@@ -211,9 +221,9 @@ static void throughput(int rounds)
 	printf("load_MBps %.0f\n", mb / median(t_ld, rounds));
 	printf("store_vs_raw_pct %.0f\n", 100 * median(r_st, rounds));
 	printf("load_vs_raw_pct %.0f\n", 100 * median(r_ld, rounds));
-	free(lens);
-	free(dst);
-	free(e);
+	free(rd.lens);
+	free(rd.dst);
+	free(rd.e);
 }
 
 static void memory(enum zp_codec codec, const char *name)

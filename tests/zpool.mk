@@ -88,3 +88,13 @@ CHECK_TARGETS += check-zpool check-zpool-model check-zpool-stress \
 ASAN_TARGETS += check-asan-zpool
 STRESS_TARGETS += stress-zpool
 .PHONY: stress-zpool
+
+$(ZPT)/test_zpool_nomalloc: tests/test_zpool_nomalloc.c $(ZPT_LIB) $(ZPT_DEPS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ZPT_CFLAGS) -o $@ $< $(ZPT_SUPPORT) $(ZPT_LIB) $(ZPT_LIBS)
+
+check-zpool-nomalloc: $(ZPT)/test_zpool_nomalloc
+	$(ZPT)/test_zpool_nomalloc 2>/dev/null
+
+CHECK_TARGETS += check-zpool-nomalloc
+.PHONY: check-zpool-nomalloc
