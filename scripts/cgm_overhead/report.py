@@ -76,9 +76,11 @@ def _header_lines(rec):
     lines.append("  " + rec["perf"]["note"])
     methods = {v["method"] for base in rec["comparisons"].values()
                for cfg in base.values() for v in cfg.values()}
-    lines.append("  statistics: %s, Student's t at %.1f%% confidence; "
+    names = {"ministat": "Debian's ministat", "student-t": "the built-in computation"}
+    lines.append("  statistics: %s at %.1f%% confidence (Student's t, pooled variance); "
                  "failed runs are reported, not averaged" % (
-                     " and ".join(sorted(methods)) or "none", s["confidence"]))
+                     " and ".join(names.get(m, m) for m in sorted(methods)) or "none",
+                     s["confidence"]))
     lines.extend("  note: " + n for n in rec["notes"])
     return lines
 
