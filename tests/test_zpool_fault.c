@@ -18,8 +18,14 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 
 #include "cgm/zpool.h"
 #include "zpool_pages.h"
@@ -286,6 +292,69 @@ static void test_limit_over_failing_disk(void)
 	       "none lost\n", stored, refused);
 }
 
+/* io_uring_setup fails with ENOSYS from here on (seccomp). */
+static int forbid_io_uring(void)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 0),	/* seccomp_data.nr */
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { .len = 4, .filter = f };
+
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+		return -1;
+	return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog);
+}
+
+/* Without io_uring, writeback and loads fall back to pwrite/pread. */
+static void test_without_io_uring(void)
+{
+	char path[] = "/tmp/zpool-fault-XXXXXX", err[4096];
+	int fd = mkstemp(path), status = 0;
+	pid_t pid;
+
+	close(fd);
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0) {
+		struct zp_options o = { .backing = path };
+		struct zp_pool *pool;
+		long w;
+		int bad;
+
+		if (forbid_io_uring()) {
+			printf("SKIP without io_uring: seccomp unavailable\n");
+			_exit(0);
+		}
+		capture(true, NULL, 0);
+		if (zp_create_pool(&o, &pool))
+			_exit(3);
+		make_pages(4);
+		store_all(pool);
+		w = zp_writeback(pool, N);
+		bad = (int)verify_all(pool);
+		release_all(pool);
+		zp_destroy_pool(pool);
+		capture(false, err, sizeof(err));
+		if (w != N || bad || failures ||
+		    !strstr(err, "io_uring unavailable (Function not implemented)")) {
+			printf("FAIL: without io_uring wrote %ld, %d loads differ; "
+			       "stderr: %s\n", w, bad, err);
+			fflush(stdout);
+			_exit(1);
+		}
+		printf("without io_uring: wrote %ld with pwrite, all loads identical\n", w);
+		fflush(stdout);
+		_exit(0);
+	}
+	waitpid(pid, &status, 0);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	      "child without io_uring failed (status %d)", status);
+	unlink(path);
+}
+
 int main(void)
 {
 	const char *source;
@@ -297,6 +366,7 @@ int main(void)
 		return 2;
 	}
 	test_injected_errors();
+	test_without_io_uring();
 	test_limit_over_failing_disk();
 	test_full_disk();	/* last: it may leave RLIMIT_FSIZE behind */
 	printf("%lu passed, %lu failed\n", checks - failures, failures);

@@ -40,13 +40,15 @@
 
 struct zp_rd {
 	pthread_mutex_t lock;
+	bool uring;			/* the ring works (under lock) */
 	struct io_uring ring;
 	unsigned char *buf;		/* one page, registered */
 } __attribute__((aligned(64)));
 
 struct zp_wb {
 	int fd;
-	bool uring;
+	bool rings;			/* the rings exist */
+	bool uring;			/* writes use the ring (under lock) */
 	unsigned batch;
 	pthread_mutex_t lock;		/* one writeback at a time */
 	struct io_uring ring;
@@ -54,6 +56,7 @@ struct zp_wb {
 	struct iovec iov[ZP_WB_MAX_BATCH];
 	uint32_t ids[ZP_WB_MAX_BATCH];
 	uint64_t off[ZP_WB_MAX_BATCH];
+	uint32_t len[ZP_WB_MAX_BATCH];
 	int res[ZP_WB_MAX_BATCH];
 
 	pthread_mutex_t space_lock;
@@ -146,17 +149,13 @@ uint64_t zp_wb_space_used(struct zp_pool *pool)
 
 /* ---- setup ---- */
 
-static int ring_init(struct io_uring *ring, unsigned entries, void *buf,
-		     size_t bytes, unsigned nbufs, struct iovec *iov)
+static int ring_init(struct io_uring *ring, unsigned entries,
+		     const struct iovec *iov, unsigned nbufs)
 {
 	int ret = io_uring_queue_init(entries, ring, 0);
 
 	if (ret < 0)
 		return ret;
-	for (unsigned i = 0; i < nbufs; i++) {
-		iov[i].iov_base = (char *)buf + (size_t)i * bytes;
-		iov[i].iov_len = bytes;
-	}
 	ret = io_uring_register_buffers(ring, iov, nbufs);
 	if (ret < 0)
 		io_uring_queue_exit(ring);
@@ -195,20 +194,26 @@ int zp_wb_init(struct zp_pool *pool)
 			pool->backing_path, zp_strerror(-ret));
 		return ret;
 	}
-	ret = ring_init(&wb->ring, wb->batch, wb->bufs, ZP_PAGE_SIZE, wb->batch,
-			wb->iov);
+	/* The buffers exist with or without a ring: pwrite uses them too. */
+	for (unsigned i = 0; i < wb->batch; i++) {
+		wb->iov[i].iov_base = wb->bufs + (size_t)i * ZP_PAGE_SIZE;
+		wb->iov[i].iov_len = ZP_PAGE_SIZE;
+	}
+	ret = ring_init(&wb->ring, wb->batch, wb->iov, wb->batch);
 	for (unsigned i = 0; ret == 0 && i < ZP_NR_RD; i++) {
-		struct iovec iov;
+		struct iovec iov = { .iov_base = wb->rd[i].buf,
+				     .iov_len = ZP_PAGE_SIZE };
 
-		ret = ring_init(&wb->rd[i].ring, 2, wb->rd[i].buf, ZP_PAGE_SIZE,
-				1, &iov);
+		ret = ring_init(&wb->rd[i].ring, 2, &iov, 1);
 		if (ret < 0) {
 			while (i--)
 				io_uring_queue_exit(&wb->rd[i].ring);
 			io_uring_queue_exit(&wb->ring);
 		}
 	}
-	wb->uring = ret == 0;
+	wb->rings = wb->uring = ret == 0;
+	for (unsigned i = 0; i < ZP_NR_RD; i++)
+		wb->rd[i].uring = wb->uring;
 	if (!wb->uring)
 		cgm_log_once(&wb->logged_uring,
 			     "zpool: io_uring unavailable (%s); writeback to %s uses pwrite/pread",
@@ -222,7 +227,7 @@ void zp_wb_destroy(struct zp_pool *pool)
 
 	if (!wb)
 		return;
-	if (wb->uring) {
+	if (wb->rings) {
 		io_uring_queue_exit(&wb->ring);
 		for (unsigned i = 0; i < ZP_NR_RD; i++)
 			io_uring_queue_exit(&wb->rd[i].ring);
@@ -247,47 +252,65 @@ void zp_test_fail_writes(struct zp_pool *pool, unsigned count, int err)
 
 /* ---- writing ---- */
 
-/* Write the batch's n buffers; results (bytes or -errno) into wb->res. */
-static void write_batch(struct zp_wb *wb, unsigned n)
+/* Reap @nr completions of the write ring into wb->res. */
+static void reap(struct zp_wb *wb, unsigned nr)
 {
-	unsigned queued = 0;
-
-	for (unsigned i = 0; i < n; i++) {
-		uint32_t len = (uint32_t)wb->res[i];
-
-		if (wb->off[i] == ZP_SPACE_NONE) {
-			wb->res[i] = -ENOSPC;
-			continue;
-		}
-		if (!wb->uring) {
-			ssize_t r = pwrite(wb->fd, wb->iov[i].iov_base, len,
-					   (off_t)wb->off[i]);
-			wb->res[i] = r < 0 ? -errno : (int)r;
-			continue;
-		}
-		struct io_uring_sqe *sqe = io_uring_get_sqe(&wb->ring);
-
-		io_uring_prep_write_fixed(sqe, wb->fd, wb->iov[i].iov_base, len,
-					  wb->off[i], (int)i);
-		io_uring_sqe_set_data64(sqe, i);
-		queued++;
-	}
-	if (queued) {
+	for (unsigned done = 0; done < nr; done++) {
+		struct io_uring_cqe *cqe;
 		int ret;
 
 		do
+			ret = io_uring_wait_cqe(&wb->ring, &cqe);
+		while (ret == -EINTR);
+		if (ret < 0)
+			return;		/* their res stay -EIO */
+		if (cqe->user_data < ZP_WB_MAX_BATCH)
+			wb->res[cqe->user_data] = cqe->res;
+		io_uring_cqe_seen(&wb->ring, cqe);
+	}
+}
+
+/*
+ * Write the batch's n buffers (lengths in wb->len); results, bytes written
+ * or -errno, into wb->res.  If the ring refuses a submission it is not
+ * used again: those writes count as failed now (their entries stay in
+ * memory) and later batches use pwrite.
+ */
+static void write_batch(struct zp_pool *pool, struct zp_wb *wb, unsigned n)
+{
+	unsigned queued = 0;
+	int ret;
+
+	for (unsigned i = 0; i < n; i++) {
+		if (wb->off[i] == ZP_SPACE_NONE) {
+			wb->res[i] = -ENOSPC;
+		} else if (!wb->uring) {
+			ssize_t r = pwrite(wb->fd, wb->iov[i].iov_base, wb->len[i],
+					   (off_t)wb->off[i]);
+
+			wb->res[i] = r < 0 ? -errno : (int)r;
+		} else {
+			struct io_uring_sqe *sqe = io_uring_get_sqe(&wb->ring);
+
+			io_uring_prep_write_fixed(sqe, wb->fd, wb->iov[i].iov_base,
+						  wb->len[i], wb->off[i], (int)i);
+			io_uring_sqe_set_data64(sqe, i);
+			wb->res[i] = -EIO;	/* until its completion says */
+			queued++;
+		}
+	}
+	if (queued) {
+		do
 			ret = io_uring_submit_and_wait(&wb->ring, queued);
 		while (ret == -EINTR);
-		for (unsigned done = 0; done < queued; done++) {
-			struct io_uring_cqe *cqe;
-
-			do
-				ret = io_uring_wait_cqe(&wb->ring, &cqe);
-			while (ret == -EINTR);
-			if (ret < 0)
-				break;
-			wb->res[cqe->user_data] = cqe->res;
-			io_uring_cqe_seen(&wb->ring, cqe);
+		reap(wb, ret > 0 ? (unsigned)ret : 0);
+		if (ret < (int)queued) {
+			wb->uring = false;
+			cgm_log_once(&wb->logged_uring,
+				     "zpool: io_uring submission to %s failed (%s); "
+				     "writeback goes on with pwrite",
+				     pool->backing_path,
+				     zp_strerror(ret < 0 ? -ret : EAGAIN));
 		}
 	}
 	/* The test hook turns completed writes into failures. */
@@ -388,7 +411,7 @@ static unsigned gather_batch(struct zp_pool *pool, struct zp_wb *wb)
 		struct zp_entry *ent = &pool->entry[wb->ids[i]];
 		const void *p = zp_obj_read_begin(pool, ent->handle, NULL);
 
-		wb->res[i] = (int)ent->len;
+		wb->len[i] = ent->len;
 		wb->off[i] = p ? space_alloc(wb, ent->len) : ZP_SPACE_NONE;
 		if (p) {
 			memcpy(wb->iov[i].iov_base, p, ent->len);
@@ -412,14 +435,13 @@ long zp_writeback(struct zp_pool *pool, unsigned long nr)
 
 		if (n == 0)
 			break;
-		write_batch(wb, n);
+		write_batch(pool, wb, n);
 		/* Failures go back to the head youngest first, so the batch
 		 * keeps its order there. */
 		for (unsigned j = n; j-- > 0;) {
 			zp_entry_t e = wb->ids[j];
-			uint32_t len = pool->entry[e].len;
 
-			if (wb->res[j] == (int)len) {
+			if (wb->res[j] == (int)wb->len[j]) {
 				finish_written(pool, e, wb->off[j]);
 				written++;
 			} else {
@@ -435,31 +457,45 @@ long zp_writeback(struct zp_pool *pool, unsigned long nr)
 
 /* ---- reading ---- */
 
+/* One read through the ring; -EAGAIN if the ring refused it. */
+static int read_uring(struct zp_wb *wb, struct zp_rd *rd, uint64_t off,
+		      uint32_t len, uint32_t at)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&rd->ring);
+	struct io_uring_cqe *cqe;
+	int res;
+
+	io_uring_prep_read_fixed(sqe, wb->fd, rd->buf + at, len, off, 0);
+	do
+		res = io_uring_submit_and_wait(&rd->ring, 1);
+	while (res == -EINTR);
+	if (res != 1)
+		return -EAGAIN;
+	do
+		res = io_uring_wait_cqe(&rd->ring, &cqe);
+	while (res == -EINTR);
+	if (res < 0)
+		return res;
+	res = cqe->res;
+	io_uring_cqe_seen(&rd->ring, cqe);
+	return res;
+}
+
 static int read_rd(struct zp_wb *wb, struct zp_rd *rd, uint64_t off,
 		   uint32_t len)
 {
 	uint32_t done = 0;
 
 	while (done < len) {
-		int res;
+		int res = -EAGAIN;
 
-		if (wb->uring) {
-			struct io_uring_sqe *sqe = io_uring_get_sqe(&rd->ring);
-			struct io_uring_cqe *cqe;
-
-			io_uring_prep_read_fixed(sqe, wb->fd, rd->buf + done,
-						 len - done, off + done, 0);
-			do
-				res = io_uring_submit_and_wait(&rd->ring, 1);
-			while (res == -EINTR);
-			do
-				res = io_uring_wait_cqe(&rd->ring, &cqe);
-			while (res == -EINTR);
-			if (res < 0)
-				return res;
-			res = cqe->res;
-			io_uring_cqe_seen(&rd->ring, cqe);
-		} else {
+		if (rd->uring) {
+			res = read_uring(wb, rd, off + done, len - done, done);
+			/* A ring that refuses a submission is not used again. */
+			if (res == -EAGAIN)
+				rd->uring = false;
+		}
+		if (!rd->uring) {
 			ssize_t r = pread(wb->fd, rd->buf + done, len - done,
 					  (off_t)(off + done));
 
