@@ -72,7 +72,8 @@ STRESS_TARGETS += stress-malloc-long
 # ---- the test programs themselves under AddressSanitizer+UBSan ----
 # ASan brings its own allocator, so these are built without the shim: they
 # show that a failure of the shim-linked runs is the allocator's, not a bug
-# of the test (a race on a block, a wrong sized delete, an overrun).
+# of the test (a use after free, a wrong sized delete, an overrun).  The
+# stress program was also run clean under ThreadSanitizer (not wired: slow).
 
 $(RT)/asan/stress_malloc: tests/stress_malloc.c
 	@mkdir -p $(RT)/asan
