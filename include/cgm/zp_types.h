@@ -47,6 +47,8 @@
 /* Location: first page id (32 bits) | object index (10) | class (8). */
 #define ZP_LOC_CLASS_BITS	8
 #define ZP_LOC_OBJ_BITS		10
+_Static_assert(ZP_MAX_OBJS <= 1u << ZP_LOC_OBJ_BITS, "object index fits");
+_Static_assert(ZP_NR_ALL_CLASSES <= 1u << ZP_LOC_CLASS_BITS, "class fits");
 static inline uint64_t zp_loc(uint32_t page, unsigned obj, unsigned cls)
 {
 	return ((uint64_t)page << (ZP_LOC_OBJ_BITS + ZP_LOC_CLASS_BITS)) |
