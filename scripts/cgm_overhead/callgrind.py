@@ -4,8 +4,8 @@ configuration.
 callgrind does not replace malloc (memcheck, massif and the other heap tools
 do; callgrind only counts), so the configuration's LD_PRELOAD is what the
 program runs, and the profile proves it: the instructions of every object
-are summed from the output file, and the preloaded allocator must be among
-them.  The LD_PRELOAD is in valgrind's environment; valgrind passes it to
+are summed from the output files (one per process: children are traced),
+and the preloaded allocator must be among them.  The LD_PRELOAD is in valgrind's environment; valgrind passes it to
 the program (adding its own core preload).  Debian's /usr/bin/valgrind is a
 shell script that also sets LD_LIBRARY_PATH=/usr/lib/debug and
 GLIBCXX_FORCE_NEW=1 for the program, the same in every configuration.
@@ -22,8 +22,27 @@ def valgrind_path():
     return shutil.which("valgrind")
 
 
-def wrap(valgrind, argv, outfile):
-    return [valgrind, "--tool=callgrind", "--callgrind-out-file=" + outfile] + list(argv)
+def wrap(valgrind, argv, outdir):
+    """valgrind's words before the command.  Children are traced too, each
+    process into its own file, so that a workload started through env(1)
+    or a shell script is counted (an exec keeps the pid and the file)."""
+    return [valgrind, "--tool=callgrind", "--trace-children=yes",
+            "--callgrind-out-file=" + os.path.join(outdir, "callgrind.out.%p")] + list(argv)
+
+
+def parse_dir(outdir):
+    """The profiles of every process in @outdir, summed like parse()."""
+    total = 0
+    objects = {}
+    for name in sorted(os.listdir(outdir)):
+        if not name.startswith("callgrind.out."):
+            continue
+        with open(os.path.join(outdir, name)) as f:
+            p = parse(f.read())
+        total += p["total"]
+        for obj, cost in p["objects"].items():
+            objects[obj] = objects.get(obj, 0) + cost
+    return {"total": total, "objects": objects}
 
 
 def parse(text):

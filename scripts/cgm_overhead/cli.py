@@ -208,8 +208,9 @@ def run(argv):
         if note:
             rec["notes"].append(note)
         path = record.write(rec, opts.output)
-        print("cgm-overhead: wrote %s and %d plots in %s" % (
-            path, len(images), os.path.join(opts.output, "plots")), file=sys.stderr)
+        plots = " and %d plots in %s" % (len(images), os.path.join(opts.output, "plots")) \
+            if images else ""
+        print("cgm-overhead: wrote %s%s" % (path, plots), file=sys.stderr)
     sys.stdout.write(report.render(rec))
     return _status(rec)
 

@@ -77,8 +77,7 @@ class Harness:
         outer, inner = [], []
         perf_out = cg_out = None
         if phase == "callgrind":
-            fd, cg_out = tempfile.mkstemp(prefix="cgm-overhead-callgrind-")
-            os.close(fd)
+            cg_out = tempfile.mkdtemp(prefix="cgm-overhead-callgrind-")
             inner = callgrind.wrap(callgrind.valgrind_path(), [], cg_out)
         elif self.perf.used:
             fd, perf_out = tempfile.mkstemp(prefix="cgm-overhead-perf-")
@@ -115,14 +114,13 @@ class Harness:
         self.records.append(rec)
         return rec
 
-    def _callgrind_result(self, config, path, ok):
+    def _callgrind_result(self, config, outdir, ok):
         try:
-            with open(path) as f:
-                profile = callgrind.parse(f.read())
+            profile = callgrind.parse_dir(outdir)
         except OSError:
             profile = {"total": None, "objects": {}}
         finally:
-            perf.remove(path)
+            shutil.rmtree(outdir, ignore_errors=True)
         seen, alloc_ir = callgrind.allocator_share(profile, config.preload)
         top = sorted(profile["objects"].items(), key=lambda kv: -kv[1])[:12]
         return {"ir": profile["total"] if ok else None, "allocator_ir": alloc_ir,
