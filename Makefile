@@ -52,6 +52,16 @@ CLEAN_FILES :=
 
 all: $(LIB)
 
+# Shared by every module's tests.
+T := $(B)/tests
+CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
+CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
+TEST_CFLAGS := -std=c11 -O1 -g $(WARN) $(CPPFLAGS_BASE)
+ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+# Linked against the shim: libcgmalloc.so precedes libc in the search
+# order, exactly as under LD_PRELOAD.
+SHIM_LINK := -L$(B) -Wl,-rpath,$(abspath $(B)) -lcgmalloc -lmimalloc
+
 # Each module brings its own fragment; a new one is picked up by this list.
 MODULE_MKS := $(sort $(wildcard shim/*.mk accounting/*.mk zpool/*.mk \
 	tools/*/*.mk tools/*.mk tests/*.mk tests/*/*.mk bench/*.mk scripts/*.mk))

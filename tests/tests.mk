@@ -1,12 +1,4 @@
-# tests/: Check unit tests, runtime tests, stress, preload tests.
-
-T := $(B)/tests
-CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
-CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
-TEST_CFLAGS := -std=c11 -O1 -g $(WARN) $(CPPFLAGS_BASE)
-# Linked against the shim: libcgmalloc.so precedes libc in the search
-# order, exactly as under LD_PRELOAD.
-SHIM_LINK := -L$(B) -Wl,-rpath,$(abspath $(B)) -lcgmalloc -lmimalloc
+# tests/: Check unit tests of the shim (the common variables are in Makefile).
 
 # Sources that the non-preload tests build directly (also under ASan).
 CONFIG_SRCS := shim/config.c shim/config_table.c shim/log.c
@@ -22,8 +14,6 @@ $(T)/test_config: tests/test_config.c $(CONFIG_SRCS) include/cgm/config.h
 $(T)/asan/test_config: tests/test_config.c $(CONFIG_SRCS) include/cgm/config.h
 	@mkdir -p $(T)/asan
 	$(CC) $(TEST_CFLAGS) $(ASAN_FLAGS) $(CHECK_CFLAGS) -o $@ tests/test_config.c $(CONFIG_SRCS) $(CHECK_LIBS)
-
-ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
 check-unit: $(T)/test_interpose $(T)/test_config
 	$(T)/test_config

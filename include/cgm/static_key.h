@@ -1,0 +1,232 @@
+/*
+ * Static keys: kernel-style jump labels for a userspace shared library.
+ *
+ *	DEFINE_STATIC_KEY_FALSE(cgm_accounting_key);
+ *	...
+ *	if (static_branch_unlikely(&cgm_accounting_key))
+ *		return cgm_accounted_malloc(n);
+ *
+ * Each test is a "site": one 5-byte instruction on x86-64 (4 bytes on
+ * aarch64) that is patched at run time into a NOP (fall through) or a JMP
+ * to the other side, so a disabled feature costs one NOP and no load.
+ * Sites are recorded in the section __cgm_jump_table of the image that
+ * contains them; static_key_slow_inc()/dec() and static_branch_enable()/
+ * disable() rewrite every site of the key.
+ *
+ * Unlike the kernel's, a site as compiled is a jump to a few out-of-line
+ * instructions that read the key.  That image is correct before anything
+ * has been patched (malloc runs before any constructor) and is what every
+ * site keeps when patching is impossible or switched off (fallback mode):
+ * always right, a compare and a branch slower.  static_keys_init() patches
+ * every site to its NOP/JMP form when it can.
+ *
+ * Keys are hidden symbols of the image that defines them; a key and its
+ * sites must live in the same shared object or executable.
+ */
+#ifndef CGM_STATIC_KEY_H
+#define CGM_STATIC_KEY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct static_key {
+	/*
+	 * > 0: the key is true.  static_key_slow_inc()/dec() count
+	 * references; the sites are rewritten only on 0 <-> 1.  The fallback
+	 * code of a site compares this int with 0, so it stays first.
+	 */
+	int enabled;
+	const char *name;	/* for reports: the name it was defined with */
+};
+
+struct static_key_true {
+	struct static_key key;
+};
+
+struct static_key_false {
+	struct static_key key;
+};
+
+#define DEFINE_STATIC_KEY_TRUE(var) \
+	struct static_key_true var = { .key = { .enabled = 1, .name = #var } }
+#define DEFINE_STATIC_KEY_FALSE(var) \
+	struct static_key_false var = { .key = { .enabled = 0, .name = #var } }
+#define DECLARE_STATIC_KEY_TRUE(var) extern struct static_key_true var
+#define DECLARE_STATIC_KEY_FALSE(var) extern struct static_key_false var
+
+/*
+ * One entry per site, all offsets relative to the field that holds them so
+ * that the table needs no dynamic relocation: the image finds its own
+ * sites at any load address.
+ */
+struct jump_entry {
+	int32_t code;		/* the patched instruction */
+	int32_t target;		/* where the "yes" side starts */
+	int32_t fallback;	/* the out-of-line code that reads the key */
+	int32_t pad;
+	int64_t key;		/* the key; bit 0 = branch (see below) */
+};
+
+/*
+ * A site "jumps" (takes the yes side) when key->enabled != branch, i.e.
+ * branch 0: jump when the key is true; branch 1: jump when it is false.
+ * static_branch_unlikely uses branch 0 (the fall-through side is the
+ * false one), static_branch_likely uses branch 1 and negates the result.
+ */
+
+#if defined(__x86_64__) && !defined(CGM_STATIC_KEYS_GENERIC)
+#define CGM_STATIC_KEYS_ARCH 1
+
+static inline __attribute__((always_inline)) bool
+arch_static_branch(struct static_key *key, bool branch)
+{
+	/*
+	 * 1: jmp 3f  -- the compiled form; patched to a NOP or jmp l_yes
+	 * 3: the fallback: compare the key, jump to l_yes or back to 2.
+	 */
+	__asm__ goto(
+		"1:	.byte 0xe9\n\t"
+		"	.long 3f - 2f\n"
+		"2:\n\t"
+		".pushsection .text.cgm_static_key, \"ax\"\n"
+		"3:	cmpl $0, %c0(%%rip)\n\t"
+		"	.if %c1\n\t"
+		"	je %l[l_yes]\n\t"
+		"	.else\n\t"
+		"	jne %l[l_yes]\n\t"
+		"	.endif\n\t"
+		"	jmp 2b\n\t"
+		".popsection\n\t"
+		".pushsection __cgm_jump_table, \"aR\"\n\t"
+		".balign 8\n\t"
+		".long 1b - .\n\t"
+		".long %l[l_yes] - .\n\t"
+		".long 3b - .\n\t"
+		".long 0\n\t"
+		".quad %c0 + %c1 - .\n\t"
+		".popsection"
+		: : "i"(key), "i"(branch) : "cc" : l_yes);
+	return false;
+l_yes:
+	return true;
+}
+
+#elif defined(__aarch64__) && !defined(CGM_STATIC_KEYS_GENERIC)
+#define CGM_STATIC_KEYS_ARCH 1
+
+static inline __attribute__((always_inline)) bool
+arch_static_branch(struct static_key *key, bool branch)
+{
+	/*
+	 * 1: b 3f -- patched to NOP or b l_yes.  The fallback needs a scratch
+	 * register; x16 (IP0) is declared clobbered.
+	 */
+	__asm__ goto(
+		"1:	b 3f\n"
+		"2:\n\t"
+		".pushsection .text.cgm_static_key, \"ax\"\n"
+		"3:	adrp x16, %c0\n\t"
+		"	ldr w16, [x16, #:lo12:%c0]\n\t"
+		"	cmp w16, #0\n\t"
+		"	.if %c1\n\t"
+		"	b.eq 4f\n\t"
+		"	.else\n\t"
+		"	b.ne 4f\n\t"
+		"	.endif\n\t"
+		"	b 2b\n"
+		"4:	b %l[l_yes]\n\t"
+		".popsection\n\t"
+		".pushsection __cgm_jump_table, \"aR\"\n\t"
+		".balign 8\n\t"
+		".long 1b - .\n\t"
+		".long %l[l_yes] - .\n\t"
+		".long 3b - .\n\t"
+		".long 0\n\t"
+		".quad %c0 + %c1 - .\n\t"
+		".popsection"
+		: : "i"(key), "i"(branch) : "cc", "x16" : l_yes);
+	return false;
+l_yes:
+	return true;
+}
+
+#else
+/* Unknown architecture: every site reads its key (fallback mode). */
+static inline __attribute__((always_inline)) bool
+arch_static_branch(struct static_key *key, bool branch)
+{
+	return (__atomic_load_n(&key->enabled, __ATOMIC_RELAXED) > 0) != branch;
+}
+#endif
+
+/* Only the key types are accepted, as in the kernel. */
+#define STATIC_KEY_CHECK_TYPE(x)					\
+	_Static_assert(__builtin_types_compatible_p(__typeof__(*(x)),	\
+						    struct static_key_true) || \
+		       __builtin_types_compatible_p(__typeof__(*(x)),	\
+						    struct static_key_false), \
+		       "static_branch_*() needs a static_key_true/false")
+
+#define static_branch_likely(x) __extension__ ({			\
+	STATIC_KEY_CHECK_TYPE(x);					\
+	__builtin_expect(!arch_static_branch(&(x)->key, true), 1);	\
+})
+
+#define static_branch_unlikely(x) __extension__ ({			\
+	STATIC_KEY_CHECK_TYPE(x);					\
+	__builtin_expect(arch_static_branch(&(x)->key, false), 0);	\
+})
+
+/* Reference-counted: the sites are rewritten only on 0 <-> 1. */
+void static_key_slow_inc(struct static_key *key);
+void static_key_slow_dec(struct static_key *key);
+
+/* Set semantics: true/false whatever the count was (kernel: WARN if > 1). */
+void static_key_enable(struct static_key *key);
+void static_key_disable(struct static_key *key);
+
+#define static_branch_inc(x)		static_key_slow_inc(&(x)->key)
+#define static_branch_dec(x)		static_key_slow_dec(&(x)->key)
+#define static_branch_enable(x)		static_key_enable(&(x)->key)
+#define static_branch_disable(x)	static_key_disable(&(x)->key)
+
+static inline int static_key_count(const struct static_key *key)
+{
+	return __atomic_load_n(&key->enabled, __ATOMIC_ACQUIRE);
+}
+
+/* Accepts struct static_key, static_key_true or static_key_false. */
+#define static_key_enabled(x) (static_key_count((const struct static_key *)(x)) > 0)
+
+enum static_keys_mode {
+	STATIC_KEYS_FALLBACK,	/* every site reads its key */
+	STATIC_KEYS_PATCHED,	/* sites are NOP/JMP, rewritten on change */
+};
+
+/*
+ * Patch every site of this image to its NOP/JMP form, or settle on the
+ * fallback when @want_patching is false or patching is impossible.  Call
+ * once, early (the shim's constructor); before it, sites read their keys.
+ * Returns the mode in force.
+ */
+enum static_keys_mode static_keys_init(bool want_patching);
+
+/* The mode in force and, through @reason (may be NULL), why. */
+enum static_keys_mode static_keys_mode(const char **reason);
+
+/* For tests and `verbose=1`: the table of this image. */
+const struct jump_entry *static_keys_table(unsigned int *count);
+uintptr_t jump_entry_code(const struct jump_entry *e);
+uintptr_t jump_entry_target(const struct jump_entry *e);
+uintptr_t jump_entry_fallback(const struct jump_entry *e);
+struct static_key *jump_entry_key(const struct jump_entry *e);
+bool jump_entry_branch(const struct jump_entry *e);
+
+/* Text report of the mode and every site (see shim/static_key.c). */
+size_t static_keys_report(char *buf, size_t len);
+
+/* The instruction size of a site on this architecture (0: none). */
+unsigned int static_keys_site_size(void);
+
+#endif /* CGM_STATIC_KEY_H */

@@ -1,0 +1,334 @@
+/*
+ * Static keys: the table of sites, reference counting, and the rewriting
+ * of sites when a key changes (architecture-neutral part).
+ *
+ * Every image (libcgmalloc.so, or a test executable that compiles this
+ * file in) finds its own sites between the hidden __start_/__stop_ symbols
+ * of __cgm_jump_table.  Rewriting takes one global mutex, makes the pages
+ * of the affected sites writable while keeping them executable, lets the
+ * architecture write the new instructions safely, and restores R-X.
+ * Nothing here allocates: keys may change while malloc is running.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "cgm/compiler.h"
+#include "cgm/log.h"
+#include "cgm/sk_arch.h"
+#include "cgm/static_key.h"
+
+extern const struct jump_entry __start___cgm_jump_table[]
+	__attribute__((visibility("hidden"), weak));
+extern const struct jump_entry __stop___cgm_jump_table[]
+	__attribute__((visibility("hidden"), weak));
+
+/* Sites rewritten per batch; a key with more sites takes several. */
+#define SK_BATCH 64
+
+static pthread_mutex_t sk_lock = PTHREAD_MUTEX_INITIALIZER;
+static enum static_keys_mode sk_mode = STATIC_KEYS_FALLBACK;
+static const char *sk_reason = "not initialised yet";
+static char sk_reason_buf[160];
+static bool sk_initialised;
+static struct sk_poke sk_batch[SK_BATCH];
+
+uintptr_t jump_entry_code(const struct jump_entry *e)
+{
+	return (uintptr_t)&e->code + (uintptr_t)(intptr_t)e->code;
+}
+
+uintptr_t jump_entry_target(const struct jump_entry *e)
+{
+	return (uintptr_t)&e->target + (uintptr_t)(intptr_t)e->target;
+}
+
+uintptr_t jump_entry_fallback(const struct jump_entry *e)
+{
+	return (uintptr_t)&e->fallback + (uintptr_t)(intptr_t)e->fallback;
+}
+
+struct static_key *jump_entry_key(const struct jump_entry *e)
+{
+	uintptr_t k = (uintptr_t)&e->key + (uintptr_t)e->key;
+
+	return (struct static_key *)(k & ~(uintptr_t)1);
+}
+
+bool jump_entry_branch(const struct jump_entry *e)
+{
+	return ((uintptr_t)&e->key + (uintptr_t)e->key) & 1;
+}
+
+const struct jump_entry *static_keys_table(unsigned int *count)
+{
+	const struct jump_entry *start = __start___cgm_jump_table;
+
+	*count = start ? (unsigned int)(__stop___cgm_jump_table - start) : 0;
+	return start;
+}
+
+unsigned int static_keys_site_size(void)
+{
+	return sk_arch_insn_size;
+}
+
+enum static_keys_mode static_keys_mode(const char **reason)
+{
+	enum static_keys_mode mode;
+
+	pthread_mutex_lock(&sk_lock);
+	mode = sk_mode;
+	if (reason)
+		*reason = sk_reason;
+	pthread_mutex_unlock(&sk_lock);
+	return mode;
+}
+
+static uintptr_t page_of(uintptr_t a)
+{
+	return a & ~((uintptr_t)sysconf(_SC_PAGESIZE) - 1);
+}
+
+/*
+ * Change the protection of the pages under [addr, addr + len).  Execute
+ * permission is never dropped: another thread may be running there.
+ */
+static int protect_range(uintptr_t addr, size_t len, int prot)
+{
+	uintptr_t start = page_of(addr);
+	uintptr_t end = page_of(addr + len - 1) + (uintptr_t)sysconf(_SC_PAGESIZE);
+
+	return mprotect((void *)start, end - start, prot) ? -errno : 0;
+}
+
+#define PROT_RX		(PROT_READ | PROT_EXEC)
+#define PROT_RWX	(PROT_READ | PROT_WRITE | PROT_EXEC)
+
+/* Write a batch of sites: pages writable, arch poke, pages back to R-X. */
+static void flush_batch(unsigned int n)
+{
+	unsigned int i;
+	int err = 0;
+
+	if (n == 0)
+		return;
+	for (i = 0; i < n && !err; i++)
+		err = protect_range((uintptr_t)sk_batch[i].addr, sk_arch_insn_size, PROT_RWX);
+	if (err) {
+		/*
+		 * The mapping was writable at init; this is rare (e.g. the
+		 * map count limit).  The sites keep their previous form.
+		 */
+		cgm_log("static keys: mprotect(PROT_WRITE|PROT_EXEC) failed: %s; "
+			"%u site(s) not rewritten", strerror(-err), n);
+		n = i - 1;
+	}
+	sk_arch_poke(sk_batch, n);
+	for (i = 0; i < n; i++)
+		protect_range((uintptr_t)sk_batch[i].addr, sk_arch_insn_size, PROT_RX);
+}
+
+/*
+ * Bring every site of @key (all keys if NULL) to the form its key's value
+ * asks for.  Caller holds sk_lock and the mode is STATIC_KEYS_PATCHED.
+ */
+static void update_sites(const struct static_key *key)
+{
+	unsigned int count, n = 0;
+	const struct jump_entry *tab = static_keys_table(&count);
+
+	for (unsigned int i = 0; i < count; i++) {
+		const struct jump_entry *e = &tab[i];
+		struct static_key *k = jump_entry_key(e);
+		struct sk_poke *poke = &sk_batch[n];
+		bool jump;
+
+		if (key && k != key)
+			continue;
+		jump = (static_key_count(k) > 0) != jump_entry_branch(e);
+		sk_arch_make_insn(e, jump, poke);
+		if (memcmp(poke->addr, poke->insn, sk_arch_insn_size) == 0)
+			continue;
+		if (++n == SK_BATCH) {
+			flush_batch(n);
+			n = 0;
+		}
+	}
+	flush_batch(n);
+}
+
+/* Set @key to @value (caller holds sk_lock) and rewrite its sites. */
+static void key_set(struct static_key *key, int value)
+{
+	bool was = key->enabled > 0;
+
+	/*
+	 * The value is published before the sites change, so that a site
+	 * still in fallback form, or one a thread crosses mid-rewrite, sees
+	 * the new value.
+	 */
+	__atomic_store_n(&key->enabled, value, __ATOMIC_RELEASE);
+	if (sk_mode == STATIC_KEYS_PATCHED && was != (value > 0))
+		update_sites(key);
+}
+
+void static_key_slow_inc(struct static_key *key)
+{
+	pthread_mutex_lock(&sk_lock);
+	key_set(key, key->enabled + 1);
+	pthread_mutex_unlock(&sk_lock);
+}
+
+void static_key_slow_dec(struct static_key *key)
+{
+	static int warned;
+
+	pthread_mutex_lock(&sk_lock);
+	if (key->enabled <= 0)
+		cgm_log_once(&warned, "static key %s: more decrements than increments (ignored)",
+			     key->name ? key->name : "?");
+	else
+		key_set(key, key->enabled - 1);
+	pthread_mutex_unlock(&sk_lock);
+}
+
+void static_key_enable(struct static_key *key)
+{
+	pthread_mutex_lock(&sk_lock);
+	if (key->enabled == 0)
+		key_set(key, 1);
+	pthread_mutex_unlock(&sk_lock);
+}
+
+void static_key_disable(struct static_key *key)
+{
+	pthread_mutex_lock(&sk_lock);
+	if (key->enabled != 0)
+		key_set(key, 0);
+	pthread_mutex_unlock(&sk_lock);
+}
+
+/* No key changes across fork(): the child never inherits a half-written site. */
+static void sk_prefork(void)
+{
+	pthread_mutex_lock(&sk_lock);
+}
+
+static void sk_postfork_parent(void)
+{
+	pthread_mutex_unlock(&sk_lock);
+}
+
+static void sk_postfork_child(void)
+{
+	/* membarrier registration belongs to the address space, not inherited. */
+	if (sk_mode == STATIC_KEYS_PATCHED)
+		sk_arch_after_fork();
+	pthread_mutex_unlock(&sk_lock);
+}
+
+/* Can this process make a site's page writable and executable? */
+static int probe_patching(const char **reason)
+{
+	unsigned int count;
+	const struct jump_entry *tab = static_keys_table(&count);
+	uintptr_t site;
+	int err;
+
+	if (count == 0)
+		return 0;
+	site = jump_entry_code(&tab[0]);
+	err = protect_range(site, sk_arch_insn_size, PROT_RWX);
+	if (err) {
+		snprintf(sk_reason_buf, sizeof(sk_reason_buf),
+			 "mprotect(PROT_WRITE|PROT_EXEC) refused: %s", strerror(-err));
+		*reason = sk_reason_buf;
+		return err;
+	}
+	protect_range(site, sk_arch_insn_size, PROT_RX);
+	return 0;
+}
+
+enum static_keys_mode static_keys_init(bool want_patching)
+{
+	const char *reason = NULL;
+	enum static_keys_mode mode;
+
+	pthread_mutex_lock(&sk_lock);
+	if (sk_initialised)
+		goto out;
+	sk_initialised = true;
+	pthread_atfork(sk_prefork, sk_postfork_parent, sk_postfork_child);
+	if (sk_arch_insn_size == 0) {
+		sk_reason = "no site patching on this architecture";
+		goto out;
+	}
+	if (!want_patching) {
+		sk_reason = "static_keys=off";
+		goto out;
+	}
+	if (sk_arch_init(&reason) < 0 || probe_patching(&reason) < 0) {
+		sk_reason = reason;
+		goto out;
+	}
+	sk_mode = STATIC_KEYS_PATCHED;
+	sk_reason = "sites are patched NOP/JMP";
+	update_sites(NULL);
+out:
+	mode = sk_mode;
+	pthread_mutex_unlock(&sk_lock);
+	return mode;
+}
+
+/*
+ * Describe the mode and every site of this image, offsets relative to the
+ * image's load address (what objdump -d of the file shows), one line each:
+ *   site <code> target <yes side> fallback <fallback> key <name> branch <0|1>
+ *        state <nop|jmp|fallback|?>
+ * Returns the length the whole text needs (like snprintf).
+ */
+size_t static_keys_report(char *buf, size_t len)
+{
+	unsigned int count;
+	const struct jump_entry *tab = static_keys_table(&count);
+	const char *reason;
+	enum static_keys_mode mode = static_keys_mode(&reason);
+	uintptr_t base = 0;
+	size_t n = 0;
+	Dl_info info;
+
+	if (count && dladdr(tab, &info) && info.dli_fbase)
+		base = (uintptr_t)info.dli_fbase;
+#define OUT(...) (n += (size_t)snprintf(buf + (n < len ? n : len), \
+				       n < len ? len - n : 0, __VA_ARGS__))
+	OUT("mode %s (%s), %u site(s)\n",
+	    mode == STATIC_KEYS_PATCHED ? "patched" : "fallback", reason, count);
+	for (unsigned int i = 0; i < count; i++) {
+		const struct jump_entry *e = &tab[i];
+		const struct static_key *k = jump_entry_key(e);
+		uintptr_t code = jump_entry_code(e);
+		struct sk_poke want_jmp, want_nop;
+		const char *state = "?";
+
+		sk_arch_make_insn(e, true, &want_jmp);
+		sk_arch_make_insn(e, false, &want_nop);
+		if (sk_arch_insn_size && memcmp((void *)code, want_nop.insn, sk_arch_insn_size) == 0)
+			state = "nop";
+		else if (sk_arch_insn_size && memcmp((void *)code, want_jmp.insn, sk_arch_insn_size) == 0)
+			state = "jmp";
+		else if (sk_arch_insn_size)
+			state = "fallback";
+		OUT("site %#lx target %#lx fallback %#lx key %s branch %d state %s\n",
+		    (unsigned long)(code - base),
+		    (unsigned long)(jump_entry_target(e) - base),
+		    (unsigned long)(jump_entry_fallback(e) - base),
+		    k->name ? k->name : "?", jump_entry_branch(e), state);
+	}
+#undef OUT
+	return n;
+}

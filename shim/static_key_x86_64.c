@@ -1,0 +1,319 @@
+/*
+ * Static keys on x86-64: rewriting a 5-byte site between
+ *	NOP	0f 1f 44 00 00
+ *	JMP	e9 <rel32 to the yes side>
+ * (and, as compiled, e9 <rel32 to the fallback>) while other threads may
+ * be executing it.
+ *
+ * A 5-byte instruction cannot be replaced in one store that every core is
+ * guaranteed to fetch whole, so the rewrite follows the kernel's
+ * text_poke_bp(): put a guard on the first byte, serialise every core,
+ * write the other four bytes, serialise, write the first byte, serialise.
+ * The guard is int3: a thread that reaches it traps, and our SIGTRAP
+ * handler moves it to where the new instruction would have sent it.
+ *
+ * A thread that has SIGTRAP blocked cannot be sent to a handler: the
+ * kernel would reset the action to the default and kill the process.  When
+ * any thread blocks SIGTRAP (read from /proc/self/task/<tid>/status) the
+ * guard is instead "jmp ." (eb fe), written as one 2-byte store: a thread
+ * that reaches it spins until the final write releases it.
+ *
+ * Serialising every core is membarrier(PRIVATE_EXPEDITED_SYNC_CORE),
+ * registered in sk_arch_init(); without it there is no patching.
+ */
+#if defined(__x86_64__) && !defined(CGM_STATIC_KEYS_GENERIC)
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/membarrier.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <ucontext.h>
+#include <unistd.h>
+#include <valgrind/valgrind.h>
+
+#include "cgm/log.h"
+#include "cgm/sk_arch.h"
+
+#define INSN_SIZE 5
+#define OP_INT3 0xcc
+#define OP_JMP32 0xe9
+
+static const unsigned char nop5[INSN_SIZE] = { 0x0f, 0x1f, 0x44, 0x00, 0x00 };
+static const unsigned char jmp_self[2] = { 0xeb, 0xfe };
+
+const unsigned int sk_arch_insn_size = INSN_SIZE;
+
+/*
+ * The batch being written, for the SIGTRAP handler.  Published with
+ * release before the first int3 is written and withdrawn after the last
+ * byte is in place.
+ */
+static struct sk_poke *volatile trap_pokes;
+static volatile unsigned int trap_npokes;
+
+static struct sigaction prev_trap;
+static void sk_trap(int sig, siginfo_t *si, void *ctx);
+
+static bool is_site(uintptr_t addr)
+{
+	unsigned int count;
+	const struct jump_entry *tab = static_keys_table(&count);
+
+	for (unsigned int i = 0; i < count; i++)
+		if (jump_entry_code(&tab[i]) == addr)
+			return true;
+	return false;
+}
+
+/* Pass a SIGTRAP that is not ours to whatever the program had installed. */
+static void chain_trap(int sig, siginfo_t *si, void *ctx)
+{
+	if (prev_trap.sa_flags & SA_SIGINFO) {
+		if (prev_trap.sa_sigaction)
+			prev_trap.sa_sigaction(sig, si, ctx);
+		return;
+	}
+	if (prev_trap.sa_handler == SIG_IGN)
+		return;
+	if (prev_trap.sa_handler != SIG_DFL) {
+		prev_trap.sa_handler(sig);
+		return;
+	}
+	/* Default action: terminate as if we had never been there. */
+	signal(SIGTRAP, SIG_DFL);
+	raise(SIGTRAP);
+}
+
+static void sk_trap(int sig, siginfo_t *si, void *ctx)
+{
+	ucontext_t *uc = ctx;
+	/* int3 is a trap: the saved RIP is just past the 0xcc byte. */
+	uintptr_t ip = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+	struct sk_poke *pokes = __atomic_load_n(&trap_pokes, __ATOMIC_ACQUIRE);
+	unsigned int n = trap_npokes;
+
+	for (unsigned int i = 0; pokes && i < n; i++) {
+		if ((uintptr_t)pokes[i].addr + 1 != ip)
+			continue;
+		/* Do what the new instruction will do. */
+		uc->uc_mcontext.gregs[REG_RIP] = (greg_t)(pokes[i].jump ?
+			pokes[i].target : (uintptr_t)pokes[i].addr + INSN_SIZE);
+		return;
+	}
+	/*
+	 * A thread that trapped on a site and was only scheduled into this
+	 * handler after the rewrite finished: the site now holds a whole
+	 * instruction, so run it.
+	 */
+	if (is_site(ip - 1) && *(volatile unsigned char *)(ip - 1) != OP_INT3) {
+		uc->uc_mcontext.gregs[REG_RIP] = (greg_t)(ip - 1);
+		return;
+	}
+	chain_trap(sig, si, ctx);
+}
+
+/* (Re)install our SIGTRAP handler in front of the program's. */
+static int install_trap_handler(void)
+{
+	struct sigaction sa, cur;
+
+	if (sigaction(SIGTRAP, NULL, &cur) < 0)
+		return -errno;
+	if ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == sk_trap)
+		return 0;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = sk_trap;
+	sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
+	sigfillset(&sa.sa_mask);
+	if (sigaction(SIGTRAP, &sa, &prev_trap) < 0)
+		return -errno;
+	return 0;
+}
+
+static int membarrier(int cmd)
+{
+	return (int)syscall(__NR_membarrier, cmd, 0, 0);
+}
+
+void sk_arch_sync_cores(void)
+{
+	membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE);
+}
+
+void sk_arch_after_fork(void)
+{
+	membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE);
+}
+
+int sk_arch_init(const char **reason)
+{
+	static char buf[128];
+
+	if (membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE) < 0) {
+		snprintf(buf, sizeof(buf), "membarrier(SYNC_CORE) unavailable: %s",
+			 strerror(errno));
+		*reason = buf;
+		return -ENOSYS;
+	}
+	if (install_trap_handler() < 0) {
+		*reason = "cannot install the SIGTRAP handler";
+		return -EPERM;
+	}
+	return 0;
+}
+
+void sk_arch_make_insn(const struct jump_entry *e, bool jump,
+		       struct sk_poke *poke)
+{
+	uintptr_t code = jump_entry_code(e);
+
+	poke->addr = (uint8_t *)code;
+	poke->jump = jump;
+	poke->target = jump_entry_target(e);
+	if (jump) {
+		int32_t rel = (int32_t)(poke->target - (code + INSN_SIZE));
+
+		poke->insn[0] = OP_JMP32;
+		memcpy(&poke->insn[1], &rel, sizeof(rel));
+	} else {
+		memcpy(poke->insn, nop5, INSN_SIZE);
+	}
+}
+
+/* Parse the hex SigBlk mask out of a /proc/<tid>/status text. */
+static bool status_blocks_sigtrap(const char *text)
+{
+	const char *p = strstr(text, "\nSigBlk:");
+	unsigned long long mask;
+
+	if (!p)
+		return true;	/* cannot tell: assume the worst */
+	mask = strtoull(p + 8, NULL, 16);
+	return mask & (1ULL << (SIGTRAP - 1));
+}
+
+/*
+ * Does any thread of this process block SIGTRAP?  Read without allocating
+ * (raw getdents64, stack buffers): this runs while keys change, possibly
+ * from inside malloc.
+ */
+static bool some_thread_blocks_sigtrap(void)
+{
+	char buf[4096], path[320], status[4096];
+	bool blocked = false;
+	long n;
+	int dir = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (dir < 0)
+		return true;
+	while (!blocked && (n = syscall(SYS_getdents64, dir, buf, sizeof(buf))) > 0) {
+		for (long off = 0; off < n && !blocked;) {
+			struct dirent64 *d = (struct dirent64 *)(buf + off);
+			ssize_t len;
+			int fd;
+
+			off += d->d_reclen;
+			if (d->d_name[0] == '.')
+				continue;
+			snprintf(path, sizeof(path), "/proc/self/task/%s/status", d->d_name);
+			fd = open(path, O_RDONLY | O_CLOEXEC);
+			if (fd < 0)
+				continue;	/* the thread has exited */
+			len = read(fd, status, sizeof(status) - 1);
+			close(fd);
+			if (len <= 0)
+				continue;
+			status[len] = '\0';
+			blocked = status_blocks_sigtrap(status);
+		}
+	}
+	close(dir);
+	return blocked;
+}
+
+static void write_bytes(uint8_t *dst, const unsigned char *src, size_t n)
+{
+	volatile uint8_t *d = dst;
+
+	for (size_t i = 0; i < n; i++)
+		d[i] = src[i];
+	VALGRIND_DISCARD_TRANSLATIONS(dst, n);
+}
+
+/* One 2-byte store, which x86 makes atomic within a cache line. */
+static void write_head2(uint8_t *dst, const unsigned char *src)
+{
+	uint16_t v;
+
+	memcpy(&v, src, 2);
+	__atomic_store_n((uint16_t *)dst, v, __ATOMIC_RELEASE);
+	VALGRIND_DISCARD_TRANSLATIONS(dst, 2);
+}
+
+static bool head2_in_one_line(const uint8_t *addr)
+{
+	return ((uintptr_t)addr & 63) != 63;
+}
+
+void sk_arch_poke(struct sk_poke *pokes, unsigned int n)
+{
+	bool spin_guard = some_thread_blocks_sigtrap();
+	sigset_t all, old;
+	unsigned int i;
+
+	if (n == 0)
+		return;
+	/*
+	 * No signal handler of ours may run into a site we are rewriting:
+	 * with the spin guard it would wait for us forever.
+	 */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	install_trap_handler();	/* the program may have replaced it */
+	trap_npokes = n;
+	__atomic_store_n(&trap_pokes, pokes, __ATOMIC_RELEASE);
+
+	/* 1: the guard on the first byte(s). */
+	for (i = 0; i < n; i++) {
+		static const unsigned char int3 = OP_INT3;
+
+		if (spin_guard && head2_in_one_line(pokes[i].addr))
+			write_head2(pokes[i].addr, jmp_self);
+		else
+			write_bytes(pokes[i].addr, &int3, 1);
+	}
+	sk_arch_sync_cores();
+
+	/* 2: the bytes behind the guard. */
+	for (i = 0; i < n; i++) {
+		size_t guard = pokes[i].addr[0] == jmp_self[0] ? 2 : 1;
+
+		write_bytes(pokes[i].addr + guard, pokes[i].insn + guard,
+			    INSN_SIZE - guard);
+	}
+	sk_arch_sync_cores();
+
+	/* 3: the first byte(s): the new instruction is whole. */
+	for (i = 0; i < n; i++) {
+		if (pokes[i].addr[0] == jmp_self[0])
+			write_head2(pokes[i].addr, pokes[i].insn);
+		else
+			write_bytes(pokes[i].addr, pokes[i].insn, 1);
+	}
+	sk_arch_sync_cores();
+
+	__atomic_store_n(&trap_pokes, NULL, __ATOMIC_RELEASE);
+	for (i = 0; i < n; i++) {
+		if (memcmp(pokes[i].addr, pokes[i].insn, INSN_SIZE) != 0)
+			cgm_log("static keys: site %p did not take its new bytes",
+				(void *)pokes[i].addr);
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+#endif /* __x86_64__ */
