@@ -44,6 +44,13 @@ static void mi_error_to_errno(int err, void *arg)
 static void mi_output(const char *msg, void *arg)
 {
 	(void)arg;
+	/*
+	 * mimalloc 2.0.9 buffers its output until one is registered, and its
+	 * own start-up leaves a lone "\n" in that buffer, which
+	 * mi_register_output() flushes to us: not a message.
+	 */
+	if (msg[0] == '\n' && msg[1] == '\0')
+		return;
 	if (cgm_conf.verbose) {
 		size_t n = strlen(msg);
 

@@ -214,6 +214,15 @@ static char *trim(char *s)
 	return s;
 }
 
+/* Control characters would break the one-line message (or drive a terminal). */
+static const char *printable(char *s)
+{
+	for (char *p = s; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
+	return s;
+}
+
 static int parse_item(struct cgm_config *conf, char *item, bool quiet)
 {
 	const struct cgm_conf_key *k;
@@ -231,7 +240,7 @@ static int parse_item(struct cgm_config *conf, char *item, bool quiet)
 	if (!k) {
 		if (!quiet)
 			cgm_log("CGMALLOC_CONF: unknown key '%s' (see 'cgmctl help conf' for the keys)",
-				key);
+				printable(key));
 		return -ENOENT;
 	}
 	if (!val) {
@@ -241,13 +250,13 @@ static int parse_item(struct cgm_config *conf, char *item, bool quiet)
 			return 0;
 		}
 		if (!quiet)
-			cgm_log("CGMALLOC_CONF: missing value for '%s' (%s)", key,
+			cgm_log("CGMALLOC_CONF: missing value for '%s' (%s)", printable(key),
 				cgm_conf_expected(k, expected, sizeof(expected)));
 		return -EINVAL;
 	}
 	err = conf_set(conf, k, val);
 	if (err && !quiet)
-		cgm_log("CGMALLOC_CONF: bad value '%s' for '%s' (%s)", val, key,
+		cgm_log("CGMALLOC_CONF: bad value '%s' for '%s' (%s)", printable(val), printable(key),
 			cgm_conf_expected(k, expected, sizeof(expected)));
 	return err;
 }
