@@ -17,7 +17,10 @@
 #include "cgm/config.h"
 #include "cgm/log.h"
 #include "cgm/shim.h"
+#include "cgm/static_key.h"
 #include "cgmalloc.h"
+
+void cgm_accounting_start(void);
 
 struct cgm_config cgm_conf;
 bool cgm_initialized_flag;
@@ -86,8 +89,16 @@ __attribute__((constructor(101))) static void cgm_bootstrap(void)
 	}
 	mi_register_output(mi_output, NULL);
 	mi_register_error(mi_error_to_errno, NULL);
-	if (cgm_conf.verbose)
+	static_keys_init(cgm_conf.static_keys == CGM_SK_ON);
+	if (cgm_conf.verbose) {
+		const char *reason;
+		enum static_keys_mode mode = static_keys_mode(&reason);
+
 		print_config();
+		cgm_log("static keys: %s (%s)",
+			mode == STATIC_KEYS_PATCHED ? "patched" : "fallback", reason);
+	}
+	cgm_accounting_start();
 	__atomic_store_n(&cgm_initialized_flag, true, __ATOMIC_RELEASE);
 	errno = saved_errno;
 }

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "cgm/accounted.h"
 #include "cgm/compiler.h"
 #include "cgm/shim.h"
 
@@ -34,11 +35,17 @@
  */
 void *cgm_malloc(size_t n)
 {
+	if (static_branch_unlikely(&cgm_accounting_key))
+		return cgm_acct_malloc(n, false);
 	return mi_malloc(n);
 }
 
 void cgm_free(void *p)
 {
+	if (static_branch_unlikely(&cgm_accounting_key)) {
+		cgm_acct_free(p);
+		return;
+	}
 	mi_free(p);
 }
 
@@ -50,6 +57,8 @@ void *cgm_calloc(size_t count, size_t size)
 		errno = ENOMEM;
 		return NULL;
 	}
+	if (static_branch_unlikely(&cgm_accounting_key))
+		return cgm_acct_malloc(n, true);
 	return mi_zalloc(n);
 }
 
@@ -59,9 +68,11 @@ void *cgm_realloc(void *p, size_t n)
 
 	/* glibc (REALLOC_ZERO_BYTES_FREES): realloc(p, 0) frees p, returns NULL. */
 	if (cgm_unlikely(n == 0 && p != NULL)) {
-		mi_free(p);
+		cgm_free(p);
 		return NULL;
 	}
+	if (static_branch_unlikely(&cgm_accounting_key))
+		return cgm_acct_realloc(p, n);
 	q = mi_realloc(p, n);
 	if (cgm_unlikely(q == NULL))
 		errno = ENOMEM;
@@ -85,10 +96,13 @@ static bool is_pow2(size_t x)
 }
 
 /* Aligned allocation with a valid (power-of-two) alignment. */
-static void *aligned_alloc_checked(size_t align, size_t n)
+void *cgm_aligned_alloc_checked(size_t align, size_t n)
 {
 	void *p;
 
+	if (static_branch_unlikely(&cgm_accounting_key))
+		return align <= sizeof(void *) ? cgm_acct_malloc(n, false) :
+						 cgm_acct_alloc_slow(n, align, false);
 	/* mimalloc aligns every block to 8, and blocks above 8 bytes to 16. */
 	if (align <= sizeof(void *))
 		p = mi_malloc(n);
@@ -117,7 +131,7 @@ void *cgm_memalign(size_t align, size_t n)
 			a <<= 1;
 		align = a;
 	}
-	return aligned_alloc_checked(align, n);
+	return cgm_aligned_alloc_checked(align, n);
 }
 
 /* C17/glibc >= 2.38: an alignment that is not a power of two is EINVAL. */
@@ -127,7 +141,7 @@ CGM_EXPORT void *aligned_alloc(size_t align, size_t n)
 		errno = EINVAL;
 		return NULL;
 	}
-	return aligned_alloc_checked(align, n);
+	return cgm_aligned_alloc_checked(align, n);
 }
 
 int cgm_posix_memalign(void **out, size_t align, size_t n)
@@ -137,7 +151,7 @@ int cgm_posix_memalign(void **out, size_t align, size_t n)
 
 	if (!is_pow2(align) || align % sizeof(void *) != 0)
 		return EINVAL;
-	p = aligned_alloc_checked(align, n);
+	p = cgm_aligned_alloc_checked(align, n);
 	errno = saved;		/* POSIX: the result is the return value */
 	if (p == NULL)
 		return ENOMEM;
@@ -156,7 +170,7 @@ static size_t page_size(void)
 
 void *cgm_valloc(size_t n)
 {
-	return aligned_alloc_checked(page_size(), n);
+	return cgm_aligned_alloc_checked(page_size(), n);
 }
 
 void *cgm_pvalloc(size_t n)
@@ -168,7 +182,7 @@ void *cgm_pvalloc(size_t n)
 		return NULL;
 	}
 	rounded &= ~(ps - 1);
-	return aligned_alloc_checked(ps, rounded ? rounded : ps);
+	return cgm_aligned_alloc_checked(ps, rounded ? rounded : ps);
 }
 
 CGM_EXPORT size_t malloc_usable_size(void *p)
@@ -180,14 +194,14 @@ CGM_EXPORT size_t malloc_usable_size(void *p)
 CGM_EXPORT void free_sized(void *p, size_t n)
 {
 	(void)n;
-	mi_free(p);
+	cgm_free(p);
 }
 
 CGM_EXPORT void free_aligned_sized(void *p, size_t align, size_t n)
 {
 	(void)align;
 	(void)n;
-	mi_free(p);
+	cgm_free(p);
 }
 
 /* The exported names; every one is an alias of the hidden implementation. */

@@ -82,7 +82,7 @@ static CGM_NOINLINE void *new_slow(size_t n, size_t align, bool nothrow)
 			throw_bad_alloc();
 		}
 		h();
-		p = align ? cgm_mi_aligned(n, align) : mi_malloc(n);
+		p = align ? cgm_aligned_alloc_checked(align, n) : cgm_malloc(n);
 		if (p)
 			return p;
 	}
@@ -90,7 +90,7 @@ static CGM_NOINLINE void *new_slow(size_t n, size_t align, bool nothrow)
 
 static inline void *new_impl(size_t n, bool nothrow)
 {
-	void *p = mi_malloc(n);
+	void *p = cgm_malloc(n);
 
 	if (cgm_likely(p != NULL))
 		return p;
@@ -104,7 +104,7 @@ static inline void *new_aligned_impl(size_t n, size_t align, bool nothrow)
 	/* The standard leaves a non-power-of-two alignment undefined; be safe. */
 	if (align == 0 || (align & (align - 1)) != 0)
 		return nothrow ? NULL : (throw_bad_alloc(), NULL);
-	p = cgm_mi_aligned(n, align);
+	p = cgm_aligned_alloc_checked(align, n);
 	if (cgm_likely(p != NULL))
 		return p;
 	return new_slow(n, align, nothrow);

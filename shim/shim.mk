@@ -6,3 +6,7 @@ LIB_SRCS += shim/log.c shim/config.c shim/config_table.c shim/bootstrap.c \
 
 # A C++ exception thrown by a new_handler unwinds through operator new.
 CFLAGS_shim_new_delete := -fexceptions
+
+LIB_SRCS += shim/accounted.c shim/acct_setup.c shim/watcher.c shim/mi_layout.c \
+	shim/exit_report.c
+LIB_LIBS += -lcgroup

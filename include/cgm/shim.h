@@ -41,6 +41,9 @@ int cgm_posix_memalign(void **out, size_t align, size_t n);
 void *cgm_valloc(size_t n);
 void *cgm_pvalloc(size_t n);
 
+/* Aligned allocation, @align a power of two (accounted when accounting is on). */
+void *cgm_aligned_alloc_checked(size_t align, size_t n);
+
 /* glibc's memalign semantics, shared by memalign and its aliases. */
 void *cgm_memalign(size_t align, size_t n);
 

@@ -52,8 +52,10 @@ struct static_key_false {
 	struct static_key_true var = { .key = { .enabled = 1, .name = #var } }
 #define DEFINE_STATIC_KEY_FALSE(var) \
 	struct static_key_false var = { .key = { .enabled = 0, .name = #var } }
-#define DECLARE_STATIC_KEY_TRUE(var) extern struct static_key_true var
-#define DECLARE_STATIC_KEY_FALSE(var) extern struct static_key_false var
+#define DECLARE_STATIC_KEY_TRUE(var) \
+	extern struct static_key_true var __attribute__((visibility("hidden")))
+#define DECLARE_STATIC_KEY_FALSE(var) \
+	extern struct static_key_false var __attribute__((visibility("hidden")))
 
 /*
  * One entry per site, all offsets relative to the field that holds them so

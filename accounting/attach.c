@@ -1,0 +1,388 @@
+/*
+ * Membership: process slots and thread slots in the hierarchy.
+ *
+ * A process attaches to one group; all its threads charge it.  On exit it
+ * uncharges what it holds.  A process that died without detaching is
+ * recognised by its pid and start time and its charge is returned by the
+ * next process that attaches, or by cgmctl.  A thread slot outlives its
+ * thread's last malloc: it is freed only once the thread is gone, so
+ * frees run by late destructors still have a slot to land in.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "cgm/acct.h"
+#include "cgm/hier.h"
+
+uint64_t acct_proc_start_time(int pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long start = 0;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	/* comm may contain spaces and parentheses: fields restart after the last ')'. */
+	p = strrchr(buf, ')');
+	if (!p)
+		return 0;
+	/* field 3 (state) is right after ") "; start time is field 22 */
+	for (int field = 3; field < 22 && p; field++)
+		p = strchr(p + 1, ' ');
+	if (p)
+		start = strtoull(p + 1, NULL, 10);
+	/* A zombie has exited: its memory is gone even if the pid remains. */
+	if (strstr(buf, ") Z ") || strstr(buf, ") X "))
+		return 0;
+	return start;
+}
+
+static bool thread_alive(int pid, int tid)
+{
+	return syscall(SYS_tgkill, pid, tid, 0) == 0 || errno == EPERM;
+}
+
+static void free_thread_slot(struct cgm_hier *h, uint32_t idx)
+{
+	struct cgm_thread_slot *t = hier_thread(h, idx);
+
+	if (!t)
+		return;
+	memset(t, 0, offsetof(struct cgm_thread_slot, state));
+	t->next = CGM_NONE;
+	__atomic_store_n(&t->state, CGM_SLOT_FREE, __ATOMIC_RELEASE);
+}
+
+/*
+ * Return everything a process slot holds: fold its threads' statistics,
+ * uncharge its pages, free its slots.  Caller holds tree_lock.
+ */
+static void release_proc(struct cgm_hier *h, uint32_t idx)
+{
+	struct cgm_proc *p = hier_proc(h, idx);
+	struct cgm_group *g;
+	uint32_t t, guard = 0;
+
+	if (!p || p->state == CGM_SLOT_FREE)
+		return;
+	rstat_flush(h);
+	hier_lock(&p->lock);
+	g = hier_group(h, p->group);
+	if (g) {
+		if (p->held_pages > 0)
+			page_counter_uncharge(&g->memory, p->held_pages);
+		if (g->nr_procs)
+			g->nr_procs--;
+	}
+	for (t = p->first_thread; t != CGM_NONE && guard++ < CGM_MAX_THREADS;) {
+		struct cgm_thread_slot *ts = hier_thread(h, t);
+		uint32_t next = ts ? ts->next : CGM_NONE;
+
+		if (!ts || ts->proc != idx)
+			break;
+		free_thread_slot(h, t);
+		t = next;
+	}
+	p->first_thread = CGM_NONE;
+	p->held_pages = 0;
+	p->free_pool = 0;
+	p->pid = 0;
+	__atomic_store_n(&p->state, CGM_SLOT_FREE, __ATOMIC_RELEASE);
+	hier_unlock(&p->lock);
+	hier_bump_epoch(h);
+}
+
+/* Caller holds tree_lock.  @self_pid: a slot with this pid is a stale one of ours (exec). */
+static int reclaim_dead_locked(struct cgm_hier *h, int self_pid)
+{
+	int n = 0;
+
+	for (uint32_t i = 0; i < CGM_MAX_PROCS; i++) {
+		struct cgm_proc *p = &h->procs[i];
+		uint64_t start;
+
+		if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != CGM_SLOT_LIVE)
+			continue;
+		if (p->pid == self_pid) {
+			release_proc(h, i);
+			n++;
+			continue;
+		}
+		start = acct_proc_start_time(p->pid);
+		if (start == 0 || start != p->start_time) {
+			release_proc(h, i);
+			n++;
+		}
+	}
+	return n;
+}
+
+int acct_reclaim_dead(struct cgm_hier *h)
+{
+	int n;
+
+	hier_lock(&h->hdr->tree_lock);
+	n = reclaim_dead_locked(h, -1);
+	hier_unlock(&h->hdr->tree_lock);
+	return n;
+}
+
+static uint32_t claim_proc_slot(struct cgm_hier *h)
+{
+	for (uint32_t i = 0; i < CGM_MAX_PROCS; i++)
+		if (h->procs[i].state == CGM_SLOT_FREE)
+			return i;
+	return CGM_NONE;
+}
+
+static void read_comm(char *buf, size_t len)
+{
+	int fd = open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, len - 1) : -1;
+
+	if (fd >= 0)
+		close(fd);
+	if (n < 0)
+		n = 0;
+	buf[n] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+}
+
+/* Fill slot @idx for this process in group @group.  Caller holds tree_lock. */
+static void setup_proc(struct cgm_hier *h, uint32_t idx, uint32_t group, int64_t held)
+{
+	struct cgm_proc *p = &h->procs[idx];
+
+	hier_lock(&p->lock);
+	p->pid = (int32_t)getpid();
+	p->start_time = acct_proc_start_time(p->pid);
+	p->group = group;
+	p->first_thread = CGM_NONE;
+	p->held_pages = held;
+	p->free_pool = 0;
+	p->untracked_bytes = 0;
+	p->move_to = CGM_NONE;
+	p->seq = 0;
+	read_comm(p->comm, sizeof(p->comm));
+	__atomic_store_n(&p->state, CGM_SLOT_LIVE, __ATOMIC_RELEASE);
+	hier_unlock(&p->lock);
+	h->groups[group].nr_procs++;
+}
+
+int acct_attach(struct cgm_acct *a, const char *path)
+{
+	struct cgm_hier *h = &a->h;
+	int64_t group;
+	uint32_t idx;
+
+	hier_lock(&h->hdr->tree_lock);
+	/* A slot with our own pid is what we left behind before an exec. */
+	reclaim_dead_locked(h, (int)getpid());
+	group = group_mkdir(h, path);
+	if (group < 0) {
+		hier_unlock(&h->hdr->tree_lock);
+		return (int)group;
+	}
+	idx = claim_proc_slot(h);
+	if (idx == CGM_NONE) {
+		hier_unlock(&h->hdr->tree_lock);
+		return -ENOSPC;
+	}
+	setup_proc(h, idx, (uint32_t)group, 0);
+	a->proc = idx;
+	hier_unlock(&h->hdr->tree_lock);
+	return 0;
+}
+
+void acct_detach(struct cgm_acct *a)
+{
+	struct cgm_hier *h = &a->h;
+	struct cgm_proc *p = hier_proc(h, a->proc);
+	struct cgm_group *g;
+
+	if (!p)
+		return;
+	rstat_flush(h);
+	acct_harvest(h, a->proc);
+	/*
+	 * Uncharge what we hold, but keep the slots until the process is
+	 * gone: threads still running during exit() may write to their
+	 * slots, which must not be handed to another process meanwhile.
+	 * Whatever they charge after this is returned when the slot is
+	 * reclaimed as dead.
+	 */
+	hier_lock(&p->lock);
+	g = hier_group(h, p->group);
+	if (g && p->held_pages > 0)
+		page_counter_uncharge(&g->memory, p->held_pages);
+	p->held_pages = 0;
+	p->free_pool = 0;
+	hier_unlock(&p->lock);
+	a->proc = CGM_NONE;
+	hier_bump_epoch(h);
+}
+
+/* Link thread slot @idx into process @proc's list.  Caller holds the proc lock. */
+static void link_thread(struct cgm_hier *h, struct cgm_proc *p, uint32_t proc, uint32_t idx)
+{
+	struct cgm_thread_slot *t = &h->threads[idx];
+
+	t->proc = proc;
+	t->next = p->first_thread;
+	p->first_thread = idx;
+}
+
+static uint32_t claim_thread_slot(struct cgm_hier *h, int tid)
+{
+	for (uint32_t i = 0; i < CGM_MAX_THREADS; i++) {
+		struct cgm_thread_slot *t = &h->threads[i];
+		uint32_t expect = CGM_SLOT_FREE;
+
+		if (__atomic_load_n(&t->state, __ATOMIC_RELAXED) != CGM_SLOT_FREE)
+			continue;
+		if (!__atomic_compare_exchange_n(&t->state, &expect, CGM_SLOT_LIVE, false,
+						 __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+			continue;
+		/* Counters start at zero; so do the flusher's snapshots. */
+		memset(t, 0, offsetof(struct cgm_thread_slot, state));
+		memset(&t->snap_frees, 0, sizeof(*t) - offsetof(struct cgm_thread_slot, snap_frees));
+		t->tid = tid;
+		return i;
+	}
+	return CGM_NONE;
+}
+
+uint32_t acct_thread_register(struct cgm_acct *a, int tid)
+{
+	struct cgm_hier *h = &a->h;
+	struct cgm_proc *p = hier_proc(h, a->proc);
+	uint32_t idx;
+
+	if (!p)
+		return CGM_NONE;
+	idx = claim_thread_slot(h, tid);
+	if (idx == CGM_NONE) {
+		/* Slots of exited threads may be waiting for reclaim. */
+		acct_harvest(h, a->proc);
+		idx = claim_thread_slot(h, tid);
+		if (idx == CGM_NONE)
+			return CGM_NONE;
+	}
+	hier_lock(&p->lock);
+	link_thread(h, p, a->proc, idx);
+	hier_unlock(&p->lock);
+	return idx;
+}
+
+void acct_thread_exit(struct cgm_acct *a, uint32_t slot)
+{
+	struct cgm_hier *h = &a->h;
+	struct cgm_thread_slot *t = hier_thread(h, slot);
+	struct cgm_proc *p = hier_proc(h, a->proc);
+
+	if (!t || !p)
+		return;
+	hier_lock(&p->lock);
+	/* The unused precharge goes back with the next harvest. */
+	if (t->stock > 0) {
+		p->free_pool += t->stock;
+		t->stock = 0;
+	}
+	__atomic_store_n(&t->state, CGM_SLOT_EXITING, __ATOMIC_RELEASE);
+	hier_unlock(&p->lock);
+	acct_harvest(h, a->proc);
+}
+
+/*
+ * Unlink and free the slots of threads that have exited, after their last
+ * frees were harvested and their statistics flushed.  Caller holds the
+ * flush lock and the proc lock.
+ */
+void acct_reap_threads(struct cgm_hier *h, uint32_t proc)
+{
+	struct cgm_proc *p = hier_proc(h, proc);
+	uint32_t *link, guard = 0;
+
+	if (!p)
+		return;
+	for (link = &p->first_thread; *link != CGM_NONE && guard++ < CGM_MAX_THREADS;) {
+		struct cgm_thread_slot *t = hier_thread(h, *link);
+		uint32_t idx = *link;
+
+		if (!t)
+			break;
+		if (t->state == CGM_SLOT_EXITING && !thread_alive(p->pid, t->tid) &&
+		    t->freed_bytes == t->harvested_freed_bytes &&
+		    t->frees == t->snap_frees) {
+			/* Charged by mallocs after the exit hook ran: give it back. */
+			if (t->stock > 0)
+				p->free_pool += t->stock;
+			*link = t->next;
+			free_thread_slot(h, idx);
+			continue;
+		}
+		link = &t->next;
+	}
+}
+
+int acct_fork_child(struct cgm_acct *a, int64_t inherited_stock,
+		    uint32_t *thread_slot)
+{
+	struct cgm_hier *h = &a->h;
+	struct cgm_proc *parent = hier_proc(h, a->proc);
+	struct cgm_group *g;
+	int64_t held, others = 0;
+	uint32_t idx, group, t, guard = 0;
+
+	if (!parent)
+		return -EINVAL;
+	hier_lock(&h->hdr->tree_lock);
+	group = parent->group;
+	g = hier_group(h, group);
+	/*
+	 * The child inherits a copy of the parent's heap: charge what the
+	 * parent holds, less the stocks of the parent's other threads, which
+	 * do not exist in the child.
+	 */
+	for (t = parent->first_thread; t != CGM_NONE && guard++ < CGM_MAX_THREADS;) {
+		struct cgm_thread_slot *ts = hier_thread(h, t);
+
+		if (!ts)
+			break;
+		others += ts->stock > 0 ? ts->stock : 0;
+		t = ts->next;
+	}
+	others -= inherited_stock > 0 ? inherited_stock : 0;
+	held = parent->held_pages - (others > 0 ? others : 0) / CGM_PAGE_SIZE;
+	if (held < 0)
+		held = 0;
+	idx = claim_proc_slot(h);
+	if (idx == CGM_NONE || !g) {
+		hier_unlock(&h->hdr->tree_lock);
+		return -ENOSPC;
+	}
+	if (held)
+		page_counter_charge(&g->memory, held);
+	setup_proc(h, idx, group, held);
+	a->proc = idx;
+	hier_unlock(&h->hdr->tree_lock);
+
+	*thread_slot = acct_thread_register(a, (int)syscall(SYS_gettid));
+	if (*thread_slot != CGM_NONE)
+		h->threads[*thread_slot].stock = inherited_stock > 0 ? inherited_stock : 0;
+	return 0;
+}

@@ -1,0 +1,247 @@
+/*
+ * Groups: the tree of the hierarchy file, addressed by paths like
+ * "/batch/job1".  Lookups walk child lists; every index read from the
+ * shared file is bounds-checked and every walk is bounded by the depth
+ * limit, so a corrupt tree cannot send us out of the mapping or round a
+ * cycle forever.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cgm/hier.h"
+
+#define CGM_MAX_DEPTH 64
+
+static bool name_char_ok(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	       (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.' || c == '@' ||
+	       c == ':' || c == '+';
+}
+
+int group_path_valid(const char *path)
+{
+	size_t comp = 0;
+	int depth = 0;
+
+	if (!path || path[0] != '/')
+		return -EINVAL;
+	if (strcmp(path, "/") == 0)
+		return 0;
+	for (const char *p = path + 1;; p++) {
+		if (*p == '/' || *p == '\0') {
+			const char *start = p - comp;
+
+			if (comp == 0 || (comp == 1 && start[0] == '.') ||
+			    (comp == 2 && start[0] == '.' && start[1] == '.'))
+				return -EINVAL;
+			if (++depth > CGM_MAX_DEPTH)
+				return -EINVAL;
+			if (*p == '\0')
+				return 0;
+			comp = 0;
+			continue;
+		}
+		if (!name_char_ok(*p) || ++comp >= CGM_NAME_MAX)
+			return -EINVAL;
+	}
+}
+
+static uint32_t find_child(const struct cgm_hier *h, uint32_t parent,
+			   const char *name, size_t len)
+{
+	const struct cgm_group *p = hier_group(h, parent);
+	uint32_t i = p ? p->first_child : CGM_NONE;
+
+	for (unsigned int guard = 0; i != CGM_NONE && guard < CGM_MAX_GROUPS; guard++) {
+		const struct cgm_group *g = hier_group(h, i);
+
+		if (!g)
+			return CGM_NONE;
+		if (strncmp(g->name, name, len) == 0 && g->name[len] == '\0')
+			return i;
+		i = g->next_sibling;
+	}
+	return CGM_NONE;
+}
+
+/*
+ * Walk @path from the root.  Returns the deepest existing group, with
+ * *rest pointing at the first component that does not exist ("" if all do).
+ */
+static uint32_t walk(const struct cgm_hier *h, const char *path, const char **rest)
+{
+	uint32_t cur = CGM_ROOT;
+	const char *p = path + 1;
+
+	while (*p) {
+		const char *slash = strchr(p, '/');
+		size_t len = slash ? (size_t)(slash - p) : strlen(p);
+		uint32_t next = find_child(h, cur, p, len);
+
+		if (next == CGM_NONE)
+			break;
+		cur = next;
+		p += len;
+		if (*p == '/')
+			p++;
+	}
+	*rest = p;
+	return cur;
+}
+
+uint32_t group_lookup(const struct cgm_hier *h, const char *path)
+{
+	const char *rest;
+	uint32_t idx;
+
+	if (group_path_valid(path) < 0)
+		return CGM_NONE;
+	idx = walk(h, path, &rest);
+	return *rest ? CGM_NONE : idx;
+}
+
+static int64_t alloc_group(struct cgm_hier *h, uint32_t parent, const char *name,
+			   size_t len)
+{
+	struct cgm_group *p = hier_group(h, parent);
+
+	if (!p)
+		return -EINVAL;
+	for (uint32_t i = 1; i < CGM_MAX_GROUPS; i++) {
+		struct cgm_group *g = &h->groups[i];
+
+		if (g->state != CGM_SLOT_FREE)
+			continue;
+		memset(g, 0, sizeof(*g));
+		memcpy(g->name, name, len);
+		g->name[len] = '\0';
+		g->parent = parent;
+		g->first_child = CGM_NONE;
+		g->next_sibling = p->first_child;
+		g->depth = p->depth + 1;
+		page_counter_init(&g->memory, &p->memory);
+		/* Publish only once complete: lookups check the state. */
+		__atomic_store_n(&g->state, CGM_SLOT_LIVE, __ATOMIC_RELEASE);
+		p->first_child = i;
+		p->nr_children++;
+		return i;
+	}
+	return -ENOSPC;
+}
+
+int64_t group_mkdir(struct cgm_hier *h, const char *path)
+{
+	const char *rest;
+	uint32_t cur;
+
+	if (group_path_valid(path) < 0)
+		return -EINVAL;
+	cur = walk(h, path, &rest);
+	while (*rest) {
+		const char *slash = strchr(rest, '/');
+		size_t len = slash ? (size_t)(slash - rest) : strlen(rest);
+		int64_t idx = alloc_group(h, cur, rest, len);
+
+		if (idx < 0)
+			return idx;
+		cur = (uint32_t)idx;
+		rest += len;
+		if (*rest == '/')
+			rest++;
+	}
+	return cur;
+}
+
+int group_rmdir(struct cgm_hier *h, const char *path)
+{
+	uint32_t idx = group_lookup(h, path);
+	struct cgm_group *g = hier_group(h, idx), *p;
+	uint32_t *link;
+
+	if (!g)
+		return -ENOENT;
+	if (idx == CGM_ROOT)
+		return -EBUSY;
+	if (g->nr_children || g->nr_procs || page_counter_read(&g->memory))
+		return -EBUSY;
+	p = hier_group(h, g->parent);
+	if (!p)
+		return -EINVAL;
+	for (link = &p->first_child; *link != CGM_NONE;) {
+		struct cgm_group *s = hier_group(h, *link);
+
+		if (!s)
+			return -EINVAL;
+		if (*link == idx) {
+			*link = g->next_sibling;
+			break;
+		}
+		link = &s->next_sibling;
+	}
+	p->nr_children--;
+	/* Limits of a removed group no longer hold anything back. */
+	if (g->memory.max != PAGE_COUNTER_MAX || g->memory.high != PAGE_COUNTER_MAX)
+		h->hdr->nr_limited--;
+	__atomic_store_n(&g->state, CGM_SLOT_FREE, __ATOMIC_RELEASE);
+	return 0;
+}
+
+int group_path(const struct cgm_hier *h, uint32_t idx, char *buf, size_t len)
+{
+	uint32_t chain[CGM_MAX_DEPTH + 1];
+	int n = 0;
+	size_t off = 0;
+
+	while (idx != CGM_ROOT) {
+		const struct cgm_group *g = hier_group(h, idx);
+
+		if (!g || n > CGM_MAX_DEPTH)
+			return -EINVAL;
+		chain[n++] = idx;
+		idx = g->parent;
+	}
+	if (n == 0)
+		return snprintf(buf, len, "/") < (int)len ? 0 : -ENAMETOOLONG;
+	while (n-- > 0) {
+		int w = snprintf(buf + off, len - off, "/%s", h->groups[chain[n]].name);
+
+		if (w < 0 || (size_t)w >= len - off)
+			return -ENAMETOOLONG;
+		off += (size_t)w;
+	}
+	return 0;
+}
+
+void group_event(struct cgm_hier *h, uint32_t idx, enum cgm_event ev)
+{
+	struct cgm_group *g = hier_group(h, idx);
+
+	if (!g)
+		return;
+	__atomic_add_fetch(&g->events_local[ev], 1, __ATOMIC_RELAXED);
+	for (int d = 0; g && idx != CGM_ROOT && d <= CGM_MAX_DEPTH; d++) {
+		__atomic_add_fetch(&g->events[ev], 1, __ATOMIC_RELAXED);
+		idx = g->parent;
+		g = hier_group(h, idx);
+	}
+	hier_bump_epoch(h);
+}
+
+bool group_limited(const struct cgm_hier *h, uint32_t idx)
+{
+	for (int d = 0; d <= CGM_MAX_DEPTH; d++) {
+		const struct cgm_group *g = hier_group(h, idx);
+
+		if (!g)
+			return false;
+		if (__atomic_load_n(&g->memory.max, __ATOMIC_RELAXED) != PAGE_COUNTER_MAX ||
+		    __atomic_load_n(&g->memory.high, __ATOMIC_RELAXED) != PAGE_COUNTER_MAX)
+			return true;
+		if (idx == CGM_ROOT)
+			return false;
+		idx = g->parent;
+	}
+	return false;
+}

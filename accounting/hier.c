@@ -1,0 +1,293 @@
+/*
+ * Opening, creating and validating the hierarchy file.
+ *
+ * A new file is built under a temporary name and published with link(),
+ * so no process ever maps a half-initialised hierarchy.  An existing file
+ * is trusted only after its owner, size, magic, version, geometry and
+ * header checksum have been checked; anything else is refused with one
+ * line saying what was wrong, and the caller runs on without accounting.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <linux/futex.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "cgm/hier.h"
+
+void hier_default_path(char *buf, size_t len)
+{
+	snprintf(buf, len, "/dev/shm/cgmalloc.%u", (unsigned)getuid());
+}
+
+static size_t layout_size(void)
+{
+	return sizeof(struct cgm_hier_header) +
+	       (size_t)CGM_MAX_GROUPS * sizeof(struct cgm_group) +
+	       (size_t)CGM_MAX_PROCS * sizeof(struct cgm_proc) +
+	       (size_t)CGM_MAX_THREADS * sizeof(struct cgm_thread_slot);
+}
+
+/* FNV-1a over the geometry fields: catches a scribbled header. */
+static uint64_t header_checksum(const struct cgm_hier_header *hd)
+{
+	const unsigned char *p = (const unsigned char *)hd;
+	size_t n = offsetof(struct cgm_hier_header, uid);
+	uint64_t h = 0xcbf29ce484222325ULL;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ p[i]) * 0x100000001b3ULL;
+	return h;
+}
+
+static void init_shared_mutex(pthread_mutex_t *m)
+{
+	pthread_mutexattr_t a;
+
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+	pthread_mutex_init(m, &a);
+	pthread_mutexattr_destroy(&a);
+}
+
+void hier_lock(pthread_mutex_t *m)
+{
+	/*
+	 * A process killed while holding the lock leaves EOWNERDEAD: the
+	 * data it guarded is made of counters and links that every user
+	 * re-validates, so the lock is marked consistent and used.
+	 */
+	if (pthread_mutex_lock(m) == EOWNERDEAD)
+		pthread_mutex_consistent(m);
+}
+
+void hier_unlock(pthread_mutex_t *m)
+{
+	pthread_mutex_unlock(m);
+}
+
+static void set_pointers(struct cgm_hier *h, void *base, size_t size)
+{
+	h->hdr = base;
+	h->size = size;
+	h->groups = (struct cgm_group *)((char *)base + h->hdr->groups_off);
+	h->procs = (struct cgm_proc *)((char *)base + h->hdr->procs_off);
+	h->threads = (struct cgm_thread_slot *)((char *)base + h->hdr->threads_off);
+}
+
+static void init_layout(void *base, size_t size)
+{
+	struct cgm_hier_header *hd = base;
+	struct cgm_hier h;
+	struct cgm_group *root;
+
+	hd->magic = CGM_HIER_MAGIC;
+	hd->version = CGM_HIER_VERSION;
+	hd->header_size = sizeof(*hd);
+	hd->file_size = size;
+	hd->max_groups = CGM_MAX_GROUPS;
+	hd->max_procs = CGM_MAX_PROCS;
+	hd->max_threads = CGM_MAX_THREADS;
+	hd->group_size = sizeof(struct cgm_group);
+	hd->proc_size = sizeof(struct cgm_proc);
+	hd->thread_size = sizeof(struct cgm_thread_slot);
+	hd->groups_off = sizeof(*hd);
+	hd->procs_off = hd->groups_off + (uint64_t)CGM_MAX_GROUPS * sizeof(struct cgm_group);
+	hd->threads_off = hd->procs_off + (uint64_t)CGM_MAX_PROCS * sizeof(struct cgm_proc);
+	hd->uid = (uint32_t)getuid();
+	init_shared_mutex(&hd->tree_lock);
+	init_shared_mutex(&hd->flush_lock);
+	hd->checksum = header_checksum(hd);
+
+	set_pointers(&h, base, size);
+	for (uint32_t i = 0; i < CGM_MAX_PROCS; i++)
+		init_shared_mutex(&h.procs[i].lock);
+	root = &h.groups[CGM_ROOT];
+	root->state = CGM_SLOT_LIVE;
+	root->parent = CGM_NONE;
+	root->first_child = CGM_NONE;
+	root->next_sibling = CGM_NONE;
+	page_counter_init(&root->memory, NULL);
+}
+
+/* Check everything in the header that the accessors rely on. */
+static int validate(const struct cgm_hier_header *hd, size_t size,
+		    char *why, size_t whylen)
+{
+	if (size < sizeof(*hd)) {
+		snprintf(why, whylen, "truncated (%zu bytes, header needs %zu)", size, sizeof(*hd));
+		return -EINVAL;
+	}
+	if (hd->magic != CGM_HIER_MAGIC) {
+		snprintf(why, whylen, "not a cgmalloc hierarchy (bad magic)");
+		return -EINVAL;
+	}
+	if (hd->version != CGM_HIER_VERSION) {
+		snprintf(why, whylen, "layout version %u, this library reads version %u",
+			 hd->version, CGM_HIER_VERSION);
+		return -EPROTO;
+	}
+	if (hd->header_size != sizeof(*hd) || hd->max_groups != CGM_MAX_GROUPS ||
+	    hd->max_procs != CGM_MAX_PROCS || hd->max_threads != CGM_MAX_THREADS ||
+	    hd->group_size != sizeof(struct cgm_group) ||
+	    hd->proc_size != sizeof(struct cgm_proc) ||
+	    hd->thread_size != sizeof(struct cgm_thread_slot) ||
+	    hd->groups_off != sizeof(*hd) ||
+	    hd->procs_off != hd->groups_off + (uint64_t)CGM_MAX_GROUPS * sizeof(struct cgm_group) ||
+	    hd->threads_off != hd->procs_off + (uint64_t)CGM_MAX_PROCS * sizeof(struct cgm_proc) ||
+	    hd->checksum != header_checksum(hd)) {
+		snprintf(why, whylen, "corrupt header (geometry or checksum does not match)");
+		return -EINVAL;
+	}
+	if (hd->file_size != size || size != layout_size()) {
+		snprintf(why, whylen, "truncated or resized (%zu bytes, expected %zu)",
+			 size, layout_size());
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Build a new hierarchy under a temporary name and publish it at @path. */
+static int create_file(const char *path, char *why, size_t whylen)
+{
+	char tmp[CGM_PATH_MAX + 32];
+	size_t size = layout_size();
+	void *base;
+	int fd, err = 0;
+
+	snprintf(tmp, sizeof(tmp), "%s.new.%d", path, (int)getpid());
+	fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		snprintf(why, whylen, "cannot create %s: %s", tmp, strerror(errno));
+		return -errno;
+	}
+	if (ftruncate(fd, (off_t)size) < 0) {
+		err = -errno;
+		snprintf(why, whylen, "cannot size %s: %s", tmp, strerror(errno));
+		goto out;
+	}
+	base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (base == MAP_FAILED) {
+		err = -errno;
+		snprintf(why, whylen, "cannot map %s: %s", tmp, strerror(errno));
+		goto out;
+	}
+	init_layout(base, size);
+	munmap(base, size);
+	/* link() fails if another process published first: theirs is used. */
+	if (link(tmp, path) < 0 && errno != EEXIST) {
+		err = -errno;
+		snprintf(why, whylen, "cannot create %s: %s", path, strerror(errno));
+	}
+out:
+	close(fd);
+	unlink(tmp);
+	return err;
+}
+
+int hier_open(struct cgm_hier *h, const char *path, bool create,
+	      char *why, size_t whylen)
+{
+	struct stat st;
+	void *base;
+	int fd, err;
+
+	memset(h, 0, sizeof(*h));
+	if (strlen(path) >= sizeof(h->path)) {
+		snprintf(why, whylen, "hierarchy path too long");
+		return -ENAMETOOLONG;
+	}
+	strcpy(h->path, path);
+	fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0 && errno == ENOENT && create) {
+		err = create_file(path, why, whylen);
+		if (err)
+			return err;
+		fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	}
+	if (fd < 0) {
+		err = -errno;
+		snprintf(why, whylen, "cannot open %s: %s", path, strerror(errno));
+		return err;
+	}
+	if (fstat(fd, &st) < 0) {
+		err = -errno;
+		snprintf(why, whylen, "cannot stat %s: %s", path, strerror(errno));
+		close(fd);
+		return err;
+	}
+	if (st.st_uid != getuid()) {
+		snprintf(why, whylen, "%s belongs to uid %u, not to this user (uid %u)",
+			 path, (unsigned)st.st_uid, (unsigned)getuid());
+		close(fd);
+		return -EPERM;
+	}
+	if (!S_ISREG(st.st_mode) || (size_t)st.st_size < sizeof(struct cgm_hier_header)) {
+		snprintf(why, whylen, "%s: truncated or not a regular file (%lld bytes)",
+			 path, (long long)st.st_size);
+		close(fd);
+		return -EINVAL;
+	}
+	base = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (base == MAP_FAILED) {
+		err = -errno;
+		snprintf(why, whylen, "cannot map %s: %s", path, strerror(errno));
+		return err;
+	}
+	err = validate(base, (size_t)st.st_size, why, whylen);
+	if (err) {
+		char detail[256];
+
+		snprintf(detail, sizeof(detail), "%s", why);
+		snprintf(why, whylen, "%s: %s", path, detail);
+		munmap(base, (size_t)st.st_size);
+		return err;
+	}
+	set_pointers(h, base, (size_t)st.st_size);
+	return 0;
+}
+
+void hier_close(struct cgm_hier *h)
+{
+	if (h->hdr)
+		munmap(h->hdr, h->size);
+	h->hdr = NULL;
+}
+
+struct cgm_group *hier_group(const struct cgm_hier *h, uint32_t idx)
+{
+	struct cgm_group *g;
+
+	if (idx >= CGM_MAX_GROUPS)
+		return NULL;
+	g = &h->groups[idx];
+	return __atomic_load_n(&g->state, __ATOMIC_ACQUIRE) == CGM_SLOT_LIVE ? g : NULL;
+}
+
+struct cgm_proc *hier_proc(const struct cgm_hier *h, uint32_t idx)
+{
+	return idx < CGM_MAX_PROCS ? &h->procs[idx] : NULL;
+}
+
+struct cgm_thread_slot *hier_thread(const struct cgm_hier *h, uint32_t idx)
+{
+	return idx < CGM_MAX_THREADS ? &h->threads[idx] : NULL;
+}
+
+uint32_t hier_group_index(const struct cgm_hier *h, const struct cgm_group *g)
+{
+	return (uint32_t)(g - h->groups);
+}
+
+void hier_bump_epoch(struct cgm_hier *h)
+{
+	__atomic_add_fetch(&h->hdr->epoch, 1, __ATOMIC_RELEASE);
+	syscall(SYS_futex, &h->hdr->epoch, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+}

@@ -1,0 +1,53 @@
+/*
+ * Moving a process to another group, with its charge (the cgroup v1
+ * move_charge idea; cgroup v2 leaves charges behind, which would make a
+ * moved process's memory count against a group it left).
+ *
+ * The process's slot is locked and its sequence count made odd while the
+ * pages it holds are charged to the destination and uncharged from the
+ * source; the charge slow path re-checks the group under the same lock,
+ * so a charge racing with the move lands where the process ends up.
+ */
+#include <errno.h>
+
+#include "cgm/acct.h"
+
+int acct_move(struct cgm_hier *h, uint32_t proc, uint32_t group)
+{
+	struct cgm_proc *p = hier_proc(h, proc);
+	struct cgm_group *from, *to = hier_group(h, group);
+	struct page_counter *fail;
+	int err = 0;
+
+	if (!p || !to)
+		return -ENOENT;
+	hier_lock(&h->hdr->tree_lock);
+	if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != CGM_SLOT_LIVE) {
+		err = -ESRCH;
+		goto out;
+	}
+	hier_lock(&p->lock);
+	from = hier_group(h, p->group);
+	if (p->group == group || !from)
+		goto unlock;
+	__atomic_add_fetch(&p->seq, 1, __ATOMIC_RELEASE);
+	/* The destination's limit applies: a move that does not fit is refused. */
+	if (p->held_pages > 0 && !page_counter_try_charge(&to->memory, p->held_pages, &fail)) {
+		err = -ENOMEM;
+	} else {
+		if (p->held_pages > 0)
+			page_counter_uncharge(&from->memory, p->held_pages);
+		from->nr_procs--;
+		to->nr_procs++;
+		__atomic_store_n(&p->group, group, __ATOMIC_RELEASE);
+	}
+	p->move_to = CGM_NONE;
+	__atomic_add_fetch(&p->seq, 1, __ATOMIC_RELEASE);
+unlock:
+	hier_unlock(&p->lock);
+out:
+	hier_unlock(&h->hdr->tree_lock);
+	if (!err)
+		hier_bump_epoch(h);
+	return err;
+}

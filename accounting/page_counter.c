@@ -1,0 +1,245 @@
+/*
+ * Lockless hierarchical page accounting and limiting, after the kernel's
+ * mm/page_counter.c, on counters in a mapping shared by processes.
+ *
+ * All updates are atomic read-modify-writes on the usage of each counter
+ * from the charged one up to the root; there is no lock.  The watermark
+ * and the protected-usage sums are updated racily in the kernel's manner:
+ * a watermark may miss a concurrent peak by one charge, which is within
+ * the batching slack anyway.
+ */
+#include <errno.h>
+
+#include "cgm/config.h"
+#include "cgm/page_counter.h"
+
+#define LOAD(x)		__atomic_load_n(&(x), __ATOMIC_RELAXED)
+#define STORE(x, v)	__atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
+
+static int64_t min64(int64_t a, int64_t b)
+{
+	return a < b ? a : b;
+}
+
+void page_counter_init(struct page_counter *c, struct page_counter *parent)
+{
+	*c = (struct page_counter){
+		.parent_off = parent ? (int64_t)((char *)parent - (char *)c) : 0,
+		.max = PAGE_COUNTER_MAX,
+		.high = PAGE_COUNTER_MAX,
+	};
+}
+
+/*
+ * Keep the parent's children_min_usage/children_low_usage equal to the sum
+ * of its children's protected usage: min(usage, min) and min(usage, low).
+ * The exchange makes concurrent updates of one child add up exactly.
+ */
+static void propagate_protected_usage(struct page_counter *c, int64_t usage)
+{
+	struct page_counter *parent = page_counter_parent(c);
+	int64_t protected, old;
+
+	if (!parent)
+		return;
+	protected = min64(usage, LOAD(c->min));
+	old = __atomic_exchange_n(&c->min_usage, protected, __ATOMIC_RELAXED);
+	if (protected != old)
+		__atomic_add_fetch(&parent->children_min_usage, protected - old, __ATOMIC_RELAXED);
+
+	protected = min64(usage, LOAD(c->low));
+	old = __atomic_exchange_n(&c->low_usage, protected, __ATOMIC_RELAXED);
+	if (protected != old)
+		__atomic_add_fetch(&parent->children_low_usage, protected - old, __ATOMIC_RELAXED);
+}
+
+/* The peak only grows; a lost race leaves it one charge low. */
+static void update_watermark(struct page_counter *c, int64_t usage)
+{
+	int64_t old = LOAD(c->watermark);
+
+	while (usage > old &&
+	       !__atomic_compare_exchange_n(&c->watermark, &old, usage, true,
+					    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+}
+
+/* Take @nr back from one counter, never below zero. */
+static void page_counter_cancel(struct page_counter *c, int64_t nr)
+{
+	int64_t old = LOAD(c->usage), new;
+
+	do {
+		new = old - nr;
+		/* More uncharged than charged would be a bug; clamp, not wrap. */
+		if (new < 0)
+			new = 0;
+	} while (!__atomic_compare_exchange_n(&c->usage, &old, new, true,
+					      __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+	propagate_protected_usage(c, new);
+}
+
+void page_counter_charge(struct page_counter *counter, int64_t nr)
+{
+	for (struct page_counter *c = counter; c; c = page_counter_parent(c)) {
+		int64_t new = __atomic_add_fetch(&c->usage, nr, __ATOMIC_RELAXED);
+
+		propagate_protected_usage(c, new);
+		update_watermark(c, new);
+	}
+}
+
+bool page_counter_try_charge(struct page_counter *counter, int64_t nr,
+			     struct page_counter **fail)
+{
+	struct page_counter *c;
+
+	for (c = counter; c; c = page_counter_parent(c)) {
+		/*
+		 * Add first, then check: two racing charges cannot both slip
+		 * under max (each sees the other's pages), at the price of a
+		 * transient usage above max that is taken back at once.
+		 */
+		int64_t new = __atomic_add_fetch(&c->usage, nr, __ATOMIC_RELAXED);
+
+		if (new > LOAD(c->max)) {
+			__atomic_sub_fetch(&c->usage, nr, __ATOMIC_RELAXED);
+			__atomic_add_fetch(&c->failcnt, 1, __ATOMIC_RELAXED);
+			*fail = c;
+			goto failed;
+		}
+		propagate_protected_usage(c, new);
+		update_watermark(c, new);
+	}
+	return true;
+
+failed:
+	for (c = counter; c != *fail; c = page_counter_parent(c))
+		page_counter_cancel(c, nr);
+	return false;
+}
+
+void page_counter_uncharge(struct page_counter *counter, int64_t nr)
+{
+	for (struct page_counter *c = counter; c; c = page_counter_parent(c))
+		page_counter_cancel(c, nr);
+}
+
+int page_counter_set_max(struct page_counter *c, int64_t nr)
+{
+	for (;;) {
+		int64_t usage = page_counter_read(c), old;
+
+		if (usage > nr)
+			return -EBUSY;
+		old = __atomic_exchange_n(&c->max, nr, __ATOMIC_SEQ_CST);
+		/*
+		 * A charge that raced with the exchange may have passed the
+		 * new max; if usage grew and the limit shrank, undo and retry.
+		 */
+		if (page_counter_read(c) <= usage || nr >= old)
+			return 0;
+		STORE(c->max, old);
+	}
+}
+
+void page_counter_force_max(struct page_counter *c, int64_t nr)
+{
+	__atomic_store_n(&c->max, nr, __ATOMIC_SEQ_CST);
+}
+
+void page_counter_set_high(struct page_counter *c, int64_t nr)
+{
+	STORE(c->high, nr);
+}
+
+void page_counter_set_min(struct page_counter *c, int64_t nr)
+{
+	STORE(c->min, nr);
+	for (struct page_counter *p = c; p; p = page_counter_parent(p))
+		propagate_protected_usage(p, page_counter_read(p));
+}
+
+void page_counter_set_low(struct page_counter *c, int64_t nr)
+{
+	STORE(c->low, nr);
+	for (struct page_counter *p = c; p; p = page_counter_parent(p))
+		propagate_protected_usage(p, page_counter_read(p));
+}
+
+void page_counter_reset_watermark(struct page_counter *c)
+{
+	STORE(c->watermark, page_counter_read(c));
+}
+
+/*
+ * The kernel's effective_protection(): a child's share of its parent's
+ * effective protection.  If the children together claim more than the
+ * parent has, each gets a share proportional to its own protected usage.
+ * With recursive protection, the parent's unclaimed protection is also
+ * shared in proportion to the children's unprotected usage.
+ */
+static int64_t effective_protection(int64_t usage, int64_t parent_usage,
+				    int64_t setting, int64_t parent_effective,
+				    int64_t siblings_protected,
+				    bool recursive_protection)
+{
+	int64_t protected = min64(usage, setting), ep;
+
+	if (siblings_protected > parent_effective)
+		return (int64_t)((__int128)protected * parent_effective / siblings_protected);
+	ep = protected;
+	if (recursive_protection && parent_effective > siblings_protected &&
+	    parent_usage > siblings_protected && usage > protected) {
+		__int128 unclaimed = parent_effective - siblings_protected;
+
+		unclaimed *= usage - protected;
+		unclaimed /= parent_usage - siblings_protected;
+		ep += (int64_t)unclaimed;
+	}
+	return ep;
+}
+
+void page_counter_calculate_protection(struct page_counter *root,
+				       struct page_counter *c,
+				       bool recursive_protection)
+{
+	struct page_counter *parent = page_counter_parent(c);
+	int64_t usage, parent_usage;
+
+	/* The reclaim root's own protection does not count against itself. */
+	if (c == root)
+		return;
+	usage = page_counter_read(c);
+	if (!usage)
+		return;
+	if (parent == root) {
+		STORE(c->emin, LOAD(c->min));
+		STORE(c->elow, LOAD(c->low));
+		return;
+	}
+	parent_usage = page_counter_read(parent);
+	STORE(c->emin, effective_protection(usage, parent_usage, LOAD(c->min),
+					    LOAD(parent->emin),
+					    LOAD(parent->children_min_usage),
+					    recursive_protection));
+	STORE(c->elow, effective_protection(usage, parent_usage, LOAD(c->low),
+					    LOAD(parent->elow),
+					    LOAD(parent->children_low_usage),
+					    recursive_protection));
+}
+
+int64_t page_counter_pages(uint64_t bytes)
+{
+	if (bytes == CGM_SIZE_MAX || bytes / CGM_PAGE_SIZE >= (uint64_t)PAGE_COUNTER_MAX)
+		return PAGE_COUNTER_MAX;
+	/* memory.max is rounded down to whole pages, as the kernel does. */
+	return (int64_t)(bytes / CGM_PAGE_SIZE);
+}
+
+uint64_t page_counter_bytes(int64_t pages)
+{
+	if (pages >= PAGE_COUNTER_MAX / CGM_PAGE_SIZE)
+		return CGM_SIZE_MAX;
+	return (uint64_t)pages * CGM_PAGE_SIZE;
+}

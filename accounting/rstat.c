@@ -1,0 +1,132 @@
+/*
+ * Statistics in the manner of cgroup rstat: every thread keeps cumulative
+ * counters in its slot (written only by itself, on the fast path); a flush
+ * takes the difference from the snapshot it left last time and adds it to
+ * the group's local statistics and to the hierarchical statistics of the
+ * group and every ancestor.  A read of any group's hierarchical statistics
+ * after a flush is therefore O(1), and a flush costs in proportion to the
+ * threads that changed, times their depth -- never the size of the tree.
+ */
+#include <string.h>
+
+#include "cgm/acct.h"
+#include "cgm/size_class.h"
+
+unsigned int rstat_hist_bucket(uint64_t size)
+{
+	unsigned int b;
+
+	if (size <= 8)
+		return 0;
+	/* bucket b holds (2^(b+2), 2^(b+3)] */
+	b = (unsigned int)(64 - __builtin_clzll(size - 1)) - 3;
+	return b < CGM_HIST_BUCKETS ? b : CGM_HIST_BUCKETS - 1;
+}
+
+/* Deltas of one thread slot since the last flush; false if nothing changed. */
+static bool slot_delta(struct cgm_thread_slot *t, int64_t d[CGM_NR_STATS])
+{
+	bool any = false;
+
+	memset(d, 0, sizeof(int64_t) * CGM_NR_STATS);
+	for (unsigned int i = 0; i < CGM_SMALL_STEPS; i++) {
+		uint64_t now = __atomic_load_n(&t->small[i], __ATOMIC_RELAXED);
+		uint64_t n = now - t->snap_small[i];
+
+		if (!n)
+			continue;
+		t->snap_small[i] = now;
+		d[CGM_STAT_ALLOCS] += (int64_t)n;
+		d[CGM_STAT_ALLOC_BYTES] += (int64_t)(n * cgm_step_block_size(i));
+		d[CGM_STAT_HIST0 + rstat_hist_bucket(cgm_step_block_size(i))] += (int64_t)n;
+		any = true;
+	}
+	for (unsigned int b = 0; b < CGM_HIST_BUCKETS; b++) {
+		uint64_t now = __atomic_load_n(&t->big_hist[b], __ATOMIC_RELAXED);
+		uint64_t n = now - t->snap_big_hist[b];
+
+		if (!n)
+			continue;
+		t->snap_big_hist[b] = now;
+		d[CGM_STAT_HIST0 + b] += (int64_t)n;
+		any = true;
+	}
+#define DELTA(stat, field, snap) do {					\
+		uint64_t now = __atomic_load_n(&t->field, __ATOMIC_RELAXED); \
+		if (now != t->snap) {					\
+			d[stat] += (int64_t)(now - t->snap);		\
+			t->snap = now;					\
+			any = true;					\
+		}							\
+	} while (0)
+	DELTA(CGM_STAT_ALLOCS, big_allocs, snap_big_allocs);
+	DELTA(CGM_STAT_ALLOC_BYTES, big_alloc_bytes, snap_big_alloc_bytes);
+	DELTA(CGM_STAT_FREES, frees, snap_frees);
+	DELTA(CGM_STAT_FREE_BYTES, freed_bytes, snap_freed_bytes);
+	DELTA(CGM_STAT_THROTTLE_NS, throttle_ns, snap_throttle_ns);
+	DELTA(CGM_STAT_ALLOC_BYTES, realloc_new_bytes, snap_realloc_new_bytes);
+	DELTA(CGM_STAT_FREE_BYTES, realloc_old_bytes, snap_realloc_old_bytes);
+	{
+		uint64_t now = __atomic_load_n(&t->reallocs, __ATOMIC_RELAXED);
+
+		if (now != t->snap_reallocs) {
+			d[CGM_STAT_ALLOCS] += (int64_t)(now - t->snap_reallocs);
+			d[CGM_STAT_FREES] += (int64_t)(now - t->snap_reallocs);
+			t->snap_reallocs = now;
+			any = true;
+		}
+	}
+#undef DELTA
+	return any;
+}
+
+static void fold(struct cgm_hier *h, uint32_t group, const int64_t d[CGM_NR_STATS])
+{
+	struct cgm_group *g = hier_group(h, group);
+
+	if (!g)
+		return;
+	for (int i = 0; i < CGM_NR_STATS; i++)
+		if (d[i])
+			__atomic_add_fetch(&g->stat_local[i], d[i], __ATOMIC_RELAXED);
+	for (int depth = 0; g && depth < 70; depth++) {
+		for (int i = 0; i < CGM_NR_STATS; i++)
+			if (d[i])
+				__atomic_add_fetch(&g->stat[i], d[i], __ATOMIC_RELAXED);
+		if (group == CGM_ROOT)
+			break;
+		group = g->parent;
+		g = hier_group(h, group);
+	}
+}
+
+void rstat_flush(struct cgm_hier *h)
+{
+	int64_t d[CGM_NR_STATS];
+
+	hier_lock(&h->hdr->flush_lock);
+	for (uint32_t i = 0; i < CGM_MAX_THREADS; i++) {
+		struct cgm_thread_slot *t = &h->threads[i];
+		struct cgm_proc *p;
+
+		if (__atomic_load_n(&t->state, __ATOMIC_ACQUIRE) == CGM_SLOT_FREE)
+			continue;
+		p = hier_proc(h, t->proc);
+		if (!p || !slot_delta(t, d))
+			continue;
+		fold(h, __atomic_load_n(&p->group, __ATOMIC_RELAXED), d);
+	}
+	/* Slots of exited threads, now flushed, can go. */
+	for (uint32_t i = 0; i < CGM_MAX_PROCS; i++) {
+		struct cgm_proc *p = &h->procs[i];
+
+		if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != CGM_SLOT_LIVE)
+			continue;
+		acct_harvest(h, i);
+		hier_lock(&p->lock);
+		acct_reap_threads(h, i);
+		hier_unlock(&p->lock);
+	}
+	__atomic_add_fetch(&h->hdr->flush_seq, 1, __ATOMIC_RELEASE);
+	hier_unlock(&h->hdr->flush_lock);
+}

@@ -1,0 +1,130 @@
+/*
+ * The accounting of one process: its slot in the hierarchy, its threads'
+ * slots, charging, harvesting frees, flushing statistics, limits.
+ *
+ * The shim owns one struct cgm_acct for the process (cgm_acct) and calls
+ * these from its slow paths; cgmctl uses the same functions on behalf of
+ * other processes (flush, reclaim of dead processes, moves).
+ */
+#ifndef CGM_ACCT_H
+#define CGM_ACCT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cgm/hier.h"
+
+struct cgm_acct {
+	struct cgm_hier h;
+	uint32_t proc;			/* our slot; CGM_NONE when detached */
+	int64_t batch_pages;		/* MEMCG_CHARGE_BATCH */
+	int oom_policy;			/* enum cgm_oom_policy (cgm/config.h) */
+	void (*reclaim)(void);		/* give memory back to the OS (mi_collect) */
+	void (*limits_changed)(bool limited);	/* flip the limits static key */
+};
+
+/* MAX_RECLAIM_RETRIES in the kernel. */
+#define CGM_RECLAIM_RETRIES 16
+
+/* The kernel's throttling constants (mm/memcontrol.c). */
+#define CGM_DELAY_PRECISION_SHIFT 20
+#define CGM_DELAY_SCALING_SHIFT 14
+#define CGM_CHARGE_BATCH 64
+#define CGM_MAX_HIGH_DELAY_MS 2000
+
+/* ---- attach.c ---- */
+
+/*
+ * Attach this process to the group at @path (created if missing).  Dead
+ * processes' slots are reclaimed first.  Returns 0 or a negative errno.
+ */
+int acct_attach(struct cgm_acct *a, const char *path);
+
+/* Uncharge everything this process holds and free its slots. */
+void acct_detach(struct cgm_acct *a);
+
+/*
+ * In the child of fork(): take a slot of its own in the parent's group,
+ * charge what the parent held (the inherited heap), and give the calling
+ * thread a fresh slot that starts with @inherited_stock bytes.
+ */
+int acct_fork_child(struct cgm_acct *a, int64_t inherited_stock,
+		    uint32_t *thread_slot);
+
+/* A slot for the calling thread (tid), or CGM_NONE if the table is full. */
+uint32_t acct_thread_register(struct cgm_acct *a, int tid);
+
+/*
+ * The thread is exiting: its stock goes back to the process and the slot
+ * is marked for reclaim once the thread is gone (frees that run after
+ * this still land in it).
+ */
+void acct_thread_exit(struct cgm_acct *a, uint32_t slot);
+
+/*
+ * Return the charges of processes that died without detaching (pid gone,
+ * or reused: start time differs), and of thread slots whose thread is
+ * gone.  Callable from any process.  Returns the number reclaimed.
+ */
+int acct_reclaim_dead(struct cgm_hier *h);
+
+/* /proc/<pid>/stat start time, 0 if the process does not exist. */
+uint64_t acct_proc_start_time(int pid);
+
+/* Free the slots of exited, fully harvested threads (flush lock + proc lock held). */
+void acct_reap_threads(struct cgm_hier *h, uint32_t proc);
+
+/* ---- charge.c ---- */
+
+/*
+ * Refill the stock of thread slot @t so that it covers @need more bytes:
+ * the kernel's try_charge_memcg() order (batch, then exact; reclaim and
+ * retry; OOM policy).  Returns 0, or -ENOMEM when the allocation must
+ * fail.  May sleep (memory.high throttling).
+ */
+int acct_charge(struct cgm_acct *a, struct cgm_thread_slot *t, int64_t need,
+		bool check_limits);
+
+/* Charge @bytes to the process whatever the limits (memory already in use). */
+void acct_force_charge(struct cgm_acct *a, struct cgm_thread_slot *t, int64_t bytes);
+
+/* Give back stock above two batches (after a realloc shrink, or at exit). */
+void acct_stock_trim(struct cgm_acct *a, struct cgm_thread_slot *t);
+
+/*
+ * Uncharge whole pages of the process's freed bytes (harvested from all
+ * its threads' slots).  Called from slow paths, flushers and readers.
+ */
+void acct_harvest(struct cgm_hier *h, uint32_t proc);
+
+/* Harvest every process attached in the subtree of @group. */
+void acct_harvest_subtree(struct cgm_hier *h, uint32_t group);
+
+/* Throttle delay in ms for @usage over @high pages (0: no penalty). */
+uint64_t acct_high_delay_ms(int64_t usage, int64_t high, int64_t nr_pages);
+
+/* ---- rstat.c ---- */
+
+/*
+ * Fold every thread slot's counters that changed since the last flush
+ * into its group's local statistics and into the hierarchical statistics
+ * of the group and its ancestors.  After it, reading any group's
+ * hierarchical statistics is O(1).  Callable from any process.
+ */
+void rstat_flush(struct cgm_hier *h);
+
+/* Map a block size to its histogram bucket. */
+unsigned int rstat_hist_bucket(uint64_t size);
+
+/* ---- move.c ---- */
+
+/* Move process slot @proc to @group, migrating its charge. */
+int acct_move(struct cgm_hier *h, uint32_t proc, uint32_t group);
+
+/* ---- limits (files.c) ---- */
+
+/* Set memory.max/high/low/min of @group (bytes; CGM_SIZE_MAX = max). */
+int acct_set_limit(struct cgm_hier *h, uint32_t group, int which, uint64_t bytes);
+enum { CGM_LIMIT_MAX, CGM_LIMIT_HIGH, CGM_LIMIT_LOW, CGM_LIMIT_MIN };
+
+#endif /* CGM_ACCT_H */

@@ -1,0 +1,215 @@
+/*
+ * The hierarchy file: one mapping shared by every attached process that
+ * holds the group tree, the page counters, statistics, events, one slot
+ * per attached process and one per thread.
+ *
+ * The layout is position independent (indices and offsets, no pointers),
+ * starts with a magic, a layout version and its own size, and every index
+ * read from it is bounds-checked before use: a foreign, truncated or
+ * corrupt file is refused (accounting/hier.c).
+ *
+ *	header | groups[max_groups] | procs[max_procs] | threads[max_threads]
+ *
+ * Concurrency: tree changes (mkdir, rmdir, attach, detach, move, limits)
+ * take the header's robust process-shared mutex; charging is lockless
+ * (page_counter); a thread's slot is written only by its thread on the
+ * fast path and read by flushers, which serialise on the flush mutex.
+ */
+#ifndef CGM_HIER_H
+#define CGM_HIER_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "cgm/page_counter.h"
+
+#define CGM_HIER_MAGIC		0x3152454948474d43ULL	/* "CGMHIER1" */
+#define CGM_HIER_VERSION	1
+#define CGM_NONE		UINT32_MAX
+#define CGM_ROOT		0
+#define CGM_NAME_MAX		64		/* a path component, NUL included */
+#define CGM_PATH_MAX		1024
+
+#define CGM_MAX_GROUPS		16384
+#define CGM_MAX_PROCS		1024
+#define CGM_MAX_THREADS		8192
+
+/* memory.events, in the kernel's order. */
+enum cgm_event {
+	CGM_EV_LOW,
+	CGM_EV_HIGH,
+	CGM_EV_MAX,
+	CGM_EV_OOM,
+	CGM_EV_OOM_KILL,
+	CGM_EV_OOM_GROUP_KILL,
+	CGM_NR_EVENTS
+};
+
+/* Size histogram: bucket b counts blocks of (2^(b+2), 2^(b+3)] bytes. */
+#define CGM_HIST_BUCKETS	30
+
+/* memory.stat counters kept per group (anon is alloc_bytes - free_bytes). */
+enum cgm_stat {
+	CGM_STAT_ALLOCS,
+	CGM_STAT_FREES,
+	CGM_STAT_ALLOC_BYTES,
+	CGM_STAT_FREE_BYTES,
+	CGM_STAT_THROTTLE_NS,
+	CGM_STAT_HIST0,
+	CGM_NR_STATS = CGM_STAT_HIST0 + CGM_HIST_BUCKETS
+};
+
+/* Small allocations are counted per 8-byte size step: (n + 7) >> 3. */
+#define CGM_SMALL_MAX		1024
+#define CGM_SMALL_STEPS		(CGM_SMALL_MAX / 8 + 1)
+
+enum cgm_slot_state { CGM_SLOT_FREE, CGM_SLOT_LIVE, CGM_SLOT_EXITING };
+
+struct cgm_group {
+	uint32_t state;			/* enum cgm_slot_state */
+	uint32_t parent;
+	uint32_t first_child;
+	uint32_t next_sibling;
+	uint32_t nr_children;
+	uint32_t nr_procs;		/* attached processes, this group only */
+	uint32_t depth;
+	uint32_t oom_group;		/* memory.oom.group */
+	char name[CGM_NAME_MAX];
+	struct page_counter memory;
+	int64_t events[CGM_NR_EVENTS];		/* hierarchical */
+	int64_t events_local[CGM_NR_EVENTS];
+	int64_t stat[CGM_NR_STATS];		/* hierarchical, as of the last flush */
+	int64_t stat_local[CGM_NR_STATS];
+	int64_t throttle_until_ns;	/* high breach: penalty in progress */
+} __attribute__((aligned(64)));
+
+struct cgm_proc {
+	uint32_t state;			/* enum cgm_slot_state */
+	int32_t pid;
+	uint64_t start_time;		/* /proc/<pid>/stat field 22: pid reuse guard */
+	uint32_t group;
+	uint32_t first_thread;		/* list of thread slots */
+	int64_t held_pages;		/* charged to the group by this process */
+	int64_t free_pool;		/* harvested freed bytes not yet uncharged */
+	int64_t untracked_bytes;	/* frees of memory charged before attach */
+	uint32_t move_to;		/* CGM_NONE, or the group a move asked for */
+	uint32_t seq;			/* odd while its group changes (moving) */
+	pthread_mutex_t lock;		/* robust, shared: harvest and move */
+	char comm[16];
+} __attribute__((aligned(64)));
+
+/*
+ * A thread's counters.  The first part is written only by the owning
+ * thread, with plain stores, on the malloc/free fast path; flushers read
+ * it.  The snapshot part is written only by flushers under the flush lock.
+ */
+struct cgm_thread_slot {
+	int64_t stock;			/* precharged bytes not yet used */
+	uint64_t frees;
+	uint64_t freed_bytes;
+	uint64_t big_allocs;
+	uint64_t big_alloc_bytes;
+	uint64_t throttle_ns;
+	uint64_t reallocs;		/* each counts as one alloc and one free */
+	uint64_t realloc_new_bytes;
+	uint64_t realloc_old_bytes;
+	uint64_t small[CGM_SMALL_STEPS];	/* allocations per 8-byte step */
+	uint64_t big_hist[CGM_HIST_BUCKETS];
+
+	uint32_t state;			/* enum cgm_slot_state */
+	uint32_t proc;
+	uint32_t next;			/* in the process's list */
+	int32_t tid;
+
+	/* flusher-owned */
+	uint64_t snap_frees, snap_freed_bytes, snap_big_allocs, snap_big_alloc_bytes;
+	uint64_t snap_throttle_ns;
+	uint64_t snap_reallocs, snap_realloc_new_bytes, snap_realloc_old_bytes;
+	uint64_t snap_small[CGM_SMALL_STEPS];
+	uint64_t snap_big_hist[CGM_HIST_BUCKETS];
+	uint64_t harvested_freed_bytes;	/* under the process lock */
+} __attribute__((aligned(64)));
+
+struct cgm_hier_header {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t header_size;
+	uint64_t file_size;
+	uint32_t max_groups, max_procs, max_threads;
+	uint32_t group_size, proc_size, thread_size;
+	uint64_t groups_off, procs_off, threads_off;
+	uint32_t uid;
+	uint32_t nr_limited;		/* groups with a finite max or high */
+	uint32_t epoch;			/* futex: bumped on every change processes must see */
+	uint32_t flush_seq;
+	pthread_mutex_t tree_lock;	/* robust, shared */
+	pthread_mutex_t flush_lock;	/* robust, shared */
+	uint64_t checksum;		/* of the fields above tree_lock */
+} __attribute__((aligned(64)));
+
+/* An open hierarchy: the mapping and the bounds every index is checked against. */
+struct cgm_hier {
+	struct cgm_hier_header *hdr;
+	struct cgm_group *groups;
+	struct cgm_proc *procs;
+	struct cgm_thread_slot *threads;
+	size_t size;
+	char path[CGM_PATH_MAX];
+};
+
+/* Default path: /dev/shm/cgmalloc.<uid>. */
+void hier_default_path(char *buf, size_t len);
+
+/*
+ * Open (creating it if missing, mode 0600) and map the hierarchy at
+ * @path.  Refuses with a negative errno and a one-line reason in @why a
+ * file of another user, a foreign or wrong-version file, a truncated one,
+ * or one whose layout fails validation.
+ */
+int hier_open(struct cgm_hier *h, const char *path, bool create,
+	      char *why, size_t whylen);
+void hier_close(struct cgm_hier *h);
+
+/* Bounds-checked accessors: NULL for an index out of range or a free slot. */
+struct cgm_group *hier_group(const struct cgm_hier *h, uint32_t idx);
+struct cgm_proc *hier_proc(const struct cgm_hier *h, uint32_t idx);
+struct cgm_thread_slot *hier_thread(const struct cgm_hier *h, uint32_t idx);
+uint32_t hier_group_index(const struct cgm_hier *h, const struct cgm_group *g);
+
+/* The robust shared mutexes: a lock left by a dead owner is recovered. */
+void hier_lock(pthread_mutex_t *m);
+void hier_unlock(pthread_mutex_t *m);
+
+/* Wake every process waiting on the epoch (limits, moves, flush requests). */
+void hier_bump_epoch(struct cgm_hier *h);
+
+/* ---- groups (accounting/group.c); callers hold tree_lock unless noted ---- */
+
+/* Find a group by path ("/", "/a/b").  Returns its index or CGM_NONE. */
+uint32_t group_lookup(const struct cgm_hier *h, const char *path);
+
+/*
+ * Create the group at @path and any missing parents.  Returns its index,
+ * or a negative errno (-EINVAL bad name, -ENOSPC table full).
+ */
+int64_t group_mkdir(struct cgm_hier *h, const char *path);
+
+/* Remove an empty group: -EBUSY if it has children or processes. */
+int group_rmdir(struct cgm_hier *h, const char *path);
+
+/* Write the path of group @idx into @buf. */
+int group_path(const struct cgm_hier *h, uint32_t idx, char *buf, size_t len);
+
+/* Check a path's syntax without touching the hierarchy. */
+int group_path_valid(const char *path);
+
+/* Count an event on a group: local always, hierarchical up to but excluding root. */
+void group_event(struct cgm_hier *h, uint32_t idx, enum cgm_event ev);
+
+/* Is @idx or one of its ancestors limited (finite max or high)? */
+bool group_limited(const struct cgm_hier *h, uint32_t idx);
+
+#endif /* CGM_HIER_H */

@@ -1,0 +1,46 @@
+/*
+ * The size of a mimalloc 2.0.9 block, read from mimalloc's own page
+ * metadata in a few instructions (mi_usable_size() costs 28).
+ *
+ * mimalloc 2.0.9 on 64-bit: memory comes in 32 MiB-aligned segments cut
+ * into 64 KiB slices; the segment header holds one 80-byte mi_page_t per
+ * slice from offset 264 on; a slice inside a multi-slice page points back
+ * to its page's entry by a byte offset (+4); the page's xblock_size (+28)
+ * is the block size, capped at 2 GiB for huge blocks.  These facts were
+ * measured on Debian's libmimalloc2.0 2.0.9+ds-2 (see tests) and are
+ * checked against mi_usable_size() at start-up (shim/mi_layout.c), which
+ * leaves accounting off when they do not hold.
+ */
+#ifndef CGM_MI_LAYOUT_H
+#define CGM_MI_LAYOUT_H
+
+#include <stdint.h>
+
+#define MI209_SEGMENT_MASK	((uintptr_t)(32u << 20) - 1)
+#define MI209_SLICE_SHIFT	16
+#define MI209_SLICES_OFFSET	264
+#define MI209_PAGE_SIZE		80
+#define MI209_SLICE_OFFSET_AT	4
+#define MI209_XBLOCK_SIZE_AT	28
+#define MI209_HUGE_BLOCK	0x80000000u	/* blocks of 2 GiB and more */
+
+/* The block size of non-NULL pointer @p (MI209_HUGE_BLOCK: look it up). */
+static inline uint32_t mi209_block_size(const void *p)
+{
+	uintptr_t a = (uintptr_t)p;
+	const char *seg = (const char *)(a & ~MI209_SEGMENT_MASK);
+	const char *slice = seg + MI209_SLICES_OFFSET +
+		((a & MI209_SEGMENT_MASK) >> MI209_SLICE_SHIFT) * MI209_PAGE_SIZE;
+	const char *page = slice - *(const uint32_t *)(slice + MI209_SLICE_OFFSET_AT);
+
+	return *(const uint32_t *)(page + MI209_XBLOCK_SIZE_AT);
+}
+
+/*
+ * Check the layout against the loaded mimalloc: every kind of block
+ * (small, medium, large, huge, aligned) must report the block size
+ * mi_usable_size() implies.  Returns 0 or -1 with a reason.
+ */
+int mi_layout_check(const char **why);
+
+#endif /* CGM_MI_LAYOUT_H */

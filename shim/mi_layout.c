@@ -1,0 +1,39 @@
+/*
+ * Start-up check that the loaded mimalloc has the layout mi209_block_size()
+ * reads (include/cgm/mi_layout.h).  Run once, before accounting is
+ * switched on; allocations go straight to mimalloc.
+ */
+#include <mimalloc.h>
+#include <stddef.h>
+
+#include "cgm/mi_layout.h"
+#include "cgm/size_class.h"
+
+int mi_layout_check(const char **why)
+{
+	static const size_t sizes[] = {
+		1, 8, 16, 24, 100, 512, 1000, 1024, 2000, 5000, 40000,
+		100000, 300000, 1 << 20, 5 << 20, 20 << 20, 40 << 20,
+	};
+	void *blocks[sizeof(sizes) / sizeof(sizes[0])];
+	int bad = 0;
+
+	if (mi_version() != 209) {
+		*why = "mimalloc is not version 2.0.9";
+		return -1;
+	}
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		blocks[i] = mi_malloc(sizes[i]);
+		if (!blocks[i] || mi209_block_size(blocks[i]) != mi_usable_size(blocks[i]))
+			bad++;
+		if (sizes[i] <= 1024 && mi_usable_size(blocks[i]) != cgm_small_block_size(sizes[i]))
+			bad++;
+	}
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+		mi_free(blocks[i]);
+	if (bad) {
+		*why = "mimalloc's page layout is not the one of 2.0.9 (block sizes disagree)";
+		return -1;
+	}
+	return 0;
+}
