@@ -19,6 +19,36 @@
 
 #include "cgm/acct.h"
 #include "cgm/hier.h"
+#include "cgm/size_class.h"
+
+int64_t acct_slot_precharge(const struct cgm_thread_slot *t)
+{
+	int64_t bytes = t->stock > 0 ? t->stock : 0;
+
+	for (unsigned int s = 0; s < CGM_SMALL_STEPS; s++) {
+		int64_t a = __atomic_load_n(&t->allow[s], __ATOMIC_RELAXED);
+
+		if (a > 0)
+			bytes += a * (int64_t)cgm_step_block_size(s);
+	}
+	return bytes;
+}
+
+void acct_slot_unprecharge(struct cgm_thread_slot *t)
+{
+	__atomic_store_n(&t->refill_seq, t->refill_seq + 1, __ATOMIC_RELEASE);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	for (unsigned int s = 0; s < CGM_SMALL_STEPS; s++) {
+		if (t->allow[s] > 0) {
+			t->stock += t->allow[s] * (int64_t)cgm_step_block_size(s);
+			/* allocations = refilled - allow stays what it was */
+			t->refilled[s] -= (uint64_t)t->allow[s];
+			t->allow[s] = 0;
+		}
+		t->next_refill[s] = 0;
+	}
+	__atomic_store_n(&t->refill_seq, t->refill_seq + 1, __ATOMIC_RELEASE);
+}
 
 uint64_t acct_proc_start_time(int pid)
 {
@@ -80,6 +110,7 @@ static void release_proc(struct cgm_hier *h, uint32_t idx)
 	if (!p || p->state == CGM_SLOT_FREE)
 		return;
 	rstat_flush(h);
+	rstat_fold_exit(h, p);
 	hier_lock(&p->lock);
 	g = hier_group(h, p->group);
 	if (g) {
@@ -175,6 +206,8 @@ static void setup_proc(struct cgm_hier *h, uint32_t idx, uint32_t group, int64_t
 	p->held_pages = held;
 	p->free_pool = 0;
 	p->untracked_bytes = 0;
+	p->live_bytes = 0;
+	p->live_objects = 0;
 	p->move_to = CGM_NONE;
 	p->seq = 0;
 	read_comm(p->comm, sizeof(p->comm));
@@ -217,6 +250,7 @@ void acct_detach(struct cgm_acct *a)
 	if (!p)
 		return;
 	rstat_flush(h);
+	rstat_fold_exit(h, p);
 	acct_harvest(h, a->proc);
 	/*
 	 * Uncharge what we hold, but keep the slots until the process is
@@ -298,6 +332,7 @@ void acct_thread_exit(struct cgm_acct *a, uint32_t slot)
 		return;
 	hier_lock(&p->lock);
 	/* The unused precharge goes back with the next harvest. */
+	acct_slot_unprecharge(t);
 	if (t->stock > 0) {
 		p->free_pool += t->stock;
 		t->stock = 0;
@@ -327,8 +362,11 @@ void acct_reap_threads(struct cgm_hier *h, uint32_t proc)
 			break;
 		if (t->state == CGM_SLOT_EXITING && !thread_alive(p->pid, t->tid) &&
 		    t->freed_bytes == t->harvested_freed_bytes &&
-		    t->frees == t->snap_frees) {
+		    t->frees == t->snap_frees &&
+		    memcmp(t->freed_small, t->harvested_small, sizeof(t->freed_small)) == 0 &&
+		    memcmp(t->freed_small, t->snap_freed_small, sizeof(t->freed_small)) == 0) {
 			/* Charged by mallocs after the exit hook ran: give it back. */
+			acct_slot_unprecharge(t);
 			if (t->stock > 0)
 				p->free_pool += t->stock;
 			*link = t->next;
@@ -339,35 +377,37 @@ void acct_reap_threads(struct cgm_hier *h, uint32_t proc)
 	}
 }
 
-int acct_fork_child(struct cgm_acct *a, int64_t inherited_stock,
-		    uint32_t *thread_slot)
+int acct_fork_child(struct cgm_acct *a, uint32_t *thread_slot)
 {
 	struct cgm_hier *h = &a->h;
 	struct cgm_proc *parent = hier_proc(h, a->proc);
 	struct cgm_group *g;
-	int64_t held, others = 0;
+	int64_t held, others = 0, inherited_bytes, inherited_objects;
 	uint32_t idx, group, t, guard = 0;
 
 	if (!parent)
 		return -EINVAL;
+	/* The parent's live bytes as of now: the child's statistics start there. */
+	rstat_flush(h);
+	inherited_bytes = parent->live_bytes;
+	inherited_objects = parent->live_objects;
 	hier_lock(&h->hdr->tree_lock);
 	group = parent->group;
 	g = hier_group(h, group);
 	/*
 	 * The child inherits a copy of the parent's heap: charge what the
-	 * parent holds, less the stocks of the parent's other threads, which
-	 * do not exist in the child.
+	 * parent holds, less what the parent's threads had precharged (their
+	 * slots stay the parent's; the child's thread starts with none).
 	 */
 	for (t = parent->first_thread; t != CGM_NONE && guard++ < CGM_MAX_THREADS;) {
 		struct cgm_thread_slot *ts = hier_thread(h, t);
 
 		if (!ts)
 			break;
-		others += ts->stock > 0 ? ts->stock : 0;
+		others += acct_slot_precharge(ts);
 		t = ts->next;
 	}
-	others -= inherited_stock > 0 ? inherited_stock : 0;
-	held = parent->held_pages - (others > 0 ? others : 0) / CGM_PAGE_SIZE;
+	held = parent->held_pages - others / CGM_PAGE_SIZE;
 	if (held < 0)
 		held = 0;
 	idx = claim_proc_slot(h);
@@ -382,7 +422,13 @@ int acct_fork_child(struct cgm_acct *a, int64_t inherited_stock,
 	hier_unlock(&h->hdr->tree_lock);
 
 	*thread_slot = acct_thread_register(a, (int)syscall(SYS_gettid));
-	if (*thread_slot != CGM_NONE)
-		h->threads[*thread_slot].stock = inherited_stock > 0 ? inherited_stock : 0;
+	/*
+	 * The inherited heap counts as allocated by the child, so that its
+	 * frees of it keep anon (allocated - freed) right.
+	 */
+	if (*thread_slot != CGM_NONE && inherited_bytes > 0 && inherited_objects > 0) {
+		h->threads[*thread_slot].big_alloc_bytes += (uint64_t)inherited_bytes;
+		h->threads[*thread_slot].big_allocs += (uint64_t)inherited_objects;
+	}
 	return 0;
 }

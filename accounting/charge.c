@@ -21,6 +21,7 @@
 #include "cgm/acct.h"
 #include "cgm/config.h"
 #include "cgm/log.h"
+#include "cgm/size_class.h"
 
 static int64_t now_ns(void)
 {
@@ -46,6 +47,15 @@ static void harvest_locked(struct cgm_hier *h, uint32_t proc, struct cgm_proc *p
 		freed = __atomic_load_n(&ts->freed_bytes, __ATOMIC_RELAXED);
 		p->free_pool += (int64_t)(freed - ts->harvested_freed_bytes);
 		ts->harvested_freed_bytes = freed;
+		/* freed_small[s] counts frees of blocks of s * 8 bytes */
+		for (unsigned int s = 1; s < CGM_SMALL_STEPS; s++) {
+			uint64_t n = __atomic_load_n(&ts->freed_small[s], __ATOMIC_RELAXED);
+
+			if (n != ts->harvested_small[s]) {
+				p->free_pool += (int64_t)((n - ts->harvested_small[s]) * s * 8);
+				ts->harvested_small[s] = n;
+			}
+		}
 		t = ts->next;
 	}
 	pages = p->free_pool / CGM_PAGE_SIZE;
@@ -274,6 +284,7 @@ static void reap_killed(struct cgm_hier *h)
 /* Is some counter from @group up within @pages of its max or high? */
 static bool limit_near(struct cgm_hier *h, uint32_t group, int64_t pages)
 {
+	pages += CGM_CHARGE_BATCH;
 	for (int d = 0; d < 70; d++) {
 		struct cgm_group *g = hier_group(h, group);
 		int64_t usage;
@@ -289,6 +300,13 @@ static bool limit_near(struct cgm_hier *h, uint32_t group, int64_t pages)
 		group = g->parent;
 	}
 	return false;
+}
+
+bool acct_limit_near(struct cgm_acct *a, int64_t pages)
+{
+	struct cgm_proc *p = hier_proc(&a->h, a->proc);
+
+	return p && limit_near(&a->h, p->group, pages);
 }
 
 void acct_force_charge(struct cgm_acct *a, struct cgm_thread_slot *t, int64_t bytes)

@@ -29,16 +29,39 @@ static bool slot_delta(struct cgm_thread_slot *t, int64_t d[CGM_NR_STATS])
 	bool any = false;
 
 	memset(d, 0, sizeof(int64_t) * CGM_NR_STATS);
-	for (unsigned int i = 0; i < CGM_SMALL_STEPS; i++) {
-		uint64_t now = __atomic_load_n(&t->small[i], __ATOMIC_RELAXED);
-		uint64_t n = now - t->snap_small[i];
+	uint64_t allocs[CGM_SMALL_STEPS];
+	uint32_t seq;
+	int tries = 0;
+
+	/* refilled[s] - allow[s], read as a consistent pair (refill_seq). */
+	do {
+		seq = __atomic_load_n(&t->refill_seq, __ATOMIC_ACQUIRE);
+		for (unsigned int i = 0; i < CGM_SMALL_STEPS; i++)
+			allocs[i] = __atomic_load_n(&t->refilled[i], __ATOMIC_RELAXED) -
+				    (uint64_t)__atomic_load_n(&t->allow[i], __ATOMIC_RELAXED);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	} while ((seq & 1 || seq != __atomic_load_n(&t->refill_seq, __ATOMIC_RELAXED)) &&
+		 ++tries < 100);
+	for (unsigned int i = 0; i < CGM_SMALL_STEPS && tries < 100; i++) {
+		uint64_t n = allocs[i] - t->snap_allocs_small[i];
 
 		if (!n)
 			continue;
-		t->snap_small[i] = now;
+		t->snap_allocs_small[i] = allocs[i];
 		d[CGM_STAT_ALLOCS] += (int64_t)n;
 		d[CGM_STAT_ALLOC_BYTES] += (int64_t)(n * cgm_step_block_size(i));
 		d[CGM_STAT_HIST0 + rstat_hist_bucket(cgm_step_block_size(i))] += (int64_t)n;
+		any = true;
+	}
+	for (unsigned int s = 1; s < CGM_SMALL_STEPS; s++) {
+		uint64_t now = __atomic_load_n(&t->freed_small[s], __ATOMIC_RELAXED);
+		uint64_t n = now - t->snap_freed_small[s];
+
+		if (!n)
+			continue;
+		t->snap_freed_small[s] = now;
+		d[CGM_STAT_FREES] += (int64_t)n;
+		d[CGM_STAT_FREE_BYTES] += (int64_t)(n * s * 8);
 		any = true;
 	}
 	for (unsigned int b = 0; b < CGM_HIST_BUCKETS; b++) {
@@ -115,6 +138,9 @@ void rstat_flush(struct cgm_hier *h)
 		if (!p || !slot_delta(t, d))
 			continue;
 		fold(h, __atomic_load_n(&p->group, __ATOMIC_RELAXED), d);
+		/* What the process holds live: a forked child inherits it. */
+		p->live_bytes += d[CGM_STAT_ALLOC_BYTES] - d[CGM_STAT_FREE_BYTES];
+		p->live_objects += d[CGM_STAT_ALLOCS] - d[CGM_STAT_FREES];
 	}
 	/* Slots of exited threads, now flushed, can go. */
 	for (uint32_t i = 0; i < CGM_MAX_PROCS; i++) {
@@ -128,5 +154,21 @@ void rstat_flush(struct cgm_hier *h)
 		hier_unlock(&p->lock);
 	}
 	__atomic_add_fetch(&h->hdr->flush_seq, 1, __ATOMIC_RELEASE);
+	hier_unlock(&h->hdr->flush_lock);
+}
+
+void rstat_fold_exit(struct cgm_hier *h, struct cgm_proc *p)
+{
+	int64_t d[CGM_NR_STATS] = { 0 };
+
+	hier_lock(&h->hdr->flush_lock);
+	/* Exit frees whatever the process still held. */
+	if (p->live_bytes > 0 || p->live_objects > 0) {
+		d[CGM_STAT_FREE_BYTES] = p->live_bytes > 0 ? p->live_bytes : 0;
+		d[CGM_STAT_FREES] = p->live_objects > 0 ? p->live_objects : 0;
+		fold(h, __atomic_load_n(&p->group, __ATOMIC_RELAXED), d);
+	}
+	p->live_bytes = 0;
+	p->live_objects = 0;
 	hier_unlock(&h->hdr->flush_lock);
 }

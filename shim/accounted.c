@@ -25,21 +25,20 @@ DEFINE_STATIC_KEY_FALSE(cgm_moving_key);
 
 struct cgm_acct cgm_acct = { .proc = CGM_NONE };
 
-/* Shared by threads that have no slot yet; never charged, never flushed. */
-static struct cgm_thread_slot cgm_boot_slot = { .stock = INT64_MIN / 4 };
+/*
+ * Shared by threads that have no slot yet; never charged, never flushed.
+ * Its allowances are hugely negative, so a thread's first malloc of any
+ * size class takes the refill path, which gives the thread its own slot.
+ */
+#define NEG (INT64_MIN / 4)
+#define NEG4 NEG, NEG, NEG, NEG
+#define NEG16 NEG4, NEG4, NEG4, NEG4
+static struct cgm_thread_slot cgm_boot_slot = {
+	.allow = { NEG16, NEG16, NEG16, NEG16, NEG16, NEG16, NEG16, NEG16, NEG },
+	.stock = NEG,
+};
 
 CGM_TLS struct cgm_thread_slot *cgm_tslot = &cgm_boot_slot;
-
-#define SHIFT(w) ((w) >= 64 ? 4 : (w) >= 32 ? 3 : (w) >= 16 ? 2 : 1)
-#define STEP(s) ((s) <= 1 ? 8 : (s) <= 8 ? (((s) + 1) & ~1) * 8 : \
-		 (((((s) - 1) >> SHIFT((s) - 1)) + 1) << SHIFT((s) - 1)) * 8)
-#define STEP4(s) STEP(s), STEP((s) + 1), STEP((s) + 2), STEP((s) + 3)
-#define STEP16(s) STEP4(s), STEP4((s) + 4), STEP4((s) + 8), STEP4((s) + 12)
-
-CGM_TLS uint16_t cgm_step_size[CGM_SMALL_STEPS] = {
-	STEP16(0), STEP16(16), STEP16(32), STEP16(48),
-	STEP16(64), STEP16(80), STEP16(96), STEP16(112), STEP(128),
-};
 
 static pthread_key_t thread_exit_key;
 static bool thread_exit_key_ok;
@@ -77,12 +76,22 @@ static struct cgm_thread_slot *thread_slot(void)
 	return t;
 }
 
-/* Take @bytes from the stock, refilling it; -ENOMEM if a limit refuses. */
+/*
+ * Take @bytes from the stock, refilling it; -ENOMEM if a limit refuses.
+ * Before charging more, allowances hoarded in size classes beyond one
+ * charge batch come back to the stock: a thread's precharge stays within
+ * about two batches whatever its mix of sizes.
+ */
 static int stock_take(struct cgm_thread_slot *t, int64_t bytes)
 {
 	t->stock -= bytes;
 	if (t->stock >= 0)
 		return 0;
+	if (acct_slot_precharge(t) > cgm_acct.batch_pages * CGM_PAGE_SIZE) {
+		acct_slot_unprecharge(t);
+		if (t->stock >= 0)
+			return 0;
+	}
 	if (acct_charge(&cgm_acct, t, -t->stock, static_branch_unlikely(&cgm_limits_key)) < 0) {
 		t->stock += bytes;
 		return -ENOMEM;
@@ -90,19 +99,54 @@ static int stock_take(struct cgm_thread_slot *t, int64_t bytes)
 	return 0;
 }
 
-void *cgm_acct_refill(size_t n, size_t step, int64_t size, bool zero)
+/*
+ * Precharge another batch of size class @step: k blocks from the byte
+ * stock, k doubling on every refill of the class up to an eighth of a
+ * charge batch (so a thread holds at most that much per class), and
+ * only what is needed while a group of ours is limited.
+ */
+static int refill_class(struct cgm_thread_slot *t, size_t step)
+{
+	int64_t size = (int64_t)cgm_step_block_size(step);
+	int64_t cap = cgm_acct.batch_pages * CGM_PAGE_SIZE / 8 / size;
+	int64_t k = t->next_refill[step] ? 2 * (int64_t)t->next_refill[step] : 4;
+
+	if (cap < 1)
+		cap = 1;
+	if (k > cap)
+		k = cap;
+	/* Near a limit, precharge nothing: other processes may need the room. */
+	if (static_branch_unlikely(&cgm_limits_key) && k > 1 &&
+	    acct_limit_near(&cgm_acct, (k * size + CGM_PAGE_SIZE - 1) / CGM_PAGE_SIZE))
+		k = 1;
+	if (stock_take(t, k * size) < 0) {
+		k = 1;
+		if (stock_take(t, size) < 0)
+			return -ENOMEM;
+	}
+	t->next_refill[step] = (uint16_t)k;
+	/* A flusher reads refilled[] - allow[]: change them as a pair. */
+	__atomic_store_n(&t->refill_seq, t->refill_seq + 1, __ATOMIC_RELEASE);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	t->allow[step] += k;
+	t->refilled[step] += (uint64_t)k;
+	__atomic_store_n(&t->refill_seq, t->refill_seq + 1, __ATOMIC_RELEASE);
+	return 0;
+}
+
+void *cgm_acct_refill(size_t n, size_t step, bool zero)
 {
 	struct cgm_thread_slot *t = cgm_tslot;
 
-	t->stock += size;
+	t->allow[step]++;	/* undo the fast path's take */
 	t = thread_slot();
 	if (!t)
 		return zero ? mi_zalloc(n) : mi_malloc(n);
-	if (stock_take(t, size) < 0) {
+	if (t->allow[step] <= 0 && refill_class(t, step) < 0) {
 		errno = ENOMEM;
 		return NULL;
 	}
-	t->small[step]++;
+	t->allow[step]--;
 	return zero ? mi_zalloc(n) : mi_malloc(n);
 }
 
@@ -179,11 +223,11 @@ out:
 	return p;
 }
 
-void cgm_acct_free_huge(void *p)
+void cgm_acct_free_big(void *p)
 {
 	struct cgm_thread_slot *t = cgm_tslot;
 
-	t->freed_bytes += (uint64_t)mi_usable_size(p);
+	t->freed_bytes += (uint64_t)block_charge(p);
 	t->frees++;
 	mi_free(p);
 }
@@ -245,12 +289,11 @@ void cgm_accounted_init(void)
 /* In the child of fork(): own slots, and the inherited heap charged. */
 void cgm_accounted_fork_child(void)
 {
-	struct cgm_thread_slot *t = cgm_tslot;
-	int64_t stock = t != &cgm_boot_slot ? t->stock : 0;
 	uint32_t idx;
 
+	/* The slot we used is the parent's thread's, in shared memory: leave it. */
 	cgm_tslot = &cgm_boot_slot;
-	if (acct_fork_child(&cgm_acct, stock, &idx) < 0 || idx == CGM_NONE)
+	if (acct_fork_child(&cgm_acct, &idx) < 0 || idx == CGM_NONE)
 		return;
 	cgm_tslot = hier_thread(&cgm_acct.h, idx);
 	if (thread_exit_key_ok)

@@ -91,18 +91,23 @@ static void apply_limit(uint32_t group, int which, uint64_t bytes, const char *n
 		cgm_log("accounting: cannot set memory.%s: %s", name, strerror(-err));
 }
 
-void cgm_accounting_start(void)
+/*
+ * Returns what became of it, for the verbose line: "on (group ..., hierarchy
+ * ...)" or "off (why)".
+ */
+const char *cgm_accounting_start(void)
 {
+	static char status[CGM_PATH_MAX * 2 + 64];
 	char path[CGM_PATH_MAX], group[CGM_PATH_MAX], why[512];
 	const char *reason;
 	struct cgm_proc *p;
 	int err;
 
 	if (!cgm_conf.accounting)
-		return;
+		return "off (accounting=0)";
 	if (mi_layout_check(&reason) < 0) {
 		cgm_log("accounting off: %s", reason);
-		return;
+		return "off (unsupported mimalloc)";
 	}
 	if (cgm_conf.hierarchy[0])
 		snprintf(path, sizeof(path), "%s", cgm_conf.hierarchy);
@@ -111,7 +116,7 @@ void cgm_accounting_start(void)
 	err = hier_open(&cgm_acct.h, path, true, why, sizeof(why));
 	if (err) {
 		cgm_log("accounting off: hierarchy %s", why);
-		return;
+		return "off (hierarchy refused)";
 	}
 	if (cgm_conf.group[0]) {
 		snprintf(group, sizeof(group), "%s", cgm_conf.group);
@@ -131,7 +136,7 @@ void cgm_accounting_start(void)
 		cgm_log("accounting off: cannot attach to group %s: %s", group,
 			err == -ENOSPC ? "the hierarchy is full" : strerror(-err));
 		hier_close(&cgm_acct.h);
-		return;
+		return "off (cannot attach)";
 	}
 	p = hier_proc(&cgm_acct.h, cgm_acct.proc);
 	apply_limit(p->group, CGM_LIMIT_MAX, cgm_conf.max, "max");
@@ -142,6 +147,6 @@ void cgm_accounting_start(void)
 	cgm_watch_limits();
 	static_branch_enable(&cgm_accounting_key);
 	cgm_watcher_start();
-	if (cgm_conf.verbose)
-		cgm_log("accounting on: hierarchy %s, group %s", path, group);
+	snprintf(status, sizeof(status), "on (group %s, hierarchy %s)", group, path);
+	return status;
 }

@@ -20,7 +20,7 @@
 #include "cgm/static_key.h"
 #include "cgmalloc.h"
 
-void cgm_accounting_start(void);
+const char *cgm_accounting_start(void);
 
 struct cgm_config cgm_conf;
 bool cgm_initialized_flag;
@@ -62,9 +62,12 @@ static void mi_output(const char *msg, void *arg)
 	}
 }
 
-static void print_config(void)
+/* verbose=1: the effective configuration and what came of it, in one line. */
+static void print_config(const char *accounting)
 {
-	char line[2048], val[CGM_CONF_STR_MAX];
+	char line[3072], val[CGM_CONF_STR_MAX];
+	const char *reason;
+	enum static_keys_mode mode = static_keys_mode(&reason);
 	size_t n = 0;
 
 	for (size_t i = 0; i < cgm_conf_nkeys && n < sizeof(line); i++)
@@ -72,12 +75,15 @@ static void print_config(void)
 				      cgm_conf_keys[i].name,
 				      cgm_conf_format(&cgm_conf, &cgm_conf_keys[i],
 						      val, sizeof(val)));
-	cgm_log("%s pid %d, config:%s", CGMALLOC_VERSION, (int)getpid(), line);
+	cgm_log("%s pid %d, config:%s; static keys %s (%s); accounting %s",
+		CGMALLOC_VERSION, (int)getpid(), line,
+		mode == STATIC_KEYS_PATCHED ? "patched" : "fallback", reason, accounting);
 }
 
 __attribute__((constructor(101))) static void cgm_bootstrap(void)
 {
 	int saved_errno = errno;
+	const char *accounting;
 	int bad;
 
 	cgm_conf_defaults(&cgm_conf);
@@ -90,15 +96,9 @@ __attribute__((constructor(101))) static void cgm_bootstrap(void)
 	mi_register_output(mi_output, NULL);
 	mi_register_error(mi_error_to_errno, NULL);
 	static_keys_init(cgm_conf.static_keys == CGM_SK_ON);
-	if (cgm_conf.verbose) {
-		const char *reason;
-		enum static_keys_mode mode = static_keys_mode(&reason);
-
-		print_config();
-		cgm_log("static keys: %s (%s)",
-			mode == STATIC_KEYS_PATCHED ? "patched" : "fallback", reason);
-	}
-	cgm_accounting_start();
+	accounting = cgm_accounting_start();
+	if (cgm_conf.verbose)
+		print_config(accounting);
 	__atomic_store_n(&cgm_initialized_flag, true, __ATOMIC_RELEASE);
 	errno = saved_errno;
 }

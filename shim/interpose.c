@@ -33,17 +33,32 @@
  * malloc, free and realloc have hidden names too, so that calls from
  * inside the library (reallocarray, operator delete) bind directly.
  */
+/*
+ * The accounted sides are separate functions, so that the yes side of each
+ * site is a bare tail call, which the patcher turns into a direct jump
+ * (shim/static_key_x86_64.c): accounting on costs no extra jump.
+ */
+static CGM_NOINLINE void *acct_malloc_entry(size_t n)
+{
+	return cgm_acct_malloc(n, false);
+}
+
+static CGM_NOINLINE void acct_free_entry(void *p)
+{
+	cgm_acct_free(p);
+}
+
 void *cgm_malloc(size_t n)
 {
 	if (static_branch_unlikely(&cgm_accounting_key))
-		return cgm_acct_malloc(n, false);
+		return acct_malloc_entry(n);
 	return mi_malloc(n);
 }
 
 void cgm_free(void *p)
 {
 	if (static_branch_unlikely(&cgm_accounting_key)) {
-		cgm_acct_free(p);
+		acct_free_entry(p);
 		return;
 	}
 	mi_free(p);

@@ -26,7 +26,8 @@ int mi_layout_check(const char **why)
 		blocks[i] = mi_malloc(sizes[i]);
 		if (!blocks[i] || mi209_block_size(blocks[i]) != mi_usable_size(blocks[i]))
 			bad++;
-		if (sizes[i] <= 1024 && mi_usable_size(blocks[i]) != cgm_small_block_size(sizes[i]))
+		if (sizes[i] <= 1024 && (mi_usable_size(blocks[i]) != cgm_small_block_size(sizes[i]) ||
+					 mi209_slice_block_size(blocks[i]) != mi_usable_size(blocks[i])))
 			bad++;
 	}
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)

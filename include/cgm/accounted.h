@@ -6,8 +6,10 @@
  *
  * Per thread, the fast paths touch only the thread's own slot in the
  * hierarchy file (reached through one initial-exec TLS pointer):
- *	malloc: stock -= block size; small[step]++	(stock < 0: refill)
- *	free:	freed_bytes += block size; frees++	(harvested later)
+ *	malloc: allow[step]--		(negative: refill that size class)
+ *	free:	freed_small[block size / 8]++	(harvested later)
+ * Both counters are also the statistics: allocations per size class and
+ * frees per block size, folded into bytes and counts by the flusher.
  */
 #ifndef CGM_ACCOUNTED_H
 #define CGM_ACCOUNTED_H
@@ -35,47 +37,39 @@ extern struct cgm_acct cgm_acct;
  */
 extern CGM_TLS struct cgm_thread_slot *cgm_tslot;
 
-/* Block size per 8-byte step of a small request, in TLS: one load. */
-extern CGM_TLS uint16_t cgm_step_size[CGM_SMALL_STEPS];
-
-void *cgm_acct_refill(size_t n, size_t step, int64_t size, bool zero);
+void *cgm_acct_refill(size_t n, size_t step, bool zero);
 void *cgm_acct_alloc_slow(size_t n, size_t align, bool zero);
-void cgm_acct_free_huge(void *p);
+void cgm_acct_free_big(void *p);
 void *cgm_acct_realloc(void *p, size_t n);
 
 static inline __attribute__((always_inline)) void *cgm_acct_malloc(size_t n, bool zero)
 {
 	struct cgm_thread_slot *t;
 	size_t step;
-	int64_t size;
 
 	if (cgm_unlikely(n > CGM_SMALL_MAX))
 		return cgm_acct_alloc_slow(n, 0, zero);
 	step = (n + 7) >> 3;
-	size = cgm_step_size[step];
 	t = cgm_tslot;
-	t->stock -= size;
-	if (cgm_unlikely(t->stock < 0))
-		return cgm_acct_refill(n, step, size, zero);
-	t->small[step]++;
+	if (cgm_unlikely(--t->allow[step] < 0))
+		return cgm_acct_refill(n, step, zero);
 	return zero ? mi_zalloc(n) : mi_malloc(n);
 }
 
 static inline __attribute__((always_inline)) void cgm_acct_free(void *p)
 {
-	struct cgm_thread_slot *t;
 	uint32_t size;
 
 	if (cgm_unlikely(p == NULL))
 		return;
-	size = mi209_block_size(p);
-	if (cgm_unlikely(size >= MI209_HUGE_BLOCK)) {
-		cgm_acct_free_huge(p);
+	size = mi209_slice_block_size(p);
+	/* Blocks above 1 KiB, and pointers into longer pages, out of line. */
+	if (cgm_unlikely(size - 8 > CGM_SMALL_MAX - 8)) {
+		cgm_acct_free_big(p);
 		return;
 	}
-	t = cgm_tslot;
-	t->freed_bytes += size;
-	t->frees++;
+	/* freed_small[size / 8]: @size is a multiple of 8, so it is the byte offset. */
+	(*(uint64_t *)((char *)cgm_tslot->freed_small + size))++;
 	mi_free(p);
 }
 

@@ -45,11 +45,16 @@ void acct_detach(struct cgm_acct *a);
 
 /*
  * In the child of fork(): take a slot of its own in the parent's group,
- * charge what the parent held (the inherited heap), and give the calling
- * thread a fresh slot that starts with @inherited_stock bytes.
+ * charge what the parent held less what its threads had precharged (the
+ * inherited heap), and give the calling thread a fresh slot.
  */
-int acct_fork_child(struct cgm_acct *a, int64_t inherited_stock,
-		    uint32_t *thread_slot);
+int acct_fork_child(struct cgm_acct *a, uint32_t *thread_slot);
+
+/* Bytes a thread slot has precharged: its stock and unused class allowances. */
+int64_t acct_slot_precharge(const struct cgm_thread_slot *t);
+
+/* Return a slot's precharge to its stock (allowances to zero, counts kept). */
+void acct_slot_unprecharge(struct cgm_thread_slot *t);
 
 /* A slot for the calling thread (tid), or CGM_NONE if the table is full. */
 uint32_t acct_thread_register(struct cgm_acct *a, int tid);
@@ -85,6 +90,9 @@ void acct_reap_threads(struct cgm_hier *h, uint32_t proc);
 int acct_charge(struct cgm_acct *a, struct cgm_thread_slot *t, int64_t need,
 		bool check_limits);
 
+/* Would @pages more (plus a batch) bring a group of ours to its max or high? */
+bool acct_limit_near(struct cgm_acct *a, int64_t pages);
+
 /* Charge @bytes to the process whatever the limits (memory already in use). */
 void acct_force_charge(struct cgm_acct *a, struct cgm_thread_slot *t, int64_t bytes);
 
@@ -112,6 +120,13 @@ uint64_t acct_high_delay_ms(int64_t usage, int64_t high, int64_t nr_pages);
  * hierarchical statistics is O(1).  Callable from any process.
  */
 void rstat_flush(struct cgm_hier *h);
+
+/*
+ * A process is leaving: what it still held live is freed by its exit.
+ * Counted as frees of its group, so anon stays the live bytes of the
+ * processes that remain.  Call after a flush.
+ */
+void rstat_fold_exit(struct cgm_hier *h, struct cgm_proc *p);
 
 /* Map a block size to its histogram bucket. */
 unsigned int rstat_hist_bucket(uint64_t size);

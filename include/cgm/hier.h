@@ -35,7 +35,7 @@
 
 #define CGM_MAX_GROUPS		16384
 #define CGM_MAX_PROCS		1024
-#define CGM_MAX_THREADS		8192
+#define CGM_MAX_THREADS		4096
 
 /* memory.events, in the kernel's order. */
 enum cgm_event {
@@ -95,6 +95,8 @@ struct cgm_proc {
 	int64_t held_pages;		/* charged to the group by this process */
 	int64_t free_pool;		/* harvested freed bytes not yet uncharged */
 	int64_t untracked_bytes;	/* frees of memory charged before attach */
+	int64_t live_bytes;		/* allocated - freed by this process, as of the last flush */
+	int64_t live_objects;
 	uint32_t move_to;		/* CGM_NONE, or the group a move asked for */
 	uint32_t seq;			/* odd while its group changes (moving) */
 	pthread_mutex_t lock;		/* robust, shared: harvest and move */
@@ -103,34 +105,49 @@ struct cgm_proc {
 
 /*
  * A thread's counters.  The first part is written only by the owning
- * thread, with plain stores, on the malloc/free fast path; flushers read
- * it.  The snapshot part is written only by flushers under the flush lock.
+ * thread, with plain stores; most of it on the malloc/free fast path.
+ * Flushers and harvesters read it; the parts below are theirs.
+ *
+ * Small allocations (<= 1 KiB) are precharged per size class: allow[s]
+ * is how many more blocks of step s = (n + 7) >> 3 the thread may take
+ * without charging; malloc does allow[s]--, and a negative value sends
+ * it to the refill path, which charges another batch of that class from
+ * the byte stock.  Allocations of step s so far = refilled[s] - allow[s].
+ * Small frees count per block size: freed_small[size / 8]++.
  */
 struct cgm_thread_slot {
-	int64_t stock;			/* precharged bytes not yet used */
-	uint64_t frees;
-	uint64_t freed_bytes;
+	int64_t allow[CGM_SMALL_STEPS];
+	uint64_t freed_small[CGM_SMALL_STEPS];
+	int64_t stock;			/* precharged bytes not given to a class */
+	uint64_t refilled[CGM_SMALL_STEPS];
+	uint32_t refill_seq;		/* odd while allow[]/refilled[] change together */
+	uint32_t pad0;
+	uint64_t frees;			/* frees of blocks above 1 KiB */
+	uint64_t freed_bytes;		/* their bytes */
 	uint64_t big_allocs;
 	uint64_t big_alloc_bytes;
 	uint64_t throttle_ns;
 	uint64_t reallocs;		/* each counts as one alloc and one free */
 	uint64_t realloc_new_bytes;
 	uint64_t realloc_old_bytes;
-	uint64_t small[CGM_SMALL_STEPS];	/* allocations per 8-byte step */
 	uint64_t big_hist[CGM_HIST_BUCKETS];
+	uint16_t next_refill[CGM_SMALL_STEPS];	/* owner: growing refill size */
 
 	uint32_t state;			/* enum cgm_slot_state */
 	uint32_t proc;
 	uint32_t next;			/* in the process's list */
 	int32_t tid;
 
-	/* flusher-owned */
+	/* flusher-owned (flush lock) */
 	uint64_t snap_frees, snap_freed_bytes, snap_big_allocs, snap_big_alloc_bytes;
 	uint64_t snap_throttle_ns;
 	uint64_t snap_reallocs, snap_realloc_new_bytes, snap_realloc_old_bytes;
-	uint64_t snap_small[CGM_SMALL_STEPS];
+	uint64_t snap_allocs_small[CGM_SMALL_STEPS];
+	uint64_t snap_freed_small[CGM_SMALL_STEPS];
 	uint64_t snap_big_hist[CGM_HIST_BUCKETS];
-	uint64_t harvested_freed_bytes;	/* under the process lock */
+	/* harvester-owned (process lock) */
+	uint64_t harvested_freed_bytes;
+	uint64_t harvested_small[CGM_SMALL_STEPS];
 } __attribute__((aligned(64)));
 
 struct cgm_hier_header {

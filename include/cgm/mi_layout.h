@@ -29,11 +29,32 @@ static inline uint32_t mi209_block_size(const void *p)
 {
 	uintptr_t a = (uintptr_t)p;
 	const char *seg = (const char *)(a & ~MI209_SEGMENT_MASK);
+	/* slice index * 80 = ((a >> 12) & (511 << 4)) * 5: three instructions */
 	const char *slice = seg + MI209_SLICES_OFFSET +
-		((a & MI209_SEGMENT_MASK) >> MI209_SLICE_SHIFT) * MI209_PAGE_SIZE;
+		((a >> (MI209_SLICE_SHIFT - 4)) & ((MI209_SEGMENT_MASK >> MI209_SLICE_SHIFT) << 4)) *
+		(MI209_PAGE_SIZE / 16);
 	const char *page = slice - *(const uint32_t *)(slice + MI209_SLICE_OFFSET_AT);
 
 	return *(const uint32_t *)(page + MI209_XBLOCK_SIZE_AT);
+}
+
+/*
+ * The block size as the pointer's own slice entry records it, without
+ * following the slice to the first slice of its page.  Blocks of at most
+ * 1 KiB live in single-slice (64 KiB) pages, so for them this is the
+ * block size; for a pointer into a later slice of a longer page mimalloc
+ * records 1 there (and larger blocks are not small anyway).  So a result
+ * in [8, 1024] is exact, anything else needs mi209_block_size().
+ */
+static inline uint32_t mi209_slice_block_size(const void *p)
+{
+	uintptr_t a = (uintptr_t)p;
+	const char *seg = (const char *)(a & ~MI209_SEGMENT_MASK);
+	const char *slice = seg + MI209_SLICES_OFFSET +
+		((a >> (MI209_SLICE_SHIFT - 4)) & ((MI209_SEGMENT_MASK >> MI209_SLICE_SHIFT) << 4)) *
+		(MI209_PAGE_SIZE / 16);
+
+	return *(const uint32_t *)(slice + MI209_XBLOCK_SIZE_AT);
 }
 
 /*

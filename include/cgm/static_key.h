@@ -170,6 +170,14 @@ arch_static_branch(struct static_key *key, bool branch)
 						    struct static_key_false), \
 		       "static_branch_*() needs a static_key_true/false")
 
+#ifdef CGM_STATIC_KEYS_COMPILED_OUT
+/*
+ * Benchmark-only build: no site at all, the feature compiled out.  The
+ * difference to a patched build is what the sites cost (one NOP each).
+ */
+#define static_branch_likely(x) (sizeof((x)->key) ? 1 : 1)
+#define static_branch_unlikely(x) (sizeof((x)->key) ? 0 : 0)
+#else
 #define static_branch_likely(x) __extension__ ({			\
 	STATIC_KEY_CHECK_TYPE(x);					\
 	__builtin_expect(!arch_static_branch(&(x)->key, true), 1);	\
@@ -179,6 +187,7 @@ arch_static_branch(struct static_key *key, bool branch)
 	STATIC_KEY_CHECK_TYPE(x);					\
 	__builtin_expect(arch_static_branch(&(x)->key, false), 0);	\
 })
+#endif
 
 /* Reference-counted: the sites are rewritten only on 0 <-> 1. */
 void static_key_slow_inc(struct static_key *key);
