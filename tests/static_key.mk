@@ -17,3 +17,25 @@ check-static-key-valgrind: $(T)/test_static_key
 
 CHECK_TARGETS += check-static-key check-static-key-valgrind
 .PHONY: check-static-key check-static-key-valgrind
+
+# aarch64: the same mechanism built with Debian's cross compiler and run
+# under qemu-user, when both are installed (scripts/install-deps installs
+# them); skipped with a reason otherwise.
+AARCH64_CC := aarch64-linux-gnu-gcc
+QEMU_AARCH64 := qemu-aarch64
+
+$(T)/aarch64/test_static_key_arch: tests/test_static_key_arch.c $(SK_SRCS) include/cgm/static_key.h include/cgm/sk_arch.h
+	@mkdir -p $(T)/aarch64
+	$(AARCH64_CC) -std=c11 -O2 -g -static -fvisibility=hidden $(WARN) $(CPPFLAGS_BASE) -pthread \
+		-o $@ tests/test_static_key_arch.c $(SK_SRCS)
+
+check-static-key-aarch64:
+	@if command -v $(AARCH64_CC) >/dev/null && command -v $(QEMU_AARCH64) >/dev/null; then \
+		$(MAKE) --no-print-directory $(T)/aarch64/test_static_key_arch && \
+		$(QEMU_AARCH64) $(T)/aarch64/test_static_key_arch && \
+		OBJDUMP=aarch64-linux-gnu-objdump tests/check-sites-objdump $(T)/aarch64/test_static_key_arch \
+			$(QEMU_AARCH64) $(T)/aarch64/test_static_key_arch --report; \
+	else echo "check-static-key-aarch64: skipped ($(AARCH64_CC) or $(QEMU_AARCH64) not installed)"; fi
+
+CHECK_TARGETS += check-static-key-aarch64
+.PHONY: check-static-key-aarch64

@@ -122,7 +122,8 @@ arch_static_branch(struct static_key *key, bool branch)
 {
 	/*
 	 * 1: b 3f -- patched to NOP or b l_yes.  The fallback needs a scratch
-	 * register; x16 (IP0) is declared clobbered.
+	 * register; x16 (IP0) is declared clobbered.  "S": a symbolic address,
+	 * which position-independent aarch64 code accepts where "i" is not.
 	 */
 	__asm__ goto(
 		"1:	b 3f\n"
@@ -147,7 +148,7 @@ arch_static_branch(struct static_key *key, bool branch)
 		".long 0\n\t"
 		".quad %c0 + %c1 - .\n\t"
 		".popsection"
-		: : "i"(key), "i"(branch) : "cc", "x16" : l_yes);
+		: : "S"(key), "i"(branch) : "cc", "x16" : l_yes);
 	return false;
 l_yes:
 	return true;
