@@ -2,13 +2,15 @@
  * cgmalloc: the API for programs that want to talk to the shim.
  *
  * A program runs unchanged under LD_PRELOAD=libcgmalloc.so; this header is
- * for the ones that want more: to know they run under cgmalloc, and (as the
- * accounting lands) to read and write their group's memory.* files.
+ * for the ones that want more: to know they run under cgmalloc, and to read
+ * and write the memory.* files of their group and of the others.
  * Link with -lcgmalloc, or look the functions up with dlsym() so the
  * program still runs without the preload.
  */
 #ifndef CGMALLOC_H
 #define CGMALLOC_H
+
+#include <stddef.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -25,6 +27,62 @@ const char *cgm_version(void);
  * way.
  */
 int cgm_initialized(void);
+
+/*
+ * The accounting: the memory.* files of the process's group and of any
+ * other group in its hierarchy, as `cgmctl cat` and `cgmctl set` see them.
+ *
+ * @group is a path like "/batch/job1", or NULL for the process's own
+ * group.  @file is one of memory.current, memory.peak, memory.max,
+ * memory.high, memory.low, memory.min, memory.stat, memory.stat.local,
+ * memory.events, memory.events.local, memory.oom.group, cgroup.procs.
+ * None of these functions allocates: text goes into the caller's buffer.
+ *
+ * Errors, as negative errno values:
+ *	-ENODEV	accounting is off in this process (accounting=0, the
+ *		hierarchy was refused, or the process has detached at exit)
+ *	-EINVAL	a malformed group path, a bad value for cgm_write(), or
+ *		a NULL argument
+ *	-ENOENT	no such group, or no such file
+ *	-EACCES	cgm_write() to a read-only file
+ *	-ESRCH	cgm_write() of cgroup.procs: no such attached process
+ *	-ENOMEM	cgm_write() of cgroup.procs: the destination's memory.max
+ *		cannot take the process's charge
+ *	-ERANGE	the text does not fit in @len bytes (@buf then holds as
+ *		much of it as fits, NUL-terminated)
+ */
+
+/* 1 if this process's allocations are charged to a group, else 0. */
+int cgm_accounting_enabled(void);
+
+/*
+ * Read @file of @group into @buf (NUL-terminated, in the cgroup v2
+ * format).  Statistics and usage are flushed first, so they are current.
+ * Returns the length of the text, or a negative errno.  memory.stat
+ * needs about 1 KiB; cgroup.procs up to 8 KiB.
+ */
+int cgm_read(const char *group, const char *file, char *buf, size_t len);
+
+/*
+ * Write @value to @file of @group ("512M", "max", "1", a pid), as
+ * `echo value > file` would in a cgroup.  A bad value changes nothing.
+ * Returns 0 or a negative errno.
+ */
+int cgm_write(const char *group, const char *file, const char *value);
+
+/*
+ * Return this process's freed memory to its group's usage and fold every
+ * thread's counters into the hierarchy's statistics, so that other
+ * processes (cgmctl) see them now rather than within the next 2 s.
+ * Returns 0 or -ENODEV.
+ */
+int cgm_flush(void);
+
+/*
+ * Write the path of this process's group ("/batch/job1") into @buf.
+ * Returns its length, or a negative errno.
+ */
+int cgm_group(char *buf, size_t len);
 
 #ifdef __cplusplus
 }

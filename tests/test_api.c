@@ -1,0 +1,258 @@
+/*
+ * The in-process API of the accounting (include/cgmalloc.h, shim/api.c).
+ *
+ * Run by `make check-api` with CGMALLOC_CONF=hierarchy=<tmp>,group=/api/test,
+ * then again with accounting=0 and CGM_TEST_API_OFF=1 (every call must
+ * then say -ENODEV).  Linked with the shim, so the process is accounted
+ * exactly as under LD_PRELOAD.
+ */
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cgmalloc.h"
+
+#define MiB (1L << 20)
+
+/* Through a volatile pointer: the compiler may not elide a malloc/free pair. */
+static void *(*volatile alloc)(size_t) = malloc;
+static void (*volatile release)(void *) = free;
+
+/* A number file (memory.current, memory.max, ...) of @group; -1 for "max". */
+static long read_num(const char *group, const char *file)
+{
+	char buf[64];
+	int n = cgm_read(group, file, buf, sizeof(buf));
+
+	ck_assert_msg(n > 0, "cgm_read(%s, %s) = %d", group ? group : "NULL", file, n);
+	return strcmp(buf, "max\n") == 0 ? -1 : strtol(buf, NULL, 10);
+}
+
+/* The value of "key value" line @key of @text, -1 if absent. */
+static long key_of(const char *text, const char *key)
+{
+	char pat[64];
+	const char *p;
+
+	snprintf(pat, sizeof(pat), "\n%s ", key);
+	if (strncmp(text, pat + 1, strlen(pat + 1)) == 0)
+		return strtol(text + strlen(pat + 1), NULL, 10);
+	p = strstr(text, pat);
+	return p ? strtol(p + strlen(pat), NULL, 10) : -1;
+}
+
+/* The value of "key value" line @key of @file. */
+static long read_key(const char *group, const char *file, const char *key)
+{
+	char buf[4096];
+	int n = cgm_read(group, file, buf, sizeof(buf));
+
+	ck_assert_msg(n > 0, "cgm_read(%s) = %d", file, n);
+	ck_assert_msg(key_of(buf, key) >= 0, "%s has no %s", file, key);
+	return key_of(buf, key);
+}
+
+START_TEST(test_own_group)
+{
+	char buf[64];
+
+	ck_assert_int_eq(cgm_accounting_enabled(), 1);
+	ck_assert_int_eq(cgm_group(buf, sizeof(buf)), (int)strlen("/api/test"));
+	ck_assert_str_eq(buf, "/api/test");
+	ck_assert_int_eq(cgm_group(buf, 5), -ERANGE);
+	ck_assert_uint_lt(strlen(buf), 5);
+	ck_assert_int_eq(cgm_group(NULL, 10), -EINVAL);
+}
+END_TEST
+
+START_TEST(test_read_errors)
+{
+	char buf[16];
+	static const char *const bad_paths[] = { "api", "/api/../x", "/api//test", "/a b", "" };
+	int wrong = 0;
+
+	ck_assert_int_eq(cgm_read(NULL, "memory.nope", buf, sizeof(buf)), -ENOENT);
+	ck_assert_int_eq(cgm_read("/no/such", "memory.max", buf, sizeof(buf)), -ENOENT);
+	for (size_t i = 0; i < sizeof(bad_paths) / sizeof(bad_paths[0]); i++)
+		wrong += cgm_read(bad_paths[i], "memory.max", buf, sizeof(buf)) != -EINVAL;
+	ck_assert_int_eq(wrong, 0);
+	ck_assert_int_eq(cgm_read(NULL, NULL, buf, sizeof(buf)), -EINVAL);
+	ck_assert_int_eq(cgm_read(NULL, "memory.max", NULL, 10), -EINVAL);
+	ck_assert_int_eq(cgm_read(NULL, "memory.max", buf, 0), -EINVAL);
+	/* Too small: -ERANGE, and what is there is a terminated prefix. */
+	ck_assert_int_eq(cgm_read(NULL, "memory.stat", buf, sizeof(buf)), -ERANGE);
+	ck_assert_uint_eq(strlen(buf), sizeof(buf) - 1);
+	ck_assert_int_eq(strncmp(buf, "anon ", 5), 0);
+}
+END_TEST
+
+START_TEST(test_bad_writes_change_nothing)
+{
+	static const char *const bad[] = { "abc", "-1", "12Q", "", "1M 2M", "0x10",
+					   "18446744073709551615", "99999999999T" };
+	int wrong = 0;
+
+	ck_assert_int_eq(cgm_write(NULL, "memory.max", "64M"), 0);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		wrong += cgm_write(NULL, "memory.max", bad[i]) != -EINVAL;
+		wrong += cgm_write(NULL, "memory.high", bad[i]) != -EINVAL;
+	}
+	ck_assert_int_eq(wrong, 0);
+	ck_assert_int_eq(read_num(NULL, "memory.max"), 64 * MiB);
+	ck_assert_int_eq(read_num(NULL, "memory.high"), -1);
+	ck_assert_int_eq(cgm_write(NULL, "memory.max", "max"), 0);
+	ck_assert_int_eq(read_num(NULL, "memory.max"), -1);
+
+	ck_assert_int_eq(cgm_write(NULL, "memory.current", "1"), -EACCES);
+	ck_assert_int_eq(cgm_write(NULL, "memory.stat", "1"), -EACCES);
+	ck_assert_int_eq(cgm_write(NULL, "memory.events", "1"), -EACCES);
+	ck_assert_int_eq(cgm_write(NULL, "memory.nope", "1"), -ENOENT);
+	ck_assert_int_eq(cgm_write("/no/such", "memory.max", "1M"), -ENOENT);
+	ck_assert_int_eq(cgm_write("no/such", "memory.max", "1M"), -EINVAL);
+	ck_assert_int_eq(cgm_write(NULL, "memory.oom.group", "2"), -EINVAL);
+	ck_assert_int_eq(read_num(NULL, "memory.oom.group"), 0);
+	ck_assert_int_eq(cgm_write(NULL, "cgroup.procs", "abc"), -EINVAL);
+	ck_assert_int_eq(cgm_write(NULL, "cgroup.procs", "999999999"), -ESRCH);
+	ck_assert_int_eq(cgm_write(NULL, NULL, "1"), -EINVAL);
+	ck_assert_int_eq(cgm_write(NULL, "memory.max", NULL), -EINVAL);
+}
+END_TEST
+
+START_TEST(test_usage_follows_the_heap)
+{
+	long cur0, cur1, cur2, allocs0, bytes0;
+	char *p;
+
+	cur0 = read_num(NULL, "memory.current");
+	allocs0 = read_key(NULL, "memory.stat.local", "allocs");
+	bytes0 = read_key(NULL, "memory.stat.local", "alloc_bytes");
+	p = alloc(16 * MiB);
+	ck_assert_ptr_nonnull(p);
+	memset(p, 1, 16 * MiB);
+	cur1 = read_num(NULL, "memory.current");
+	/* Less what was precharged already (a batch of 64 pages, per thread). */
+	ck_assert_int_ge(cur1, cur0 + 16 * MiB - 512 * 1024);
+	ck_assert_int_ge(read_key(NULL, "memory.stat.local", "allocs"), allocs0 + 1);
+	ck_assert_int_ge(read_key(NULL, "memory.stat.local", "alloc_bytes"), bytes0 + 16 * MiB);
+	/* Hierarchical: the root's anon includes ours; the peak saw it. */
+	ck_assert_int_ge(read_key("/", "memory.stat", "anon"), 16 * MiB);
+	ck_assert_int_ge(read_num("/api", "memory.peak"), cur1);
+	release(p);
+	cur2 = read_num(NULL, "memory.current");
+	ck_assert_int_ge(cur1 - cur2, 16 * MiB - 256 * 1024);
+}
+END_TEST
+
+START_TEST(test_limit_set_from_inside)
+{
+	char val[32];
+	long max0, oom0;
+	void *p;
+
+	max0 = read_key(NULL, "memory.events", "max");
+	oom0 = read_key(NULL, "memory.events", "oom");
+	snprintf(val, sizeof(val), "%ld", read_num(NULL, "memory.current") + 8 * MiB);
+	ck_assert_int_eq(cgm_write(NULL, "memory.max", val), 0);
+	/* The very next allocation sees the limit. */
+	errno = 0;
+	p = alloc(32 * MiB);
+	ck_assert_ptr_null(p);
+	ck_assert_int_eq(errno, ENOMEM);
+	ck_assert_int_gt(read_key(NULL, "memory.events", "max"), max0);
+	ck_assert_int_gt(read_key(NULL, "memory.events", "oom"), oom0);
+	ck_assert_int_gt(read_key("/api", "memory.events", "oom"), 0);
+	ck_assert_int_eq(cgm_write(NULL, "memory.max", "max"), 0);
+	p = alloc(32 * MiB);
+	ck_assert_ptr_nonnull(p);
+	release(p);
+}
+END_TEST
+
+START_TEST(test_move_self)
+{
+	char pid[16], buf[64];
+
+	snprintf(pid, sizeof(pid), "%d", (int)getpid());
+	ck_assert_int_eq(cgm_write("/", "cgroup.procs", pid), 0);
+	ck_assert_int_eq(cgm_group(buf, sizeof(buf)), 1);
+	ck_assert_str_eq(buf, "/");
+	ck_assert_int_gt(cgm_read("/", "cgroup.procs", buf, sizeof(buf)), 0);
+	ck_assert_ptr_nonnull(strstr(buf, pid));
+	ck_assert_int_eq(cgm_write("/api/test", "cgroup.procs", pid), 0);
+	ck_assert_int_gt(cgm_group(buf, sizeof(buf)), 0);
+	ck_assert_str_eq(buf, "/api/test");
+}
+END_TEST
+
+/*
+ * Nothing the API does allocates: the group's allocation count stands
+ * still.  (No Check assertion between the two readings: a passing
+ * assertion reports its location to the parent, and that allocates.)
+ */
+START_TEST(test_no_allocation)
+{
+	char before[4096], after[4096], buf[2048];
+	int bad = 0;
+
+	bad += cgm_flush() != 0;
+	bad += cgm_read(NULL, "memory.stat.local", before, sizeof(before)) <= 0;
+	for (int i = 0; i < 100; i++) {
+		bad += cgm_read(NULL, "memory.stat", buf, sizeof(buf)) <= 0;
+		bad += cgm_read("/", "memory.events", buf, sizeof(buf)) <= 0;
+		bad += cgm_read(NULL, "cgroup.procs", buf, sizeof(buf)) <= 0;
+		bad += cgm_write(NULL, "memory.low", "0") != 0;
+		bad += cgm_write(NULL, "memory.max", "nonsense") != -EINVAL;
+		bad += cgm_group(buf, sizeof(buf)) <= 0;
+		bad += cgm_flush() != 0;
+	}
+	bad += cgm_read(NULL, "memory.stat.local", after, sizeof(after)) <= 0;
+	ck_assert_int_eq(bad, 0);
+	ck_assert_int_ge(key_of(before, "allocs"), 1);
+	ck_assert_int_eq(key_of(after, "allocs"), key_of(before, "allocs"));
+	ck_assert_int_eq(key_of(after, "frees"), key_of(before, "frees"));
+}
+END_TEST
+
+/* accounting=0: every call says so. */
+START_TEST(test_accounting_off)
+{
+	char buf[64];
+
+	ck_assert_int_eq(cgm_accounting_enabled(), 0);
+	ck_assert_int_eq(cgm_read(NULL, "memory.current", buf, sizeof(buf)), -ENODEV);
+	ck_assert_int_eq(cgm_read("/", "memory.current", buf, sizeof(buf)), -ENODEV);
+	ck_assert_int_eq(cgm_write(NULL, "memory.max", "1M"), -ENODEV);
+	ck_assert_int_eq(cgm_group(buf, sizeof(buf)), -ENODEV);
+	ck_assert_int_eq(cgm_flush(), -ENODEV);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("api");
+	TCase *tc = tcase_create("api");
+	SRunner *sr;
+	int failed;
+
+	if (getenv("CGM_TEST_API_OFF")) {
+		tcase_add_test(tc, test_accounting_off);
+	} else {
+		tcase_add_test(tc, test_own_group);
+		tcase_add_test(tc, test_read_errors);
+		tcase_add_test(tc, test_bad_writes_change_nothing);
+		tcase_add_test(tc, test_usage_follows_the_heap);
+		tcase_add_test(tc, test_limit_set_from_inside);
+		tcase_add_test(tc, test_move_self);
+		tcase_add_test(tc, test_no_allocation);
+	}
+	tcase_set_timeout(tc, 30);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,99 @@
+/*
+ * cgmctl: the command-line tool over a cgmalloc hierarchy file.  Shared
+ * declarations of its files; each subcommand is one cmd_* function that
+ * returns the exit status.
+ *
+ * Exit status: 0 done, 1 the command failed (one "cgmctl: ..." line on
+ * stderr says why), 2 the command line was wrong (likewise).  `run`
+ * returns the command's status, since it becomes the command.
+ */
+#ifndef CGMCTL_H
+#define CGMCTL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "cgm/compiler.h"
+#include "cgm/hier.h"
+
+#define CTL_OK		0
+#define CTL_FAIL	1
+#define CTL_USAGE	2
+
+struct ctl {
+	const char *cmd;		/* the subcommand, for messages */
+	char path[CGM_PATH_MAX];	/* the hierarchy file */
+	bool json;
+	struct cgm_hier h;
+};
+
+/* ---- main.c: the command line ---- */
+
+/* Print "cgmctl: <message>" on stderr. */
+void ctl_err(const char *fmt, ...) CGM_PRINTF(1, 2);
+
+/*
+ * getopt_long() over a subcommand's arguments (argv[0] is its name): @own
+ * are its short options ("+" first: stop at the first operand);
+ * --hierarchy and --json are taken anywhere.  Returns an option of its
+ * own, -1 at the operands (optind), or '?' after saying what was wrong.
+ */
+int ctl_getopt(struct ctl *c, int argc, char **argv, const char *own);
+
+/*
+ * The options (none of its own but @own) and exactly @n operands of a
+ * subcommand, from argv[optind]; -1 after saying what was wrong, with
+ * @usage ("cat GROUP FILE").
+ */
+int ctl_args(struct ctl *c, int argc, char **argv, const char *own, int n,
+	     const char *usage);
+
+/* The usage text, to @f. */
+void ctl_usage(FILE *f);
+
+/* ---- hierarchy.c ---- */
+
+/*
+ * Open the hierarchy (creating it if @create), then return the charges of
+ * processes that died without detaching.  On failure prints why and
+ * returns -1.
+ */
+int ctl_open(struct ctl *c, bool create);
+void ctl_close(struct ctl *c);
+
+/* Check the syntax of group path @path: -1 after saying why it is not one. */
+int ctl_check_path(struct ctl *c, const char *path);
+
+/* The index of an existing group, or CGM_NONE after saying why not. */
+uint32_t ctl_find_group(struct ctl *c, const char *path);
+
+/* ---- files.c ---- */
+
+/* Is @name one of the files of a group?  -1 after saying it is not. */
+int ctl_check_file(struct ctl *c, const char *name);
+
+/* Write @value to @file of group @group: CTL_OK, or CTL_FAIL after saying why. */
+int ctl_write(struct ctl *c, const char *group, const char *file, const char *value);
+
+/* ---- json.c ---- */
+
+/* Write @s as a JSON string, quotes included. */
+void json_string(FILE *f, const char *s);
+
+/* Is @s a decimal integer, as JSON may print it bare? */
+bool json_is_number(const char *s);
+
+/* ---- the subcommands: tree.c, files.c, run.c, help.c ---- */
+
+int cmd_ls(struct ctl *c, int argc, char **argv);
+int cmd_mkdir(struct ctl *c, int argc, char **argv);
+int cmd_rmdir(struct ctl *c, int argc, char **argv);
+int cmd_cat(struct ctl *c, int argc, char **argv);
+int cmd_set(struct ctl *c, int argc, char **argv);
+int cmd_move(struct ctl *c, int argc, char **argv);
+int cmd_run(struct ctl *c, int argc, char **argv);
+int cmd_help(struct ctl *c, int argc, char **argv);
+
+#endif /* CGMCTL_H */

@@ -1,0 +1,111 @@
+/*
+ * cgmctl help: the usage, and the CGMALLOC_CONF keys straight from
+ * cgm_conf_keys[] (shim/config_table.c) -- as a table for the terminal,
+ * or with --markdown as the README's table, which a test compares.
+ */
+#include <inttypes.h>
+#include <string.h>
+
+#include "cgm/config.h"
+#include "cgmctl.h"
+
+/* The type column: what a value looks like. */
+static const char *type_text(const struct cgm_conf_key *k, char *buf, size_t len)
+{
+	size_t n = 0;
+
+	switch (k->type) {
+	case CGM_CONF_BOOL:
+		return "bool";
+	case CGM_CONF_SIZE:
+		return "size";
+	case CGM_CONF_UINT:
+		snprintf(buf, len, "%" PRIu64 "..%" PRIu64, k->min, k->max);
+		return buf;
+	case CGM_CONF_ENUM:
+		buf[0] = '\0';
+		for (const char *const *e = k->names; *e && n < len; e++)
+			n += (size_t)snprintf(buf + n, len - n, "%s%s", e == k->names ? "" : "|", *e);
+		return buf;
+	case CGM_CONF_STRING:
+		return "text";
+	}
+	return "?";
+}
+
+/* Markdown table cells: a '|' would end the cell, a '<' start HTML. */
+static void md_cell(const char *s, bool code)
+{
+	fputs(code ? " `" : " ", stdout);
+	for (; *s; s++) {
+		if (*s == '|' || (!code && (*s == '<' || *s == '>')))
+			putchar('\\');
+		putchar(*s);
+	}
+	fputs(code ? "` |" : " |", stdout);
+}
+
+static void print_conf(bool markdown)
+{
+	char type[128];
+	int wname = 3, wtype = 4, wdef = 7;
+
+	for (size_t i = 0; i < cgm_conf_nkeys; i++) {
+		const struct cgm_conf_key *k = &cgm_conf_keys[i];
+		int lt = (int)strlen(type_text(k, type, sizeof(type)));
+
+		if ((int)strlen(k->name) > wname)
+			wname = (int)strlen(k->name);
+		if (lt > wtype)
+			wtype = lt;
+		if ((int)strlen(k->def) > wdef)
+			wdef = (int)strlen(k->def);
+	}
+	if (markdown)
+		printf("| Key | Type | Default | Meaning |\n|---|---|---|---|\n");
+	else
+		printf("%-*s  %-*s  %-*s  %s\n", wname, "KEY", wtype, "TYPE", wdef, "DEFAULT",
+		       "MEANING");
+	for (size_t i = 0; i < cgm_conf_nkeys; i++) {
+		const struct cgm_conf_key *k = &cgm_conf_keys[i];
+		const char *def = k->def[0] ? k->def : "-";
+		const char *t = type_text(k, type, sizeof(type));
+
+		if (!markdown) {
+			printf("%-*s  %-*s  %-*s  %s\n", wname, k->name, wtype, t, wdef, def,
+			       k->help);
+			continue;
+		}
+		putchar('|');
+		md_cell(k->name, true);
+		md_cell(t, false);
+		if (k->def[0])
+			md_cell(k->def, true);
+		else
+			fputs(" |", stdout);
+		md_cell(k->help, false);
+		putchar('\n');
+	}
+}
+
+int cmd_help(struct ctl *c, int argc, char **argv)
+{
+	bool markdown = false;
+	int opt;
+
+	while ((opt = ctl_getopt(c, argc, argv, "m")) != -1) {
+		if (opt != 'm')
+			return CTL_USAGE;
+		markdown = true;
+	}
+	if (optind == argc && !markdown) {
+		ctl_usage(stdout);
+		return CTL_OK;
+	}
+	if (argc - optind != 1 || strcmp(argv[optind], "conf") != 0) {
+		ctl_err("help: the topics are: conf (usage: cgmctl help [conf [--markdown]])");
+		return CTL_USAGE;
+	}
+	print_conf(markdown);
+	return CTL_OK;
+}

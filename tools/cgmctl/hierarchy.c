@@ -1,0 +1,61 @@
+/*
+ * cgmctl's access to the hierarchy file: opening it (and saying clearly
+ * why not), returning the charges of processes that died without
+ * detaching, and naming groups.
+ */
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cgm/acct.h"
+#include "cgmctl.h"
+
+int ctl_open(struct ctl *c, bool create)
+{
+	char why[512];
+	int err;
+
+	/* Read commands must not leave a hierarchy behind where there was none. */
+	if (!create && access(c->path, F_OK) < 0 && errno == ENOENT) {
+		ctl_err("%s: no hierarchy file %s (nothing has attached to it; "
+			"--hierarchy PATH names another)", c->cmd, c->path);
+		return -1;
+	}
+	err = hier_open(&c->h, c->path, create, why, sizeof(why));
+	if (err) {
+		ctl_err("%s: hierarchy refused: %s", c->cmd, why);
+		return -1;
+	}
+	/* Whatever a killed process held comes back before anything is shown. */
+	acct_reclaim_dead(&c->h);
+	return 0;
+}
+
+void ctl_close(struct ctl *c)
+{
+	hier_close(&c->h);
+}
+
+int ctl_check_path(struct ctl *c, const char *path)
+{
+	if (strlen(path) < CGM_PATH_MAX && group_path_valid(path) == 0)
+		return 0;
+	ctl_err("%s: bad group path '%s' (expected an absolute path like /batch/job1: "
+		"names of letters, digits and _-.@:+, at most %d bytes each)",
+		c->cmd, path, CGM_NAME_MAX - 1);
+	return -1;
+}
+
+uint32_t ctl_find_group(struct ctl *c, const char *path)
+{
+	uint32_t idx;
+
+	if (ctl_check_path(c, path) < 0)
+		return CGM_NONE;
+	hier_lock(&c->h.hdr->tree_lock);
+	idx = group_lookup(&c->h, path);
+	hier_unlock(&c->h.hdr->tree_lock);
+	if (idx == CGM_NONE)
+		ctl_err("%s: no group %s in %s", c->cmd, path, c->path);
+	return idx;
+}

@@ -1,0 +1,187 @@
+/*
+ * cgmctl: look at and change a cgmalloc hierarchy from the shell, the way
+ * one would with the files of a cgroup v2 directory.
+ *
+ * Global options come before or after the subcommand; each subcommand
+ * takes its own options and arguments (cgmctl help).
+ */
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cgm/config.h"
+#include "cgmalloc.h"
+#include "cgmctl.h"
+
+void ctl_usage(FILE *f)
+{
+	fputs("usage: cgmctl [--hierarchy PATH] [--json] COMMAND [ARGS]\n"
+	      "\n"
+	      "  ls [-r] [GROUP]              GROUP (default /) and its child groups (-r: all below)\n"
+	      "  cat GROUP FILE               print a file of GROUP, e.g. memory.stat\n"
+	      "  set GROUP FILE VALUE         write a file of GROUP, e.g. memory.max 512M\n"
+	      "  mkdir GROUP                  create GROUP and its missing parents\n"
+	      "  rmdir GROUP                  remove an empty GROUP\n"
+	      "  move PID GROUP               move an attached process and its charge to GROUP\n"
+	      "  run [-g GROUP] [-s FILE=VALUE]... [--] CMD [ARGS]\n"
+	      "                               run CMD under libcgmalloc.so in GROUP (default /run-PID),\n"
+	      "                               after setting the files given with -s\n"
+	      "  help [conf [--markdown]]     this text; the CGMALLOC_CONF keys\n"
+	      "\n"
+	      "  --hierarchy PATH   the hierarchy file (default: hierarchy= of CGMALLOC_CONF,\n"
+	      "                     else /dev/shm/cgmalloc.UID)\n"
+	      "  --json             ls and cat print JSON\n"
+	      "\n"
+	      "Files: memory.current memory.peak memory.max memory.high memory.low memory.min\n"
+	      "memory.stat memory.stat.local memory.events memory.events.local memory.oom.group\n"
+	      "cgroup.procs.  Exit status: 0 done, 1 failed, 2 bad command line.\n", f);
+}
+
+void ctl_err(const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	/* One line, whatever a value quoted in it contained. */
+	for (char *p = line; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
+	fprintf(stderr, "cgmctl: %s\n", line);
+}
+
+int ctl_getopt(struct ctl *c, int argc, char **argv, const char *own)
+{
+	static const struct option longopts[] = {
+		{ "hierarchy", required_argument, NULL, 'H' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "markdown", no_argument, NULL, 'm' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+	static char **cur;
+	/* Messages name the subcommand; the top level is cgmctl itself. */
+	char who[32] = "";
+	char opts[32];
+	int opt;
+
+	if (c->cmd)
+		snprintf(who, sizeof(who), "%s: ", c->cmd);
+	/* A new command line: getopt starts again (glibc: optind = 0). */
+	if (argv != cur) {
+		cur = argv;
+		optind = 0;
+	}
+	snprintf(opts, sizeof(opts), "%s:%s", own[0] == '+' ? "+" : "", own + (own[0] == '+'));
+	opterr = 0;
+	for (;;) {
+		opt = getopt_long(argc, argv, opts, longopts, NULL);
+		switch (opt) {
+		case 'H':
+			if (strlen(optarg) >= sizeof(c->path) || !optarg[0]) {
+				ctl_err("%s--hierarchy: bad path '%s'", who, optarg);
+				return '?';
+			}
+			snprintf(c->path, sizeof(c->path), "%s", optarg);
+			continue;
+		case 'j':
+			c->json = true;
+			continue;
+		case ':':
+			ctl_err("%soption '%s' needs a value", who, argv[optind - 1]);
+			return '?';
+		case '?':
+			if (strncmp(argv[optind - 1], "--", 2) == 0 || !optopt)
+				ctl_err("%sbad option '%s' (cgmctl help)", who, argv[optind - 1]);
+			else
+				ctl_err("%sunknown option '-%c' (cgmctl help)", who, optopt);
+			return '?';
+		case -1:
+			return opt;
+		default:
+			/* Long options that only some commands take. */
+			if (!strchr(own, opt)) {
+				ctl_err("%sbad option '%s' (cgmctl help)", who, argv[optind - 1]);
+				return '?';
+			}
+			return opt;
+		}
+	}
+}
+
+int ctl_args(struct ctl *c, int argc, char **argv, const char *own, int n,
+	     const char *usage)
+{
+	if (ctl_getopt(c, argc, argv, own) != -1)
+		return -1;
+	if (argc - optind == n)
+		return 0;
+	ctl_err("%s: expected %d argument%s (usage: cgmctl %s)", c->cmd, n, n == 1 ? "" : "s",
+		usage);
+	return -1;
+}
+
+/* The hierarchy= of CGMALLOC_CONF, so that cgmctl sees what the programs see. */
+static void default_path(char *buf, size_t len)
+{
+	static struct cgm_config conf;
+
+	cgm_conf_defaults(&conf);
+	cgm_conf_parse(&conf, getenv("CGMALLOC_CONF"), true);
+	if (conf.hierarchy[0])
+		snprintf(buf, len, "%s", conf.hierarchy);
+	else
+		hier_default_path(buf, len);
+}
+
+static const struct {
+	const char *name;
+	int (*fn)(struct ctl *c, int argc, char **argv);
+} commands[] = {
+	{ "ls", cmd_ls }, { "cat", cmd_cat }, { "set", cmd_set },
+	{ "mkdir", cmd_mkdir }, { "rmdir", cmd_rmdir }, { "move", cmd_move },
+	{ "run", cmd_run }, { "help", cmd_help },
+};
+
+int main(int argc, char **argv)
+{
+	static struct ctl c;
+
+	default_path(c.path, sizeof(c.path));
+	switch (ctl_getopt(&c, argc, argv, "+hV")) {
+	case -1:
+		break;
+	case 'h':
+		ctl_usage(stdout);
+		return CTL_OK;
+	case 'V':
+		printf("cgmctl %s\n", CGMALLOC_VERSION);
+		return CTL_OK;
+	default:
+		return CTL_USAGE;
+	}
+	if (optind >= argc) {
+		ctl_usage(stderr);
+		return CTL_USAGE;
+	}
+	for (size_t i = 0; i < CGM_ARRAY_SIZE(commands); i++) {
+		if (strcmp(argv[optind], commands[i].name) == 0) {
+			int status;
+
+			c.cmd = commands[i].name;
+			status = commands[i].fn(&c, argc - optind, argv + optind);
+			if (fflush(stdout) != 0 || ferror(stdout)) {
+				ctl_err("%s: cannot write the output", c.cmd);
+				return CTL_FAIL;
+			}
+			return status;
+		}
+	}
+	ctl_err("unknown command '%s' (commands: ls cat set mkdir rmdir move run help)",
+		argv[optind]);
+	return CTL_USAGE;
+}
