@@ -1,0 +1,721 @@
+/*
+ * Charging (accounting/charge.c, attach.c, move.c, limits.c) driven the
+ * way the shim drives it, through sim_malloc()/sim_free() on thread
+ * slots of this process: usage always equals what the processes hold,
+ * every byte is accounted for (live + stocks + free pool), alloc then
+ * free restores every ancestor exactly, stocks stay bounded and go back
+ * at thread exit, limits hold and refuse without side effects, moves and
+ * fork carry their charge.
+ *
+ * usage: test_charge [failing] [seed]
+ */
+#include <check.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "acct_fixture.h"
+#include "cgm/config.h"
+#include "cgm/files.h"
+
+#define PAGE CGM_PAGE_SIZE
+#define BATCH CGM_CHARGE_BATCH
+
+static uint64_t seed0 = 1;
+static struct acct_tmp tmp;
+static struct cgm_acct ac;
+
+static void setup(void)
+{
+	ck_assert_int_eq(acct_tmp_create(&tmp), 0);
+	memset(&ac, 0, sizeof(ac));
+	ac.proc = CGM_NONE;
+	ac.batch_pages = BATCH;
+	ac.oom_policy = CGM_OOM_ENOMEM;
+	acct_tmp_open(&tmp, &ac.h);
+}
+
+static void teardown(void)
+{
+	hier_close(&ac.h);
+	acct_tmp_remove(&tmp);
+}
+
+static int gettid_(void)
+{
+	return (int)syscall(SYS_gettid);
+}
+
+static struct cgm_proc *me(void)
+{
+	return hier_proc(&ac.h, ac.proc);
+}
+
+static int64_t usage_of(const char *path)
+{
+	uint32_t g = group_lookup(&ac.h, path);
+
+	ck_assert_msg(g != CGM_NONE, "no group %s", path);
+	return page_counter_read(&ac.h.groups[g].memory);
+}
+
+static struct cgm_group *group_at(const char *path)
+{
+	uint32_t g = group_lookup(&ac.h, path);
+
+	ck_assert_msg(g != CGM_NONE, "no group %s", path);
+	return &ac.h.groups[g];
+}
+
+/* Sum of the stocks of the process's thread slots. */
+static int64_t proc_stocks(void)
+{
+	int64_t sum = 0;
+
+	for (uint32_t i = 0; i < CGM_MAX_THREADS; i++)
+		if (ac.h.threads[i].state != CGM_SLOT_FREE && ac.h.threads[i].proc == ac.proc)
+			sum += ac.h.threads[i].stock;
+	return sum;
+}
+
+/*
+ * After a harvest, every byte this process charged is live, in a stock,
+ * or in the free pool (less than a page).
+ */
+static void check_bytes_accounted(int64_t live, const char *when)
+{
+	struct cgm_proc *p = me();
+
+	acct_harvest(&ac.h, ac.proc);
+	ck_assert_msg(p->free_pool >= 0 && p->free_pool < PAGE, "%s: free pool %" PRId64, when,
+		      p->free_pool);
+	ck_assert_msg(p->held_pages * PAGE == live + proc_stocks() + p->free_pool,
+		      "%s: held %" PRId64 " pages = %" PRId64 " bytes, but live %" PRId64
+		      " + stocks %" PRId64 " + free pool %" PRId64, when, p->held_pages,
+		      p->held_pages * PAGE, live, proc_stocks(), p->free_pool);
+}
+
+static void check_usage_held(const char *when)
+{
+	char msg[256];
+
+	ck_assert_msg(acct_check_usage_held(&ac.h, msg, sizeof(msg)) == 0, "%s: %s", when, msg);
+}
+
+/* A random request size: mostly small, some of a few pages, now and then large. */
+static size_t rand_size(uint64_t *rng)
+{
+	switch (acct_rand_below(rng, 8)) {
+	case 0: return 1 + acct_rand_below(rng, 64 * 1024);
+	case 1: case 2: return 1025 + acct_rand_below(rng, 3 * PAGE);
+	default: return 1 + acct_rand_below(rng, 1024);
+	}
+}
+
+static int hold_17_pages(struct cgm_acct *a, void *arg)
+{
+	uint32_t slot = acct_thread_register(a, gettid_());
+
+	(void)arg;
+	if (slot == CGM_NONE)
+		return -ENOSPC;
+	return sim_malloc(a, &a->h.threads[slot], 17 * PAGE, false) == 17 * PAGE ? 0 : -ENOMEM;
+}
+
+START_TEST(test_alloc_free_restores_ancestors)
+{
+	static int64_t live_size[4096];
+	uint64_t rng = seed0 + 7;
+	struct cgm_thread_slot *t;
+	uint32_t slot;
+	int nlive = 0, bad_stock = 0;
+	int64_t live = 0;
+	const char *const path[] = { "/", "/a", "/a/b", "/a/b/c" };
+
+	ck_assert_int_eq(acct_attach(&ac, "/a/b/c"), 0);
+	slot = acct_thread_register(&ac, gettid_());
+	ck_assert_int_ne(slot, CGM_NONE);
+	t = &ac.h.threads[slot];
+	for (int round = 0; round < 3; round++) {
+		int64_t before[4];
+
+		for (int i = 0; i < 4; i++)
+			before[i] = usage_of(path[i]);
+		for (int op = 0; op < 20000; op++) {
+			if (nlive < 4096 && (nlive == 0 || acct_rand_below(&rng, 100) < 55)) {
+				int64_t sz = sim_malloc(&ac, t, rand_size(&rng), false);
+
+				ck_assert_int_gt(sz, 0);
+				live_size[nlive++] = sz;
+				live += sz;
+				/* A refill leaves less than a batch (or less than a page past it). */
+				bad_stock += t->stock < 0 || t->stock >= BATCH * PAGE + PAGE;
+			} else {
+				int k = (int)acct_rand_below(&rng, (uint64_t)nlive);
+
+				sim_free(t, live_size[k]);
+				live -= live_size[k];
+				live_size[k] = live_size[--nlive];
+			}
+			if (op % 997 == 0) {
+				check_bytes_accounted(live, "during the round");
+				check_usage_held("during the round");
+			}
+		}
+		while (nlive)
+			sim_free(t, live_size[--nlive]);
+		live = 0;
+		check_bytes_accounted(0, "all freed, stock kept");
+		/* The stock goes back; then every ancestor is exactly where it was. */
+		acct_thread_exit(&ac, slot);
+		ck_assert_int_eq(t->stock, 0);
+		acct_harvest(&ac.h, ac.proc);
+		for (int i = 0; i < 4; i++)
+			ck_assert_msg(usage_of(path[i]) == before[i], "round %d: %s at %" PRId64
+				      " pages, %" PRId64 " before", round, path[i], usage_of(path[i]),
+				      before[i]);
+		ck_assert_int_eq(me()->held_pages, 0);
+		ck_assert_int_eq(me()->free_pool, 0);
+		t->state = CGM_SLOT_LIVE;	/* the thread goes on (a test shortcut) */
+	}
+	ck_assert_msg(bad_stock == 0, "%d refills left a stock out of bounds", bad_stock);
+}
+END_TEST
+
+/* ---- several threads, cross-thread frees, concurrent harvests ---- */
+
+#define NTHREADS 4
+#define QLEN 256
+
+static struct {
+	pthread_mutex_t lock;
+	int64_t q[QLEN];		/* blocks handed to another thread to free */
+	int qn;
+	int64_t live[NTHREADS];
+	int failed;
+} xt = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static void *xthread(void *arg)
+{
+	int me_ = (int)(intptr_t)arg;
+	uint64_t rng = seed0 * 977 + (uint64_t)me_;
+	uint32_t slot = acct_thread_register(&ac, gettid_());
+	struct cgm_thread_slot *t;
+	int64_t mine[512];
+	int n = 0;
+
+	if (slot == CGM_NONE) {
+		xt.failed = 1;
+		return NULL;
+	}
+	t = &ac.h.threads[slot];
+	for (int op = 0; op < 30000; op++) {
+		unsigned r = (unsigned)acct_rand_below(&rng, 100);
+
+		if (r < 50 && n < 512) {
+			int64_t sz = sim_malloc(&ac, t, rand_size(&rng), false);
+
+			if (sz < 0) {
+				xt.failed = 2;
+				break;
+			}
+			mine[n++] = sz;
+			if (t->stock < 0 || t->stock >= BATCH * PAGE + PAGE)
+				xt.failed = 3;
+		} else if (r < 80 && n) {
+			sim_free(t, mine[--n]);
+		} else if (r < 95 && n) {
+			/* Hand a block to another thread: it frees it into its own slot. */
+			pthread_mutex_lock(&xt.lock);
+			if (xt.qn < QLEN)
+				xt.q[xt.qn++] = mine[--n];
+			pthread_mutex_unlock(&xt.lock);
+		} else if (r < 99) {
+			pthread_mutex_lock(&xt.lock);
+			while (xt.qn)
+				sim_free(t, xt.q[--xt.qn]);
+			pthread_mutex_unlock(&xt.lock);
+		} else if (me_ == 0) {
+			/* As the watcher and readers do, concurrently. */
+			if (op & 1)
+				rstat_flush(&ac.h);
+			else
+				acct_harvest(&ac.h, ac.proc);
+		}
+	}
+	xt.live[me_] = 0;
+	for (int i = 0; i < n; i++)
+		xt.live[me_] += mine[i];
+	/* Odd threads leave through the exit hook: their stock goes back. */
+	if (me_ & 1) {
+		acct_thread_exit(&ac, slot);
+		if (t->stock != 0)
+			xt.failed = 4;
+	}
+	return NULL;
+}
+
+START_TEST(test_threads_cross_frees)
+{
+	pthread_t th[NTHREADS];
+	uint32_t main_slot;
+	int64_t live = 0;
+	int exiting = 0;
+
+	ck_assert_int_eq(acct_attach(&ac, "/x/t"), 0);
+	for (int i = 0; i < NTHREADS; i++)
+		pthread_create(&th[i], NULL, xthread, (void *)(intptr_t)i);
+	for (int i = 0; i < NTHREADS; i++)
+		pthread_join(th[i], NULL);
+	ck_assert_msg(xt.failed == 0, "a thread failed (%d)", xt.failed);
+	main_slot = acct_thread_register(&ac, gettid_());
+	while (xt.qn)
+		sim_free(&ac.h.threads[main_slot], xt.q[--xt.qn]);
+	for (int i = 0; i < NTHREADS; i++)
+		live += xt.live[i];
+	check_bytes_accounted(live, "after the threads");
+	check_usage_held("after the threads");
+	ck_assert_int_eq(usage_of("/x"), me()->held_pages);
+	ck_assert_int_eq(usage_of("/"), me()->held_pages);
+	/* The exited threads' slots are reaped by the next flush. */
+	rstat_flush(&ac.h);
+	for (uint32_t i = 0; i < CGM_MAX_THREADS; i++)
+		exiting += ac.h.threads[i].state == CGM_SLOT_EXITING;
+	ck_assert_int_eq(exiting, 0);
+	/* Detach returns everything, live blocks and stocks included. */
+	acct_detach(&ac);
+	ck_assert_int_eq(usage_of("/x/t"), 0);
+	ck_assert_int_eq(usage_of("/x"), 0);
+	ck_assert_int_eq(usage_of("/"), 0);
+}
+END_TEST
+
+START_TEST(test_stock_trim_and_exit)
+{
+	uint32_t slot;
+	struct cgm_thread_slot *t;
+	int64_t held;
+
+	ck_assert_int_eq(acct_attach(&ac, "/s"), 0);
+	slot = acct_thread_register(&ac, gettid_());
+	t = &ac.h.threads[slot];
+	ck_assert_int_eq(sim_malloc(&ac, t, 16, false), 16);
+	ck_assert_int_eq(t->stock, BATCH * PAGE - 16);
+	ck_assert_int_eq(me()->held_pages, BATCH);
+	/* A realloc shrink can leave a big stock: trimming keeps one batch. */
+	t->stock += 3 * BATCH * PAGE;
+	me()->held_pages += 3 * BATCH;
+	page_counter_charge(&group_at("/s")->memory, 3 * BATCH);
+	acct_stock_trim(&ac, t);
+	ck_assert_int_eq(t->stock, BATCH * PAGE);
+	check_bytes_accounted(16, "after the trim");
+	/* Under two batches nothing is trimmed. */
+	t->stock += PAGE;
+	me()->held_pages += 1;
+	page_counter_charge(&group_at("/s")->memory, 1);
+	acct_stock_trim(&ac, t);
+	ck_assert_int_eq(t->stock, BATCH * PAGE + PAGE);
+	/* Thread exit: the stock goes back to the process and is uncharged. */
+	held = me()->held_pages;
+	acct_thread_exit(&ac, slot);
+	ck_assert_int_eq(t->stock, 0);
+	ck_assert_int_eq(t->state, CGM_SLOT_EXITING);
+	ck_assert_int_eq(me()->held_pages, held - (BATCH * PAGE + PAGE) / PAGE);
+	check_bytes_accounted(16, "after the exit");
+	check_usage_held("after the exit");
+}
+END_TEST
+
+START_TEST(test_untracked_frees_never_negative)
+{
+	uint32_t slot;
+	struct cgm_thread_slot *t;
+
+	ck_assert_int_eq(acct_attach(&ac, "/u"), 0);
+	slot = acct_thread_register(&ac, gettid_());
+	t = &ac.h.threads[slot];
+	ck_assert_int_eq(sim_malloc(&ac, t, 4096, false), 4096);
+	/* Memory allocated before attach, freed now: 1 MiB never charged to us. */
+	sim_free(t, 1 << 20);
+	acct_harvest(&ac.h, ac.proc);
+	ck_assert_int_eq(me()->held_pages, 0);
+	ck_assert_int_ge(me()->free_pool, 0);
+	ck_assert_int_eq(usage_of("/u"), 0);
+	ck_assert_int_eq(usage_of("/"), 0);
+	ck_assert_int_ge(me()->untracked_bytes, (1 << 20) - BATCH * PAGE);
+	/* Charging works normally afterwards. */
+	ck_assert_int_eq(sim_malloc(&ac, t, 64 * PAGE, false), 64 * PAGE);
+	check_usage_held("after untracked frees");
+	ck_assert_int_ge(usage_of("/u"), 64);
+}
+END_TEST
+
+/* ---- limits ---- */
+
+static void set_limit(const char *path, const char *file, const char *value)
+{
+	char why[256];
+	uint32_t g = group_lookup(&ac.h, path);
+	int err = cgm_file_write(&ac.h, g, file, value, why, sizeof(why));
+
+	ck_assert_msg(err == 0, "%s %s=%s: %s", path, file, value, why);
+}
+
+static int64_t event_of(const char *path, const char *file, const char *ev)
+{
+	char buf[512];
+
+	ck_assert_int_gt(cgm_file_read(&ac.h, group_lookup(&ac.h, path), file, buf, sizeof(buf)), 0);
+	return acct_file_value(buf, ev);
+}
+
+START_TEST(test_limit_holds_and_refuses_cleanly)
+{
+	static const char *const path[] = { "/", "/l", "/l/m", "/l/m/n" };
+	uint32_t slot;
+	struct cgm_thread_slot *t;
+	int64_t live = 0, max_pages = 300, sz, usage[4], stock, held;
+
+	ck_assert_int_eq(acct_attach(&ac, "/l/m/n"), 0);
+	group_mkdir(&ac.h, "/l/sibling");
+	set_limit("/l/m", "memory.max", "1200K");	/* 300 pages */
+	slot = acct_thread_register(&ac, gettid_());
+	t = &ac.h.threads[slot];
+	for (;;) {
+		sz = sim_malloc(&ac, t, 5000, true);
+		if (sz < 0)
+			break;
+		live += sz;
+		ck_assert_int_le(usage_of("/l/m"), max_pages);
+	}
+	ck_assert_int_eq(sz, -ENOMEM);
+	/* Refused neither late nor early: the block did not fit in what is left. */
+	ck_assert_int_le(live, max_pages * PAGE);
+	ck_assert_msg(live > max_pages * PAGE - sim_block_size(5000) - PAGE,
+		      "refused at %" PRId64 " live bytes, max %" PRId64, live, max_pages * PAGE);
+	ck_assert_int_le(group_at("/l/m")->memory.watermark, max_pages);
+
+	/* Another refusal changes no usage, no stock, no held pages. */
+	for (int i = 0; i < 4; i++)
+		usage[i] = usage_of(path[i]);
+	stock = t->stock;
+	held = me()->held_pages;
+	ck_assert_int_eq(sim_malloc(&ac, t, 5000, true), -ENOMEM);
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(usage_of(path[i]), usage[i]);
+	ck_assert_int_eq(t->stock, stock);
+	ck_assert_int_eq(me()->held_pages, held);
+
+	/* Events: max and oom on the limited group and above it (not the root), not below. */
+	ck_assert_int_gt(event_of("/l/m", "memory.events.local", "max"), 0);
+	ck_assert_int_eq(event_of("/l/m", "memory.events.local", "oom"), 2);
+	ck_assert_int_eq(event_of("/l", "memory.events", "oom"), 2);
+	ck_assert_int_eq(event_of("/l", "memory.events.local", "oom"), 0);
+	ck_assert_int_eq(event_of("/l/m/n", "memory.events", "max"), 0);
+	ck_assert_int_eq(event_of("/l/sibling", "memory.events", "max"), 0);
+	ck_assert_int_eq(ac.h.groups[CGM_ROOT].events[CGM_EV_OOM], 0);
+	ck_assert_int_gt(group_at("/l/m")->memory.failcnt, 0);
+
+	/* Frees come back through the harvest that the refill runs first. */
+	sim_free(t, 100 * 5008);
+	live -= 100 * 5008;
+	ck_assert_int_gt(sim_malloc(&ac, t, 5000, true), 0);
+	live += sim_block_size(5000);
+	check_bytes_accounted(live, "after the limit");
+	check_usage_held("after the limit");
+
+	/* memory.max below usage: accepted, and nothing more fits until usage drops. */
+	set_limit("/l/m", "memory.max", "400K");
+	ck_assert_int_eq(sim_malloc(&ac, t, 64 * 1024, true), -ENOMEM);
+	stock = t->stock;
+	ck_assert_int_eq(sim_malloc(&ac, t, 1, true) > 0, stock >= 8);	/* the stock still serves */
+	set_limit("/l/m", "memory.max", "max");
+	ck_assert_int_gt(sim_malloc(&ac, t, 64 * 1024, true), 0);
+}
+END_TEST
+
+/* Several threads at a shared limit: usage never passes max, the peak neither. */
+static struct {
+	int64_t live[NTHREADS];
+	int64_t refused[NTHREADS];
+	int bad;
+	volatile int stop;
+	int64_t worst;
+} lim;
+
+static void *limit_thread(void *arg)
+{
+	int me_ = (int)(intptr_t)arg;
+	uint64_t rng = seed0 * 131 + (uint64_t)me_;
+	uint32_t slot = acct_thread_register(&ac, gettid_());
+	struct cgm_thread_slot *t = hier_thread(&ac.h, slot);
+	int64_t mine[2048];
+	int n = 0;
+
+	if (!t) {
+		lim.bad = 1;
+		return NULL;
+	}
+	for (int op = 0; op < 20000; op++) {
+		if (n < 2048 && acct_rand_below(&rng, 100) < 60) {
+			int64_t sz = sim_malloc(&ac, t, rand_size(&rng), true);
+
+			if (sz < 0)
+				lim.refused[me_]++;
+			else
+				mine[n++] = sz;
+		} else if (n) {
+			int k = (int)acct_rand_below(&rng, (uint64_t)n);
+
+			sim_free(t, mine[k]);
+			mine[k] = mine[--n];
+		}
+	}
+	for (int i = 0; i < n; i++)
+		lim.live[me_] += mine[i];
+	return NULL;
+}
+
+static void *limit_sampler(void *arg)
+{
+	struct page_counter *c = arg;
+
+	while (!lim.stop) {
+		int64_t u = page_counter_read(c);
+
+		if (u > lim.worst)
+			lim.worst = u;
+	}
+	return NULL;
+}
+
+START_TEST(test_limit_threads)
+{
+	pthread_t th[NTHREADS], sampler;
+	struct page_counter *c;
+	int64_t live = 0, refused = 0, max_pages = 256;
+
+	ck_assert_int_eq(acct_attach(&ac, "/lt/a"), 0);
+	set_limit("/lt", "memory.max", "1M");
+	c = &group_at("/lt")->memory;
+	pthread_create(&sampler, NULL, limit_sampler, c);
+	for (int i = 0; i < NTHREADS; i++)
+		pthread_create(&th[i], NULL, limit_thread, (void *)(intptr_t)i);
+	for (int i = 0; i < NTHREADS; i++)
+		pthread_join(th[i], NULL);
+	lim.stop = 1;
+	pthread_join(sampler, NULL);
+	ck_assert_int_eq(lim.bad, 0);
+	for (int i = 0; i < NTHREADS; i++) {
+		live += lim.live[i];
+		refused += lim.refused[i];
+	}
+	ck_assert_msg(refused > 0, "the limit was never reached");
+	ck_assert_int_le(c->watermark, max_pages);
+	/* The only excess a reader can see: racing charges before they back out. */
+	ck_assert_msg(lim.worst <= max_pages + NTHREADS * BATCH,
+		      "usage seen at %" PRId64 " pages, max %" PRId64, lim.worst, max_pages);
+	ck_assert_int_le(page_counter_read(c), max_pages);
+	check_bytes_accounted(live, "after the threads");
+	check_usage_held("after the threads");
+}
+END_TEST
+
+/* ---- moves and fork ---- */
+
+START_TEST(test_move_carries_charge)
+{
+	uint32_t slot, b, n;
+	struct cgm_thread_slot *t;
+	int64_t held;
+
+	ck_assert_int_eq(acct_attach(&ac, "/m/a"), 0);
+	b = (uint32_t)group_mkdir(&ac.h, "/m/b");
+	n = (uint32_t)group_mkdir(&ac.h, "/n");
+	slot = acct_thread_register(&ac, gettid_());
+	t = &ac.h.threads[slot];
+	for (int i = 0; i < 50; i++)
+		ck_assert_int_gt(sim_malloc(&ac, t, 10000, false), 0);
+	held = me()->held_pages;
+	ck_assert_int_eq(acct_move(&ac.h, ac.proc, b), 0);
+	ck_assert_int_eq(usage_of("/m/a"), 0);
+	ck_assert_int_eq(usage_of("/m/b"), held);
+	ck_assert_int_eq(usage_of("/m"), held);
+	ck_assert_int_eq(usage_of("/"), held);
+	ck_assert_int_eq(group_at("/m/a")->nr_procs, 0);
+	ck_assert_int_eq(group_at("/m/b")->nr_procs, 1);
+	/* New charges land where the process is now. */
+	for (int i = 0; i < 50; i++)
+		ck_assert_int_gt(sim_malloc(&ac, t, 10000, false), 0);
+	ck_assert_int_eq(usage_of("/m/a"), 0);
+	check_usage_held("after the move");
+	/* A destination too small refuses the move, and nothing changes. */
+	set_limit("/n", "memory.max", "64K");
+	held = me()->held_pages;
+	ck_assert_int_eq(acct_move(&ac.h, ac.proc, n), -ENOMEM);
+	ck_assert_int_eq(usage_of("/n"), 0);
+	ck_assert_int_eq(usage_of("/m/b"), held);
+	ck_assert_int_eq(usage_of("/"), held);
+	ck_assert_int_eq(me()->group, b);
+	check_usage_held("after a refused move");
+	/* Through cgroup.procs (no watcher here: the writer moves the charge after 1 s). */
+	{
+		char why[256], pid[16];
+
+		snprintf(pid, sizeof(pid), "%d", (int)getpid());
+		ck_assert_int_eq(cgm_file_write(&ac.h, group_lookup(&ac.h, "/m/a"), "cgroup.procs",
+						pid, why, sizeof(why)), 0);
+		ck_assert_int_eq(usage_of("/m/a"), held);
+		ck_assert_int_eq(usage_of("/m/b"), 0);
+	}
+}
+END_TEST
+
+START_TEST(test_fork_child_slot)
+{
+	uint32_t slot;
+	struct cgm_thread_slot *t;
+	int64_t parent_held, group_before;
+	int up[2], down[2], status;
+	pid_t pid;
+	char go;
+
+	ck_assert_int_eq(acct_attach(&ac, "/f"), 0);
+	slot = acct_thread_register(&ac, gettid_());
+	t = &ac.h.threads[slot];
+	for (int i = 0; i < 40; i++)
+		ck_assert_int_gt(sim_malloc(&ac, t, 7000, false), 0);
+	parent_held = me()->held_pages;
+	group_before = usage_of("/f");
+	ck_assert_int_eq(pipe(up), 0);
+	ck_assert_int_eq(pipe(down), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		uint32_t cslot, parent_proc = ac.proc;
+		int r = acct_fork_child(&ac, &cslot) == 0 && cslot != CGM_NONE &&
+			ac.proc != parent_proc ? 0 : 1;
+
+		/* The child charges a little of its own. */
+		if (!r && sim_malloc(&ac, &ac.h.threads[cslot], 100000, false) < 0)
+			r = 2;
+		if (write(up[1], &r, 1) != 1 || read(down[0], &go, 1) != 1)
+			_exit(4);
+		acct_detach(&ac);
+		_exit(r);
+	}
+	{
+		char r = 9;
+		int64_t child_held = 0;
+		int nslots = 0;
+
+		ck_assert_int_eq(read(up[0], &r, 1), 1);
+		ck_assert_int_eq(r, 0);
+		for (uint32_t i = 0; i < CGM_MAX_PROCS; i++) {
+			struct cgm_proc *p = &ac.h.procs[i];
+
+			if (p->state == CGM_SLOT_LIVE && p->pid == pid) {
+				nslots++;
+				child_held = p->held_pages;
+				ck_assert_int_eq(p->group, me()->group);
+			}
+		}
+		ck_assert_int_eq(nslots, 1);
+		/* The inherited heap (the parent's held less its stock) plus the child's own. */
+		ck_assert_int_ge(child_held, parent_held - (t->stock + PAGE - 1) / PAGE);
+		ck_assert_int_eq(usage_of("/f"), parent_held + child_held);
+		check_usage_held("with the child");
+		ck_assert_int_eq(write(down[1], "g", 1), 1);
+		ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+		ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	}
+	ck_assert_int_eq(usage_of("/f"), group_before);
+	ck_assert_int_eq(me()->held_pages, parent_held);
+	check_usage_held("after the child");
+}
+END_TEST
+
+/* /proc/<pid>/stat field 22, read independently of acct_proc_start_time(). */
+static uint64_t stat_starttime(pid_t pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long v = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_ptr_nonnull(fgets(buf, sizeof(buf), f));
+	fclose(f);
+	p = strrchr(buf, ')');
+	ck_assert_ptr_nonnull(p);
+	/* fields 3..21 skipped, 22 read */
+	ck_assert_int_eq(sscanf(p + 2, "%*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s"
+				" %*s %*s %*s %*s %*s %llu", &v), 1);
+	return v;
+}
+
+/*
+ * A live process's charge survives other processes attaching and
+ * acct_reclaim_dead(); only a process that is gone loses its slot.
+ */
+START_TEST(test_live_process_survives_reclaim)
+{
+	struct acct_child other;
+	int64_t other_usage;
+	uint32_t slot;
+
+	ck_assert_msg(acct_proc_start_time(getpid()) == stat_starttime(getpid()),
+		      "acct_proc_start_time(self) = %" PRIu64 ", /proc/self/stat field 22 = %" PRIu64,
+		      acct_proc_start_time(getpid()), stat_starttime(getpid()));
+	ck_assert_int_eq(acct_child_start(&other, tmp.path, "/p/a", hold_17_pages, NULL), 0);
+	ck_assert_int_eq(acct_child_result(&other), 0);
+	other_usage = usage_of("/p/a");
+	ck_assert_int_ge(other_usage, 17);
+	/* We attach: the other process is alive, its charge stays. */
+	ck_assert_int_eq(acct_attach(&ac, "/p/b"), 0);
+	ck_assert_msg(usage_of("/p/a") == other_usage,
+		      "a live process's %" PRId64 " pages went when another process attached",
+		      other_usage);
+	slot = acct_thread_register(&ac, gettid_());
+	ck_assert_int_gt(sim_malloc(&ac, &ac.h.threads[slot], 10 * PAGE, false), 0);
+	ck_assert_int_eq(acct_reclaim_dead(&ac.h), 0);
+	ck_assert_int_eq(usage_of("/p/a"), other_usage);
+	ck_assert_int_eq(me()->state, CGM_SLOT_LIVE);
+	ck_assert_int_eq(usage_of("/p/b"), me()->held_pages);
+	/* It dies without detaching: now its charge comes back, and only its. */
+	acct_child_finish(&other, false);
+	ck_assert_int_eq(acct_reclaim_dead(&ac.h), 1);
+	ck_assert_int_eq(usage_of("/p/a"), 0);
+	ck_assert_int_eq(usage_of("/p/b"), me()->held_pages);
+	ck_assert_int_gt(me()->held_pages, 0);
+	check_usage_held("after the reclaim");
+}
+END_TEST
+
+static void add_tests(TCase *tc, bool failing)
+{
+	if (failing) {
+		tcase_add_test(tc, test_live_process_survives_reclaim);
+		return;
+	}
+	tcase_add_test(tc, test_alloc_free_restores_ancestors);
+	tcase_add_test(tc, test_threads_cross_frees);
+	tcase_add_test(tc, test_stock_trim_and_exit);
+	tcase_add_test(tc, test_untracked_frees_never_negative);
+	tcase_add_test(tc, test_limit_holds_and_refuses_cleanly);
+	tcase_add_test(tc, test_limit_threads);
+	tcase_add_test(tc, test_move_carries_charge);
+	tcase_add_test(tc, test_fork_child_slot);
+}
+
+int main(int argc, char **argv)
+{
+	return acct_suite_main(argc, argv, "charge", &seed0, setup, teardown, add_tests);
+}

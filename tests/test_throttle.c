@@ -1,0 +1,229 @@
+/*
+ * memory.high throttling (accounting/charge.c): acct_high_delay_ms()
+ * against the kernel's table and an independent transcription of
+ * calculate_high_delay(); monotone in usage and charge size, capped at
+ * 2 s; and a charge over memory.high really sleeps about that long,
+ * accounts the stall and counts the high event where the kernel would.
+ *
+ * usage: test_throttle [failing] [seed]
+ */
+#include <check.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "acct_fixture.h"
+#include "cgm/config.h"
+#include "cgm/files.h"
+
+#define MB_PAGES(mb) ((int64_t)(mb) * 1024 * 1024 / CGM_PAGE_SIZE)
+
+static uint64_t seed0 = 1;
+
+/*
+ * mm/memcontrol.c, HZ = 1000: overage = (usage - high) << 20 / high;
+ * penalty = overage^2 * HZ >> 20 >> 14, times nr_pages / MEMCG_CHARGE_BATCH;
+ * the caller caps it at MEMCG_MAX_HIGH_DELAY_JIFFIES (2 s).  Plain
+ * 64-bit arithmetic, as the kernel does it; valid while overage^2 * 1000
+ * fits (usage below about 128 times high).
+ */
+static uint64_t kernel_delay_ms(uint64_t usage, uint64_t high, uint64_t nr_pages)
+{
+	uint64_t overage, penalty;
+
+	if (usage <= high)
+		return 0;
+	if (high < 1)
+		high = 1;
+	overage = ((usage - high) << 20) / high;
+	penalty = overage * overage * 1000;
+	penalty >>= 20;
+	penalty >>= 14;
+	penalty = penalty * nr_pages / 64;
+	return penalty < 2000 ? penalty : 2000;
+}
+
+START_TEST(test_kernel_table)
+{
+	int64_t high = MB_PAGES(100);
+
+	/* The table: high = 100M, one MEMCG_CHARGE_BATCH charge. */
+	ck_assert_int_eq(acct_high_delay_ms(MB_PAGES(100), high, CGM_CHARGE_BATCH), 0);
+	ck_assert_int_eq(acct_high_delay_ms(MB_PAGES(100) + 1, high, CGM_CHARGE_BATCH), 0);
+	ck_assert_int_eq(acct_high_delay_ms(MB_PAGES(101), high, CGM_CHARGE_BATCH), 6);
+	ck_assert_int_eq(acct_high_delay_ms(MB_PAGES(110), high, CGM_CHARGE_BATCH), 639);
+	ck_assert_int_eq(acct_high_delay_ms(MB_PAGES(117), high, CGM_CHARGE_BATCH), 1849);
+	for (int mb = 118; mb <= 4096; mb = mb < 130 ? mb + 1 : mb * 2)
+		ck_assert_msg(acct_high_delay_ms(MB_PAGES(mb), high, CGM_CHARGE_BATCH) == 2000,
+			      "%d M over 100 M: %" PRIu64 " ms", mb,
+			      acct_high_delay_ms(MB_PAGES(mb), high, CGM_CHARGE_BATCH));
+	/* The cap holds at absurd values too: no overflow, no wrap to small. */
+	ck_assert_int_eq(acct_high_delay_ms(INT64_MAX / 2, 1, CGM_CHARGE_BATCH), 2000);
+	ck_assert_int_eq(acct_high_delay_ms(INT64_MAX, 0, INT64_MAX / 4096), 2000);
+	ck_assert_int_eq(acct_high_delay_ms(5, 0, 1), 2000);
+	/* A quarter of a batch pays a quarter of the penalty. */
+	ck_assert_int_eq(acct_high_delay_ms(MB_PAGES(110), high, 16), 639 / 4);
+}
+END_TEST
+
+START_TEST(test_matches_kernel_formula)
+{
+	uint64_t rng = seed0 + 17;
+	int bad = 0;
+	char first[200] = "";
+
+	for (int i = 0; i < 200000; i++) {
+		int64_t high = 1 + (int64_t)acct_rand_below(&rng, acct_rand_below(&rng, 2) ? 1000 : 50000000);
+		int64_t usage = (int64_t)acct_rand_below(&rng, (uint64_t)high * (1 + acct_rand_below(&rng, 3)) +
+							   (uint64_t)high / 4 + 2);
+		int64_t nr = 1 + (int64_t)acct_rand_below(&rng, 512);
+		uint64_t got = acct_high_delay_ms(usage, high, nr);
+		uint64_t want = kernel_delay_ms((uint64_t)usage, (uint64_t)high, (uint64_t)nr);
+
+		if (got != want && bad++ == 0)
+			snprintf(first, sizeof(first), "usage %" PRId64 " high %" PRId64 " nr %" PRId64
+				 ": %" PRIu64 " ms, kernel %" PRIu64, usage, high, nr, got, want);
+	}
+	ck_assert_msg(bad == 0, "%d differences; first: %s", bad, first);
+}
+END_TEST
+
+START_TEST(test_monotone)
+{
+	uint64_t rng = seed0 + 19;
+	int bad = 0;
+
+	for (int i = 0; i < 300; i++) {
+		int64_t high = 1 + (int64_t)acct_rand_below(&rng, 1000000);
+		int64_t nr = 1 + (int64_t)acct_rand_below(&rng, 256);
+		uint64_t last = 0, last_nr = 0;
+
+		for (int64_t usage = high - 5; usage < high * 2; usage += 1 + high / 500) {
+			uint64_t d = acct_high_delay_ms(usage, high, nr);
+
+			bad += d < last || d > 2000;
+			last = d;
+		}
+		for (int64_t n = 1; n < 1024; n += 7) {
+			uint64_t d = acct_high_delay_ms(high + high / 10, high, n);
+
+			bad += d < last_nr;
+			last_nr = d;
+		}
+	}
+	ck_assert_msg(bad == 0, "%d steps where the delay went down or past the cap", bad);
+}
+END_TEST
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/*
+ * A charge that takes /h1 past its memory.high throttles the charging
+ * thread by the penalty of its charge, accounts the stall in the thread's
+ * slot (throttle_usec), and counts a high event on /h1 -- local on /h1,
+ * hierarchical on /h1 and its ancestors but not the root, nothing on the
+ * group below it that did the charging.
+ */
+START_TEST(test_high_throttles)
+{
+	struct acct_tmp tmp = { .dir = "" };
+	struct cgm_acct a = { .proc = CGM_NONE, .batch_pages = CGM_CHARGE_BATCH };
+	struct cgm_thread_slot *t;
+	uint32_t slot, h1, h2, top;
+	char why[256], buf[4096];
+	int64_t usage, high = 1000, start, elapsed, want_ms, stock;
+
+	acct_tmp_open(&tmp, &a.h);
+	ck_assert_int_eq(acct_attach(&a, "/top/h1/h2"), 0);
+	top = group_lookup(&a.h, "/top");
+	h1 = group_lookup(&a.h, "/top/h1");
+	h2 = group_lookup(&a.h, "/top/h1/h2");
+	ck_assert_int_eq(cgm_file_write(&a.h, h1, "memory.high", "4000K", why, sizeof(why)), 0);
+	ck_assert_int_eq(a.h.groups[h1].memory.high, high);
+	slot = acct_thread_register(&a, (int)syscall(SYS_gettid));
+	t = &a.h.threads[slot];
+
+	/* Up to just under high: no throttling, no event. */
+	start = now_ns();
+	while (page_counter_read(&a.h.groups[h1].memory) + 64 <= high)
+		ck_assert_int_gt(sim_malloc(&a, t, 64 * CGM_PAGE_SIZE, true), 0);
+	ck_assert_int_eq(t->throttle_ns, 0);
+	ck_assert_int_eq(a.h.groups[h1].events_local[CGM_EV_HIGH], 0);
+	ck_assert_int_lt(now_ns() - start, 1000000000);
+
+	/* Over it without limit checks (as before the limits key is on): no penalty. */
+	while (page_counter_read(&a.h.groups[h1].memory) < high - 20)
+		ck_assert_int_gt(sim_malloc(&a, t, CGM_PAGE_SIZE, false), 0);
+	ck_assert_int_gt(page_counter_read(&a.h.groups[h1].memory), high);
+	ck_assert_int_eq(t->throttle_ns, 0);
+	/* Use up the stock (whole pages here), so the next block is charged exactly. */
+	stock = t->stock;
+	if (stock > 0)
+		ck_assert_int_eq(sim_malloc(&a, t, (size_t)stock, false), stock);
+	ck_assert_int_eq(t->stock, 0);
+
+	/* One charge of 64 pages now: a few percent over, a few hundred ms. */
+	usage = page_counter_read(&a.h.groups[h1].memory) + 64;
+	want_ms = (int64_t)acct_high_delay_ms(usage, high, 64);
+	ck_assert_int_gt(want_ms, 100);
+	start = now_ns();
+	ck_assert_int_gt(sim_malloc(&a, t, 64 * CGM_PAGE_SIZE, true), 0);
+	elapsed = now_ns() - start;
+	ck_assert_msg(elapsed >= want_ms * 1000000 && elapsed < want_ms * 1000000 + 1000000000,
+		      "slept %" PRId64 " ms for a penalty of %" PRId64 " ms", elapsed / 1000000, want_ms);
+	ck_assert_int_ge((int64_t)t->throttle_ns, want_ms * 1000000);
+	ck_assert_int_le((int64_t)t->throttle_ns, elapsed);
+
+	ck_assert_int_eq(a.h.groups[h1].events_local[CGM_EV_HIGH], 1);
+	ck_assert_int_eq(a.h.groups[h1].events[CGM_EV_HIGH], 1);
+	ck_assert_int_eq(a.h.groups[top].events[CGM_EV_HIGH], 1);
+	ck_assert_int_eq(a.h.groups[top].events_local[CGM_EV_HIGH], 0);
+	ck_assert_int_eq(a.h.groups[h2].events[CGM_EV_HIGH], 0);
+	ck_assert_int_eq(a.h.groups[h2].events_local[CGM_EV_HIGH], 0);
+	ck_assert_int_eq(a.h.groups[CGM_ROOT].events[CGM_EV_HIGH], 0);
+
+	/* The stall is in memory.stat, of the charging group and above. */
+	ck_assert_int_gt(cgm_file_read(&a.h, h2, "memory.stat.local", buf, sizeof(buf)), 0);
+	ck_assert_int_eq(acct_file_value(buf, "throttle_usec"), (int64_t)t->throttle_ns / 1000);
+	ck_assert_int_gt(cgm_file_read(&a.h, top, "memory.stat", buf, sizeof(buf)), 0);
+	ck_assert_int_eq(acct_file_value(buf, "throttle_usec"), (int64_t)t->throttle_ns / 1000);
+	ck_assert_int_gt(cgm_file_read(&a.h, h1, "memory.events.local", buf, sizeof(buf)), 0);
+	ck_assert_int_eq(acct_file_value(buf, "high"), 1);
+
+	/* Under high again (frees harvested by the charge path): no more penalty. */
+	sim_free(t, (page_counter_read(&a.h.groups[h1].memory) - high / 2) * CGM_PAGE_SIZE);
+	start = now_ns();
+	ck_assert_int_gt(sim_malloc(&a, t, 64 * CGM_PAGE_SIZE, true), 0);
+	ck_assert_int_lt(now_ns() - start, 10000000 * 5);
+	ck_assert_int_eq(a.h.groups[h1].events_local[CGM_EV_HIGH], 1);
+	acct_detach(&a);
+	hier_close(&a.h);
+	acct_tmp_remove(&tmp);
+}
+END_TEST
+
+static void add_tests(TCase *tc, bool failing)
+{
+	if (failing)
+		return;
+	tcase_add_test(tc, test_kernel_table);
+	tcase_add_test(tc, test_matches_kernel_formula);
+	tcase_add_test(tc, test_monotone);
+	tcase_add_test(tc, test_high_throttles);
+}
+
+int main(int argc, char **argv)
+{
+	return acct_suite_main(argc, argv, "throttle", &seed0, NULL, NULL, add_tests);
+}
