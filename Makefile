@@ -58,6 +58,10 @@ CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
 TEST_CFLAGS := -std=c11 -O1 -g $(WARN) $(CPPFLAGS_BASE)
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+# Tests that run the shim with accounting use a hierarchy file of their own,
+# never the user's /dev/shm/cgmalloc.<uid>; make check starts it afresh.
+TEST_HIER := $(abspath $(B))/test-hierarchy
+TEST_CONF := hierarchy=$(TEST_HIER)
 # Linked against the shim: libcgmalloc.so precedes libc in the search
 # order, exactly as under LD_PRELOAD.
 SHIM_LINK := -L$(B) -Wl,-rpath,$(abspath $(B)) -lcgmalloc -lmimalloc
@@ -89,8 +93,11 @@ check: deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory check-run
 
-check-run: $(CHECK_TARGETS)
+check-run: check-fresh-hierarchy $(CHECK_TARGETS)
 	@echo "make check: all tests passed"
+
+check-fresh-hierarchy:
+	rm -f $(TEST_HIER)
 
 check-asan: deps $(ASAN_TARGETS)
 	@echo "make check-asan: all tests passed"
@@ -113,5 +120,5 @@ VERSION := $(shell sed -n 's/^\#define CGMALLOC_VERSION "\(.*\)"/\1/p' include/c
 clean:
 	rm -rf $(B) $(CLEAN_FILES)
 
-.PHONY: all deps run check check-run check-asan bench stress install clean
+.PHONY: all deps run check check-run check-fresh-hierarchy check-asan bench stress install clean
 .DELETE_ON_ERROR:

@@ -70,8 +70,8 @@ uint64_t acct_proc_start_time(int pid)
 	p = strrchr(buf, ')');
 	if (!p)
 		return 0;
-	/* field 3 (state) is right after ") "; start time is field 22 */
-	for (int field = 3; field < 22 && p; field++)
+	/* each step moves p to the space before field N: 3 (state) ... 22 (start time) */
+	for (int field = 3; field <= 22 && p; field++)
 		p = strchr(p + 1, ' ');
 	if (p)
 		start = strtoull(p + 1, NULL, 10);

@@ -129,7 +129,8 @@ static int validate(const struct cgm_hier_header *hd, size_t size,
 		return -EINVAL;
 	}
 	if (hd->version != CGM_HIER_VERSION) {
-		snprintf(why, whylen, "layout version %u, this library reads version %u",
+		snprintf(why, whylen, "layout version %u, this library reads version %u "
+			 "(remove the file once no process uses it)",
 			 hd->version, CGM_HIER_VERSION);
 		return -EPROTO;
 	}
@@ -142,7 +143,8 @@ static int validate(const struct cgm_hier_header *hd, size_t size,
 	    hd->procs_off != hd->groups_off + (uint64_t)CGM_MAX_GROUPS * sizeof(struct cgm_group) ||
 	    hd->threads_off != hd->procs_off + (uint64_t)CGM_MAX_PROCS * sizeof(struct cgm_proc) ||
 	    hd->checksum != header_checksum(hd)) {
-		snprintf(why, whylen, "corrupt header (geometry or checksum does not match)");
+		snprintf(why, whylen, "corrupt header or another build's layout (geometry or "
+			 "checksum does not match; remove the file once no process uses it)");
 		return -EINVAL;
 	}
 	if (hd->file_size != size || size != layout_size()) {

@@ -27,10 +27,10 @@ $(RT)/stress_malloc: tests/stress_malloc.c include/cgmalloc.h $(LIB)
 	$(CC) $(RT_CFLAGS) -o $@ $< $(SHIM_LINK)
 
 check-stress: $(RT)/stress_malloc
-	$(RT)/stress_malloc $(STRESS_OPS_CHECK) 4 1
+	CGMALLOC_CONF=$(TEST_CONF) $(RT)/stress_malloc $(STRESS_OPS_CHECK) 4 1
 
 stress-malloc-long: $(RT)/stress_malloc
-	$(RT)/stress_malloc $(STRESS_OPS_LONG) $(STRESS_FORKS_LONG) $$(date +%s)
+	CGMALLOC_CONF=$(TEST_CONF) $(RT)/stress_malloc $(STRESS_OPS_LONG) $(STRESS_FORKS_LONG) $$(date +%s)
 
 .PHONY: check-stress stress-malloc-long
 
@@ -51,7 +51,7 @@ $(RT)/test_runtime: tests/test_runtime.c tests/libearly.h include/cgmalloc.h $(L
 
 # libearly.so is preloaded after the shim: glibc runs its constructor first.
 check-runtime: $(RT)/test_runtime
-	LD_PRELOAD=$(abspath $(LIB)):$(abspath $(RT))/libearly.so $(RT)/test_runtime
+	CGMALLOC_CONF=$(TEST_CONF) LD_PRELOAD=$(abspath $(LIB)):$(abspath $(RT))/libearly.so $(RT)/test_runtime
 
 .PHONY: check-runtime
 
@@ -62,7 +62,7 @@ $(RT)/test_new: tests/test_new.cc include/cgmalloc.h $(LIB)
 	$(CXX) $(RT_CXXFLAGS) -o $@ $< $(SHIM_LINK)
 
 check-new: $(RT)/test_new
-	$(RT)/test_new
+	CGMALLOC_CONF=$(TEST_CONF) $(RT)/test_new
 
 .PHONY: check-new
 

@@ -17,7 +17,7 @@ $(T)/asan/test_config: tests/test_config.c $(CONFIG_SRCS) include/cgm/config.h
 
 check-unit: $(T)/test_interpose $(T)/test_config
 	$(T)/test_config
-	$(T)/test_interpose
+	CGMALLOC_CONF=$(TEST_CONF) $(T)/test_interpose
 
 # The library's own unit tests under valgrind: no invalid access in the shim.
 # By default memcheck replaces malloc in every object ("*"); nouserintercepts
@@ -25,7 +25,7 @@ check-unit: $(T)/test_interpose $(T)/test_config
 VALGRIND := valgrind -q --error-exitcode=3 --soname-synonyms=somalloc=nouserintercepts
 check-valgrind: $(T)/test_interpose $(T)/test_config
 	CK_FORK=no $(VALGRIND) $(T)/test_config
-	CK_FORK=no $(VALGRIND) $(T)/test_interpose
+	CGMALLOC_CONF=$(TEST_CONF) CK_FORK=no $(VALGRIND) $(T)/test_interpose
 
 check-asan-config: $(T)/asan/test_config
 	$(T)/asan/test_config

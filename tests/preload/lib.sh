@@ -79,7 +79,7 @@ pl_compare() {
 	pre=$PL_TMP/preload
 
 	pl_run "$base" "$@"
-	pl_run "$pre" LD_PRELOAD="$CGM_LIB" CGMALLOC_CONF=verbose=1 "$@"
+	pl_run "$pre" LD_PRELOAD="$CGM_LIB" CGMALLOC_CONF="verbose=1,hierarchy=$PL_TMP/hierarchy" "$@"
 
 	if [ "$(cat "$base.status")" != 0 ]; then
 		head -20 "$base.stderr" >&2

@@ -38,10 +38,7 @@ check-cgmctl: tests/test_cgmctl.sh tests/cgmctl/lib.sh tests/cgmctl/readme_conf.
 	$(CGMCTL_TEST_ENV) sh tests/test_cgmctl.sh
 
 # Running processes: listed, moved with their charge, reclaimed once killed.
-# Not in CHECK_TARGETS yet: it fails while acct_proc_start_time()
-# (accounting/attach.c) reads field 21 of /proc/PID/stat, always 0, for the
-# start time (field 22), so that every live process looks dead to
-# acct_reclaim_dead() and loses its slot to the next attach or cgmctl.
+# cgmctl on running processes: cgroup.procs, move, dead-process reclaim.
 check-cgmctl-procs: tests/cgmctl/test_procs.sh tests/cgmctl/lib.sh $(CGMCTL) $(LIB)
 	$(CGMCTL_TEST_ENV) sh tests/cgmctl/test_procs.sh
 
@@ -78,7 +75,7 @@ $(CGMCTL_ASAN): $(CGMCTL_SRCS) $(wildcard tools/cgmctl/*.h include/cgm/*.h) $(LI
 check-asan-cgmctl: $(CGMCTL_ASAN) tests/test_cgmctl.sh tests/cgmctl/lib.sh
 	CGMCTL=$(abspath $(CGMCTL_ASAN)) CGM_LIB=$(abspath $(LIB)) sh tests/test_cgmctl.sh
 
-CHECK_TARGETS += check-cgmctl check-api
+CHECK_TARGETS += check-cgmctl check-cgmctl-procs check-api
 ASAN_TARGETS += check-asan-cgmctl
 
 .PHONY: check-cgmctl check-cgmctl-procs check-api check-asan-cgmctl readme-conf \
