@@ -422,13 +422,9 @@ int acct_fork_child(struct cgm_acct *a, uint32_t *thread_slot)
 	hier_unlock(&h->hdr->tree_lock);
 
 	*thread_slot = acct_thread_register(a, (int)syscall(SYS_gettid));
-	/*
-	 * The inherited heap counts as allocated by the child, so that its
-	 * frees of it keep anon (allocated - freed) right.
-	 */
-	if (*thread_slot != CGM_NONE && inherited_bytes > 0 && inherited_objects > 0) {
-		h->threads[*thread_slot].big_alloc_bytes += (uint64_t)inherited_bytes;
-		h->threads[*thread_slot].big_allocs += (uint64_t)inherited_objects;
-	}
+	/* The inherited heap is the child's live heap from the start. */
+	if (inherited_bytes > 0)
+		rstat_move_live(h, &h->procs[idx], CGM_NONE, group, inherited_bytes,
+				inherited_objects > 0 ? inherited_objects : 0);
 	return 0;
 }

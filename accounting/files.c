@@ -28,7 +28,7 @@ static const char *const event_names[CGM_NR_EVENTS] = {
 const char *cgm_stat_name(int i, char *buf, size_t len)
 {
 	static const char *const names[] = {
-		"allocs", "frees", "alloc_bytes", "free_bytes", "throttle_usec",
+		"anon", "allocs", "frees", "alloc_bytes", "free_bytes", "throttle_usec",
 	};
 
 	if (i < CGM_STAT_HIST0)
@@ -61,7 +61,6 @@ static int render_stat(const int64_t *stat, char *buf, size_t len)
 	char name[48];
 	int n = 0;
 
-	OUT("anon %" PRId64 "\n", stat[CGM_STAT_ALLOC_BYTES] - stat[CGM_STAT_FREE_BYTES]);
 	for (int i = 0; i < CGM_NR_STATS; i++) {
 		int64_t v = stat[i];
 

@@ -253,13 +253,16 @@ int hier_open(struct cgm_hier *h, const char *path, bool create,
 		return err;
 	}
 	set_pointers(h, base, (size_t)st.st_size);
+	page_counter_add_domain(base, (size_t)st.st_size);
 	return 0;
 }
 
 void hier_close(struct cgm_hier *h)
 {
-	if (h->hdr)
+	if (h->hdr) {
+		page_counter_remove_domain(h->hdr);
 		munmap(h->hdr, h->size);
+	}
 	h->hdr = NULL;
 }
 

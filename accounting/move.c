@@ -17,10 +17,13 @@ int acct_move(struct cgm_hier *h, uint32_t proc, uint32_t group)
 	struct cgm_proc *p = hier_proc(h, proc);
 	struct cgm_group *from, *to = hier_group(h, group);
 	struct page_counter *fail;
+	uint32_t old_group = CGM_NONE;
 	int err = 0;
 
 	if (!p || !to)
 		return -ENOENT;
+	/* Live bytes as of now, so that anon can follow the process. */
+	rstat_flush(h);
 	hier_lock(&h->hdr->tree_lock);
 	if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != CGM_SLOT_LIVE) {
 		err = -ESRCH;
@@ -39,12 +42,16 @@ int acct_move(struct cgm_hier *h, uint32_t proc, uint32_t group)
 			page_counter_uncharge(&from->memory, p->held_pages);
 		from->nr_procs--;
 		to->nr_procs++;
+		old_group = p->group;
 		__atomic_store_n(&p->group, group, __ATOMIC_RELEASE);
 	}
 	p->move_to = CGM_NONE;
 	__atomic_add_fetch(&p->seq, 1, __ATOMIC_RELEASE);
 unlock:
 	hier_unlock(&p->lock);
+	/* anon follows the process (lock order: tree, flush, proc). */
+	if (old_group != CGM_NONE)
+		rstat_move_live(h, p, old_group, group, p->live_bytes, p->live_objects);
 out:
 	hier_unlock(&h->hdr->tree_lock);
 	if (!err)

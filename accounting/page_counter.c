@@ -13,8 +13,52 @@
 #include "cgm/config.h"
 #include "cgm/page_counter.h"
 
+/*
+ * No tree is deeper than this; a walk that goes further is following a
+ * corrupted parent link round a cycle and stops instead.
+ */
+#define PAGE_COUNTER_MAX_DEPTH 128
+
 #define LOAD(x)		__atomic_load_n(&(x), __ATOMIC_RELAXED)
 #define STORE(x, v)	__atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
+
+#define MAX_DOMAINS 8
+
+static struct { uintptr_t lo, hi; } domains[MAX_DOMAINS];
+
+void page_counter_add_domain(const void *base, size_t size)
+{
+	for (int i = 0; i < MAX_DOMAINS; i++) {
+		if (domains[i].hi == 0) {
+			domains[i].lo = (uintptr_t)base;
+			__atomic_store_n(&domains[i].hi, (uintptr_t)base + size, __ATOMIC_RELEASE);
+			return;
+		}
+	}
+}
+
+void page_counter_remove_domain(const void *base)
+{
+	for (int i = 0; i < MAX_DOMAINS; i++)
+		if (domains[i].lo == (uintptr_t)base)
+			__atomic_store_n(&domains[i].hi, 0, __ATOMIC_RELEASE);
+}
+
+bool page_counter_in_domain(uintptr_t addr)
+{
+	bool any = false;
+
+	for (int i = 0; i < MAX_DOMAINS; i++) {
+		uintptr_t hi = __atomic_load_n(&domains[i].hi, __ATOMIC_ACQUIRE);
+
+		if (!hi)
+			continue;
+		any = true;
+		if (addr >= domains[i].lo && addr + sizeof(struct page_counter) <= hi)
+			return true;
+	}
+	return !any;
+}
 
 static int64_t min64(int64_t a, int64_t b)
 {
@@ -81,7 +125,10 @@ static void page_counter_cancel(struct page_counter *c, int64_t nr)
 
 void page_counter_charge(struct page_counter *counter, int64_t nr)
 {
-	for (struct page_counter *c = counter; c; c = page_counter_parent(c)) {
+	int depth = 0;
+
+	for (struct page_counter *c = counter; c && depth++ < PAGE_COUNTER_MAX_DEPTH;
+	     c = page_counter_parent(c)) {
 		int64_t new = __atomic_add_fetch(&c->usage, nr, __ATOMIC_RELAXED);
 
 		propagate_protected_usage(c, new);
@@ -93,8 +140,9 @@ bool page_counter_try_charge(struct page_counter *counter, int64_t nr,
 			     struct page_counter **fail)
 {
 	struct page_counter *c;
+	int depth = 0;
 
-	for (c = counter; c; c = page_counter_parent(c)) {
+	for (c = counter; c && depth++ < PAGE_COUNTER_MAX_DEPTH; c = page_counter_parent(c)) {
 		/*
 		 * Add first, then check: two racing charges cannot both slip
 		 * under max (each sees the other's pages), at the price of a
@@ -109,19 +157,30 @@ bool page_counter_try_charge(struct page_counter *counter, int64_t nr,
 			goto failed;
 		}
 		propagate_protected_usage(c, new);
-		update_watermark(c, new);
 	}
+	/*
+	 * Peaks only once the whole charge stands: a charge that an ancestor
+	 * refuses leaves no trace in any watermark (the kernel lives with
+	 * one; a failed try_charge here changes nothing but failcnt).
+	 */
+	depth = 0;
+	for (c = counter; c && depth++ < PAGE_COUNTER_MAX_DEPTH; c = page_counter_parent(c))
+		update_watermark(c, page_counter_read(c));
 	return true;
 
 failed:
-	for (c = counter; c != *fail; c = page_counter_parent(c))
+	depth = 0;
+	for (c = counter; c != *fail && depth++ < PAGE_COUNTER_MAX_DEPTH; c = page_counter_parent(c))
 		page_counter_cancel(c, nr);
 	return false;
 }
 
 void page_counter_uncharge(struct page_counter *counter, int64_t nr)
 {
-	for (struct page_counter *c = counter; c; c = page_counter_parent(c))
+	int depth = 0;
+
+	for (struct page_counter *c = counter; c && depth++ < PAGE_COUNTER_MAX_DEPTH;
+	     c = page_counter_parent(c))
 		page_counter_cancel(c, nr);
 }
 
@@ -153,18 +212,25 @@ void page_counter_set_high(struct page_counter *c, int64_t nr)
 	STORE(c->high, nr);
 }
 
+static void propagate_up(struct page_counter *c)
+{
+	int depth = 0;
+
+	for (struct page_counter *p = c; p && depth++ < PAGE_COUNTER_MAX_DEPTH;
+	     p = page_counter_parent(p))
+		propagate_protected_usage(p, page_counter_read(p));
+}
+
 void page_counter_set_min(struct page_counter *c, int64_t nr)
 {
 	STORE(c->min, nr);
-	for (struct page_counter *p = c; p; p = page_counter_parent(p))
-		propagate_protected_usage(p, page_counter_read(p));
+	propagate_up(c);
 }
 
 void page_counter_set_low(struct page_counter *c, int64_t nr)
 {
 	STORE(c->low, nr);
-	for (struct page_counter *p = c; p; p = page_counter_parent(p))
-		propagate_protected_usage(p, page_counter_read(p));
+	propagate_up(c);
 }
 
 void page_counter_reset_watermark(struct page_counter *c)

@@ -100,6 +100,7 @@ static bool slot_delta(struct cgm_thread_slot *t, int64_t d[CGM_NR_STATS])
 		}
 	}
 #undef DELTA
+	d[CGM_STAT_ANON] = d[CGM_STAT_ALLOC_BYTES] - d[CGM_STAT_FREE_BYTES];
 	return any;
 }
 
@@ -139,7 +140,7 @@ void rstat_flush(struct cgm_hier *h)
 			continue;
 		fold(h, __atomic_load_n(&p->group, __ATOMIC_RELAXED), d);
 		/* What the process holds live: a forked child inherits it. */
-		p->live_bytes += d[CGM_STAT_ALLOC_BYTES] - d[CGM_STAT_FREE_BYTES];
+		p->live_bytes += d[CGM_STAT_ANON];
 		p->live_objects += d[CGM_STAT_ALLOCS] - d[CGM_STAT_FREES];
 	}
 	/* Slots of exited threads, now flushed, can go. */
@@ -157,18 +158,33 @@ void rstat_flush(struct cgm_hier *h)
 	hier_unlock(&h->hdr->flush_lock);
 }
 
-void rstat_fold_exit(struct cgm_hier *h, struct cgm_proc *p)
+void rstat_move_live(struct cgm_hier *h, struct cgm_proc *p, uint32_t from,
+		     uint32_t to, int64_t bytes, int64_t objects)
 {
 	int64_t d[CGM_NR_STATS] = { 0 };
 
 	hier_lock(&h->hdr->flush_lock);
-	/* Exit frees whatever the process still held. */
-	if (p->live_bytes > 0 || p->live_objects > 0) {
-		d[CGM_STAT_FREE_BYTES] = p->live_bytes > 0 ? p->live_bytes : 0;
-		d[CGM_STAT_FREES] = p->live_objects > 0 ? p->live_objects : 0;
-		fold(h, __atomic_load_n(&p->group, __ATOMIC_RELAXED), d);
+	if (bytes && from != CGM_NONE) {
+		d[CGM_STAT_ANON] = -bytes;
+		fold(h, from, d);
 	}
-	p->live_bytes = 0;
-	p->live_objects = 0;
+	if (bytes && to != CGM_NONE) {
+		d[CGM_STAT_ANON] = bytes;
+		fold(h, to, d);
+	}
+	if (from == CGM_NONE) {
+		p->live_bytes += bytes;
+		p->live_objects += objects;
+	} else if (to == CGM_NONE) {
+		p->live_bytes -= bytes;
+		p->live_objects -= objects;
+	}
 	hier_unlock(&h->hdr->flush_lock);
+}
+
+void rstat_fold_exit(struct cgm_hier *h, struct cgm_proc *p)
+{
+	/* Exit frees whatever the process still held. */
+	rstat_move_live(h, p, __atomic_load_n(&p->group, __ATOMIC_RELAXED), CGM_NONE,
+			p->live_bytes, p->live_objects);
 }

@@ -76,6 +76,12 @@ static struct cgm_thread_slot *thread_slot(void)
 	return t;
 }
 
+/* A new thread's slot, before its own code runs (shim/thread_start.c). */
+void cgm_thread_register(void)
+{
+	thread_slot();
+}
+
 /*
  * Take @bytes from the stock, refilling it; -ENOMEM if a limit refuses.
  * Before charging more, allowances hoarded in size classes beyond one

@@ -29,6 +29,7 @@ void cgm_watcher_start(void);
 void cgm_watcher_stop(void);
 void cgm_watch_limits(void);
 void cgm_exit_report(void);
+void cgm_thread_start_init(void);
 
 static void reclaim_heap(void)
 {
@@ -142,6 +143,7 @@ const char *cgm_accounting_start(void)
 	apply_limit(p->group, CGM_LIMIT_MAX, cgm_conf.max, "max");
 	apply_limit(p->group, CGM_LIMIT_HIGH, cgm_conf.high, "high");
 	cgm_accounted_init();
+	cgm_thread_start_init();
 	atexit(accounting_stop);
 	pthread_atfork(NULL, NULL, fork_child);
 	cgm_watch_limits();

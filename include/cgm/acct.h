@@ -128,6 +128,14 @@ void rstat_flush(struct cgm_hier *h);
  */
 void rstat_fold_exit(struct cgm_hier *h, struct cgm_proc *p);
 
+/*
+ * Move @bytes (@objects) of process @p's live heap in the anon statistic
+ * from group @from to group @to (either CGM_NONE: only taken or only
+ * given): a move, a fork's inheritance, an exit.
+ */
+void rstat_move_live(struct cgm_hier *h, struct cgm_proc *p, uint32_t from,
+		     uint32_t to, int64_t bytes, int64_t objects);
+
 /* Map a block size to its histogram bucket. */
 unsigned int rstat_hist_bucket(uint64_t size);
 

@@ -27,7 +27,7 @@
 #include "cgm/page_counter.h"
 
 #define CGM_HIER_MAGIC		0x3152454948474d43ULL	/* "CGMHIER1" */
-#define CGM_HIER_VERSION	2
+#define CGM_HIER_VERSION	3
 #define CGM_NONE		UINT32_MAX
 #define CGM_ROOT		0
 #define CGM_NAME_MAX		64		/* a path component, NUL included */
@@ -51,8 +51,14 @@ enum cgm_event {
 /* Size histogram: bucket b counts blocks of (2^(b+2), 2^(b+3)] bytes. */
 #define CGM_HIST_BUCKETS	30
 
-/* memory.stat counters kept per group (anon is alloc_bytes - free_bytes). */
+/*
+ * memory.stat counters kept per group.  anon is the live heap bytes of
+ * the group's processes: allocations less frees as they are flushed, plus
+ * what a forked child inherits, less what a leaving process still held;
+ * it moves with a process that moves.
+ */
 enum cgm_stat {
+	CGM_STAT_ANON,
 	CGM_STAT_ALLOCS,
 	CGM_STAT_FREES,
 	CGM_STAT_ALLOC_BYTES,

@@ -13,6 +13,7 @@
 #define CGM_PAGE_COUNTER_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define PAGE_COUNTER_MAX INT64_MAX
@@ -40,9 +41,26 @@ struct page_counter {
 	int64_t max;
 };
 
+/*
+ * The mappings counters may live in (registered by whoever maps them): a
+ * parent offset that leads outside all of them is corruption, and the
+ * walk stops there instead of touching memory it does not own.  With
+ * none registered, offsets are trusted.
+ */
+bool page_counter_in_domain(uintptr_t addr);
+void page_counter_add_domain(const void *base, size_t size);
+void page_counter_remove_domain(const void *base);
+
 static inline struct page_counter *page_counter_parent(const struct page_counter *c)
 {
-	return c->parent_off ? (struct page_counter *)((char *)c + c->parent_off) : NULL;
+	uintptr_t p;
+
+	if (!c->parent_off)
+		return NULL;
+	p = (uintptr_t)c + (uintptr_t)c->parent_off;
+	if ((p & 7) || !page_counter_in_domain(p))
+		return NULL;
+	return (struct page_counter *)p;
 }
 
 static inline int64_t page_counter_read(const struct page_counter *c)
