@@ -94,6 +94,7 @@ static void free_thread_slot(struct cgm_hier *h, uint32_t idx)
 		return;
 	memset(t, 0, offsetof(struct cgm_thread_slot, state));
 	t->next = CGM_NONE;
+	__atomic_fetch_and(&h->hdr->thread_map[idx / 64], ~(1ULL << (idx % 64)), __ATOMIC_RELEASE);
 	__atomic_store_n(&t->state, CGM_SLOT_FREE, __ATOMIC_RELEASE);
 }
 
@@ -295,6 +296,7 @@ static uint32_t claim_thread_slot(struct cgm_hier *h, int tid)
 		memset(t, 0, offsetof(struct cgm_thread_slot, state));
 		memset(&t->snap_frees, 0, sizeof(*t) - offsetof(struct cgm_thread_slot, snap_frees));
 		t->tid = tid;
+		__atomic_fetch_or(&h->hdr->thread_map[i / 64], 1ULL << (i % 64), __ATOMIC_RELEASE);
 		return i;
 	}
 	return CGM_NONE;

@@ -97,6 +97,17 @@ static int render_procs(struct cgm_hier *h, uint32_t group, char *buf, size_t le
 int cgm_file_read(struct cgm_hier *h, uint32_t group, const char *name,
 		  char *buf, size_t len)
 {
+	if (!hier_group(h, group))
+		return -ENOENT;
+	if (!strcmp(name, "memory.current") || !strcmp(name, "memory.peak") ||
+	    !strncmp(name, "memory.stat", 11))
+		cgm_files_flush(h, group);
+	return cgm_file_render(h, group, name, buf, len);
+}
+
+int cgm_file_render(struct cgm_hier *h, uint32_t group, const char *name,
+		    char *buf, size_t len)
+{
 	struct cgm_group *g = hier_group(h, group);
 	int n = 0;
 
@@ -104,9 +115,6 @@ int cgm_file_read(struct cgm_hier *h, uint32_t group, const char *name,
 		return -ENOENT;
 	if (len)
 		buf[0] = '\0';
-	if (!strcmp(name, "memory.current") || !strcmp(name, "memory.peak") ||
-	    !strncmp(name, "memory.stat", 11))
-		cgm_files_flush(h, group);
 	if (!strcmp(name, "memory.current"))
 		OUT("%" PRIu64 "\n", page_counter_bytes(page_counter_read(&g->memory)));
 	else if (!strcmp(name, "memory.peak"))

@@ -139,10 +139,11 @@ void page_counter_charge(struct page_counter *counter, int64_t nr)
 bool page_counter_try_charge(struct page_counter *counter, int64_t nr,
 			     struct page_counter **fail)
 {
+	int64_t usage_after[PAGE_COUNTER_MAX_DEPTH];
 	struct page_counter *c;
 	int depth = 0;
 
-	for (c = counter; c && depth++ < PAGE_COUNTER_MAX_DEPTH; c = page_counter_parent(c)) {
+	for (c = counter; c && depth < PAGE_COUNTER_MAX_DEPTH; c = page_counter_parent(c)) {
 		/*
 		 * Add first, then check: two racing charges cannot both slip
 		 * under max (each sees the other's pages), at the price of a
@@ -157,15 +158,18 @@ bool page_counter_try_charge(struct page_counter *counter, int64_t nr,
 			goto failed;
 		}
 		propagate_protected_usage(c, new);
+		usage_after[depth++] = new;
 	}
 	/*
 	 * Peaks only once the whole charge stands: a charge that an ancestor
 	 * refuses leaves no trace in any watermark (the kernel lives with
-	 * one; a failed try_charge here changes nothing but failcnt).
+	 * one; a failed try_charge here changes nothing but failcnt).  Each
+	 * counter's peak is the usage this charge produced there, never a
+	 * racing charge's transient overshoot of max.
 	 */
 	depth = 0;
-	for (c = counter; c && depth++ < PAGE_COUNTER_MAX_DEPTH; c = page_counter_parent(c))
-		update_watermark(c, page_counter_read(c));
+	for (c = counter; c && depth < PAGE_COUNTER_MAX_DEPTH; c = page_counter_parent(c))
+		update_watermark(c, usage_after[depth++]);
 	return true;
 
 failed:

@@ -129,19 +129,25 @@ void rstat_flush(struct cgm_hier *h)
 	int64_t d[CGM_NR_STATS];
 
 	hier_lock(&h->hdr->flush_lock);
-	for (uint32_t i = 0; i < CGM_MAX_THREADS; i++) {
-		struct cgm_thread_slot *t = &h->threads[i];
-		struct cgm_proc *p;
+	for (uint32_t w = 0; w < CGM_MAX_THREADS / 64; w++) {
+		uint64_t bits = __atomic_load_n(&h->hdr->thread_map[w], __ATOMIC_ACQUIRE);
 
-		if (__atomic_load_n(&t->state, __ATOMIC_ACQUIRE) == CGM_SLOT_FREE)
-			continue;
-		p = hier_proc(h, t->proc);
-		if (!p || !slot_delta(t, d))
-			continue;
-		fold(h, __atomic_load_n(&p->group, __ATOMIC_RELAXED), d);
-		/* What the process holds live: a forked child inherits it. */
-		p->live_bytes += d[CGM_STAT_ANON];
-		p->live_objects += d[CGM_STAT_ALLOCS] - d[CGM_STAT_FREES];
+		while (bits) {
+			uint32_t i = w * 64 + (uint32_t)__builtin_ctzll(bits);
+			struct cgm_thread_slot *t = &h->threads[i];
+			struct cgm_proc *p;
+
+			bits &= bits - 1;
+			if (__atomic_load_n(&t->state, __ATOMIC_ACQUIRE) == CGM_SLOT_FREE)
+				continue;
+			p = hier_proc(h, t->proc);
+			if (!p || !slot_delta(t, d))
+				continue;
+			fold(h, __atomic_load_n(&p->group, __ATOMIC_RELAXED), d);
+			/* What the process holds live: a forked child inherits it. */
+			p->live_bytes += d[CGM_STAT_ANON];
+			p->live_objects += d[CGM_STAT_ALLOCS] - d[CGM_STAT_FREES];
+		}
 	}
 	/* Slots of exited threads, now flushed, can go. */
 	for (uint32_t i = 0; i < CGM_MAX_PROCS; i++) {

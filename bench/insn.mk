@@ -24,3 +24,17 @@ bench-insn: $(LIB) $(NOSITES_DIR)/libcgmalloc.so $(B)/bench/pairs
 
 BENCH_TARGETS += bench-insn
 .PHONY: bench-insn
+
+# memory.stat with 10,000 groups and 16 processes (issue 4).
+$(B)/bench/stat_read: bench/stat_read.c $(ACCT_SRCS) $(CONFIG_SRCS)
+	@mkdir -p $(B)/bench
+	$(CC) -std=c11 -O2 -g $(WARN) $(CPPFLAGS_BASE) -pthread -o $@ bench/stat_read.c $(ACCT_SRCS) $(CONFIG_SRCS)
+
+bench-stat: $(B)/bench/stat_read
+	{ echo "memory.stat reads (bench/stat_read.c, \`make bench-stat\`):"; echo; \
+	  $(B)/bench/stat_read /dev/shm/cgm-bench-stat.$$$$ 10000 16; echo; \
+	  $(B)/bench/stat_read /dev/shm/cgm-bench-stat.$$$$ 100 16; } > bench/RESULTS-stat.md
+	cat bench/RESULTS-stat.md
+
+BENCH_TARGETS += bench-stat
+.PHONY: bench-stat

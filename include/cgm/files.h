@@ -27,6 +27,10 @@ extern const char *const cgm_file_names[];
 int cgm_file_read(struct cgm_hier *h, uint32_t group, const char *name,
 		  char *buf, size_t len);
 
+/* The same without the flush: what the hierarchy holds as of now. */
+int cgm_file_render(struct cgm_hier *h, uint32_t group, const char *name,
+		    char *buf, size_t len);
+
 /*
  * Parse @value and apply it to file @name of group @group.  A bad value
  * changes nothing.  Returns 0, or a negative errno with a one-line reason

@@ -27,7 +27,7 @@
 #include "cgm/page_counter.h"
 
 #define CGM_HIER_MAGIC		0x3152454948474d43ULL	/* "CGMHIER1" */
-#define CGM_HIER_VERSION	3
+#define CGM_HIER_VERSION	4
 #define CGM_NONE		UINT32_MAX
 #define CGM_ROOT		0
 #define CGM_NAME_MAX		64		/* a path component, NUL included */
@@ -168,6 +168,11 @@ struct cgm_hier_header {
 	uint32_t nr_limited;		/* groups with a finite max or high */
 	uint32_t epoch;			/* futex: bumped on every change processes must see */
 	uint32_t flush_seq;
+	/*
+	 * Which thread slots are in use, one bit each: a flush reads 512
+	 * bytes to find the live slots instead of touching every slot.
+	 */
+	uint64_t thread_map[CGM_MAX_THREADS / 64];
 	pthread_mutex_t tree_lock;	/* robust, shared */
 	pthread_mutex_t flush_lock;	/* robust, shared */
 	uint64_t checksum;		/* of the fields above tree_lock */
