@@ -426,7 +426,7 @@ int acct_fork_child(struct cgm_acct *a, uint32_t *thread_slot)
 	*thread_slot = acct_thread_register(a, (int)syscall(SYS_gettid));
 	/* The inherited heap is the child's live heap from the start. */
 	if (inherited_bytes > 0)
-		rstat_move_live(h, &h->procs[idx], CGM_NONE, group, inherited_bytes,
-				inherited_objects > 0 ? inherited_objects : 0);
+		rstat_inherit(h, &h->procs[idx], inherited_bytes,
+			      inherited_objects > 0 ? inherited_objects : 0);
 	return 0;
 }

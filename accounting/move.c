@@ -17,7 +17,7 @@ int acct_move(struct cgm_hier *h, uint32_t proc, uint32_t group)
 	struct cgm_proc *p = hier_proc(h, proc);
 	struct cgm_group *from, *to = hier_group(h, group);
 	struct page_counter *fail;
-	uint32_t old_group = CGM_NONE;
+	bool moved = false;
 	int err = 0;
 
 	if (!p || !to)
@@ -29,6 +29,8 @@ int acct_move(struct cgm_hier *h, uint32_t proc, uint32_t group)
 		err = -ESRCH;
 		goto out;
 	}
+	/* Lock order: tree, flush, proc.  Charge, anon and group move together. */
+	hier_lock(&h->hdr->flush_lock);
 	hier_lock(&p->lock);
 	from = hier_group(h, p->group);
 	if (p->group == group || !from)
@@ -42,19 +44,17 @@ int acct_move(struct cgm_hier *h, uint32_t proc, uint32_t group)
 			page_counter_uncharge(&from->memory, p->held_pages);
 		from->nr_procs--;
 		to->nr_procs++;
-		old_group = p->group;
-		__atomic_store_n(&p->group, group, __ATOMIC_RELEASE);
+		rstat_switch_group(h, p, group);
+		moved = true;
 	}
 	p->move_to = CGM_NONE;
 	__atomic_add_fetch(&p->seq, 1, __ATOMIC_RELEASE);
 unlock:
 	hier_unlock(&p->lock);
-	/* anon follows the process (lock order: tree, flush, proc). */
-	if (old_group != CGM_NONE)
-		rstat_move_live(h, p, old_group, group, p->live_bytes, p->live_objects);
+	hier_unlock(&h->hdr->flush_lock);
 out:
 	hier_unlock(&h->hdr->tree_lock);
-	if (!err)
+	if (moved)
 		hier_bump_epoch(h);
 	return err;
 }

@@ -164,33 +164,46 @@ void rstat_flush(struct cgm_hier *h)
 	hier_unlock(&h->hdr->flush_lock);
 }
 
-void rstat_move_live(struct cgm_hier *h, struct cgm_proc *p, uint32_t from,
-		     uint32_t to, int64_t bytes, int64_t objects)
+/* Move @bytes/@objects of anon between groups (CGM_NONE: none).  Flush lock held. */
+static void shift_live(struct cgm_hier *h, uint32_t from, uint32_t to,
+		       int64_t bytes)
 {
 	int64_t d[CGM_NR_STATS] = { 0 };
 
-	hier_lock(&h->hdr->flush_lock);
-	if (bytes && from != CGM_NONE) {
+	if (!bytes)
+		return;
+	if (from != CGM_NONE) {
 		d[CGM_STAT_ANON] = -bytes;
 		fold(h, from, d);
 	}
-	if (bytes && to != CGM_NONE) {
+	if (to != CGM_NONE) {
 		d[CGM_STAT_ANON] = bytes;
 		fold(h, to, d);
 	}
-	if (from == CGM_NONE) {
-		p->live_bytes += bytes;
-		p->live_objects += objects;
-	} else if (to == CGM_NONE) {
-		p->live_bytes -= bytes;
-		p->live_objects -= objects;
-	}
+}
+
+void rstat_inherit(struct cgm_hier *h, struct cgm_proc *p, int64_t bytes, int64_t objects)
+{
+	hier_lock(&h->hdr->flush_lock);
+	shift_live(h, CGM_NONE, __atomic_load_n(&p->group, __ATOMIC_RELAXED), bytes);
+	p->live_bytes += bytes;
+	p->live_objects += objects;
 	hier_unlock(&h->hdr->flush_lock);
 }
 
 void rstat_fold_exit(struct cgm_hier *h, struct cgm_proc *p)
 {
-	/* Exit frees whatever the process still held. */
-	rstat_move_live(h, p, __atomic_load_n(&p->group, __ATOMIC_RELAXED), CGM_NONE,
-			p->live_bytes, p->live_objects);
+	/* Exit frees whatever the process still held; read under the lock. */
+	hier_lock(&h->hdr->flush_lock);
+	shift_live(h, __atomic_load_n(&p->group, __ATOMIC_RELAXED), CGM_NONE, p->live_bytes);
+	p->live_bytes = 0;
+	p->live_objects = 0;
+	hier_unlock(&h->hdr->flush_lock);
+}
+
+void rstat_switch_group(struct cgm_hier *h, struct cgm_proc *p, uint32_t to)
+{
+	/* Caller holds the flush lock and p->lock: no flush sees half a move. */
+	shift_live(h, p->group, to, p->live_bytes);
+	__atomic_store_n(&p->group, to, __ATOMIC_RELEASE);
 }

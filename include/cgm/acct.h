@@ -128,13 +128,15 @@ void rstat_flush(struct cgm_hier *h);
  */
 void rstat_fold_exit(struct cgm_hier *h, struct cgm_proc *p);
 
+/* A forked child starts with @bytes of live heap in its group's anon. */
+void rstat_inherit(struct cgm_hier *h, struct cgm_proc *p, int64_t bytes, int64_t objects);
+
 /*
- * Move @bytes (@objects) of process @p's live heap in the anon statistic
- * from group @from to group @to (either CGM_NONE: only taken or only
- * given): a move, a fork's inheritance, an exit.
+ * Put process @p in group @to, its anon going along.  Caller holds the
+ * flush lock and then p->lock, so that no flush or harvest sees the
+ * process half moved.
  */
-void rstat_move_live(struct cgm_hier *h, struct cgm_proc *p, uint32_t from,
-		     uint32_t to, int64_t bytes, int64_t objects);
+void rstat_switch_group(struct cgm_hier *h, struct cgm_proc *p, uint32_t to);
 
 /* Map a block size to its histogram bucket. */
 unsigned int rstat_hist_bucket(uint64_t size);
