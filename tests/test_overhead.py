@@ -159,6 +159,19 @@ class Interleaving(unittest.TestCase):
                          ["glibc", "on", "limits"])
 
 
+class Isolation(unittest.TestCase):
+    def test_own_group_unless_named(self):
+        from cgm_overhead.harness import Harness
+        h = Harness(None, [], ["glibc"])
+        h.hier_dir = "/dev/shm/x"
+        on = configs.Config("on", preload="lib.so", conf="accounting=1")
+        mine = configs.Config("mine", preload="lib.so", conf="accounting=1,group=/a")
+        self.assertEqual(h._settings(on, "on")["CGMALLOC_CONF"],
+                         "accounting=1,hierarchy=/dev/shm/x/hierarchy,group=/cgm-overhead/on-0")
+        self.assertEqual(h._settings(mine, "mine")["CGMALLOC_CONF"], "accounting=1,group=/a")
+        self.assertEqual(h._settings(configs.Config("glibc"), "glibc"), {})
+
+
 class Parsing(unittest.TestCase):
     def test_config_list(self):
         self.assertEqual(configs.parse_list(["glibc,on", "mine=accounting=1,max=1G"]),
@@ -278,6 +291,10 @@ class EndToEnd(unittest.TestCase):
             if r["phase"] != "callgrind" and any(r["values"].get(k) is None for k in keys):
                 bad.append(r)
         self.assertEqual(bad, [])
+        # Each cgmalloc run in a group of its own.
+        groups = [w for r in runs for w in r["command"] if w.startswith("CGMALLOC_CONF=")]
+        self.assertEqual(len(groups), len(set(groups)))
+        self.assertTrue(all(",group=/cgm-overhead/" in g for g in groups))
         # The spawn helper measures the workload alone, not this ~10 MB harness.
         rss = [r["values"]["maxrss"] for r in timed if r["config"] == "glibc"]
         self.assertLess(max(rss), 6 * 1024, "max RSS includes the harness")

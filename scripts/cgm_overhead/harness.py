@@ -1,6 +1,14 @@
 """The whole measurement: warm-up, interleaved rounds, callgrind runs, and
 the statistics, gathered into one record (the JSON file's content).
 
+Runs are isolated from each other: every cgmalloc run attaches to a group
+of its own (group=/cgm-overhead/CONFIG-SEQ) in a hierarchy file made for
+this invocation and removed at its end, so that no run inherits the limits
+another set or the charges another left (cgmalloc keeps groups, limits and
+charges in the shared hierarchy file between processes, as cgroups do
+between tasks).  A configuration that names its own hierarchy or group
+keeps it.
+
 A run that fails (non-zero exit, a signal, a timeout) is recorded with its
 status and the end of its stderr, and left out of the statistics.  A
 configuration whose warm-up fails is not run further; when the base
@@ -15,6 +23,9 @@ import time
 
 from . import HarnessError, callgrind, configs, measure, perf, schedule, stats
 from .progress import Eta, Progress
+
+# How much longer than --timeout a run under callgrind may take.
+CALLGRIND_SLOWDOWN = 100
 
 
 class Workload:
@@ -66,14 +77,28 @@ class Harness:
         self.use_callgrind = use_callgrind
         self.lib = cgmalloc_lib
         self.helper = helper
+        self.hier_dir = None
         self.progress = progress or Progress(quiet=True)
         self.records = []
         self.start = None
         self.peak_kib = None
 
     # -- one run ---------------------------------------------------------
+    def _settings(self, config, label):
+        """The configuration's environment, with the run's own group."""
+        env = config.env()
+        conf = env.get("CGMALLOC_CONF")
+        if conf is None or not self.hier_dir:
+            return env
+        keys = {item.split("=", 1)[0].strip() for item in conf.split(",")}
+        if not keys & {"hierarchy", "group"}:
+            env["CGMALLOC_CONF"] = "%s,hierarchy=%s,group=/cgm-overhead/%s-%d" % (
+                conf, os.path.join(self.hier_dir, "hierarchy"), label, len(self.records))
+        return env
+
     def _run(self, config, phase, rnd, label=None):
         argv = [self.w.executable] + self.w.argv[1:]
+        settings = self._settings(config, label or config.name)
         outer, inner = [], []
         perf_out = cg_out = None
         if phase == "callgrind":
@@ -83,11 +108,13 @@ class Harness:
             fd, perf_out = tempfile.mkstemp(prefix="cgm-overhead-perf-")
             os.close(fd)
             outer = self.perf.prefix(perf_out)
-        cmd = measure.command(argv, config.env(), self.helper, outer, inner, perf.env_path())
+        cmd = measure.command(argv, settings, self.helper, outer, inner, perf.env_path())
+        timeout = self.w.timeout
+        if timeout and phase == "callgrind":
+            timeout *= CALLGRIND_SLOWDOWN
         t = time.monotonic()
         try:
-            r = measure.run(argv, self.w.env, config.env(), self.w.stdin,
-                            None if phase == "callgrind" else self.w.timeout,
+            r = measure.run(argv, self.w.env, settings, self.w.stdin, timeout,
                             self.helper, outer, inner)
         except OSError as e:
             raise HarnessError("cannot run %s: %s" % (self.w.argv[0], e.strerror or e))
@@ -245,6 +272,8 @@ class Harness:
             c = next((c for c in self.configs if c.name == missing[0]), None)
             raise HarnessError("base configuration %s is not available%s" % (
                 missing[0], ": " + c.note if c and c.note else ""))
+        shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
+        self.hier_dir = tempfile.mkdtemp(prefix="cgm-overhead-", dir=shm)
         try:
             self._warm_up()
             if self.runs:
@@ -253,4 +282,5 @@ class Harness:
                 self._callgrind()
         finally:
             self.progress.done()
+            shutil.rmtree(self.hier_dir, ignore_errors=True)
         return time.monotonic() - self.start

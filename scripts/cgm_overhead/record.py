@@ -79,7 +79,11 @@ def build(h, invocation, started, duration, notes):
         "settings": {"runs": h.runs, "warmup": h.warmup, "order": h.order, "seed": h.seed,
                      "confidence": h.confidence, "bases": h.bases,
                      "stats_method": h.stats_method, "callgrind": h.use_callgrind,
-                     "limits_peak_maxrss_kib": h.peak_kib},
+                     "limits_peak_maxrss_kib": h.peak_kib,
+                     "isolation": "each cgmalloc run in its own group "
+                                  "(group=/cgm-overhead/CONFIG-SEQ) of a hierarchy file of "
+                                  "this invocation (%s/hierarchy), unless the configuration "
+                                  "names a hierarchy or group" % h.hier_dir},
         "configurations": cfgs,
         "perf": h.perf.to_json(),
         "measures": [{"key": k, "title": t, "unit": u} for k, t, u in h.measures()],

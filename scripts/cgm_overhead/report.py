@@ -73,6 +73,9 @@ def _header_lines(rec):
             lines.append("  %-*s  %s%s" % (width, c["name"], env, extra))
         else:
             lines.append("  %-*s  %s" % (width, c["name"], c["note"]))
+    if any(c["available"] and "CGMALLOC_CONF" in c["env"] for c in rec["configurations"]):
+        lines.append("  isolation: each cgmalloc run in its own group (group=/cgm-overhead/"
+                     "CONFIG-SEQ) of a hierarchy made for this invocation")
     lines.append("  " + rec["perf"]["note"])
     methods = {v["method"] for base in rec["comparisons"].values()
                for cfg in base.values() for v in cfg.values()}
