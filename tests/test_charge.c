@@ -701,10 +701,9 @@ END_TEST
 
 static void add_tests(TCase *tc, bool failing)
 {
-	if (failing) {
-		tcase_add_test(tc, test_live_process_survives_reclaim);
+	if (failing)
 		return;
-	}
+	tcase_add_test(tc, test_live_process_survives_reclaim);
 	tcase_add_test(tc, test_alloc_free_restores_ancestors);
 	tcase_add_test(tc, test_threads_cross_frees);
 	tcase_add_test(tc, test_stock_trim_and_exit);

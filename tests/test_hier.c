@@ -431,6 +431,7 @@ static void walk_everything(struct cgm_hier *h, const uint32_t *idx, int n, uint
  * dead process, then write garbage into the index fields and call every
  * walker after each scribble.  Check's timeout catches a loop.
  */
+/* @arg non-NULL: scribble on counts (held pages, free pool) instead of indices. */
 static void scribble_and_walk(void *arg)
 {
 	struct cgm_hier h;
@@ -439,7 +440,6 @@ static void scribble_and_walk(void *arg)
 	uint32_t idx[24], slots[4];
 	int64_t size;
 
-	(void)arg;
 	acct_tmp_open(&tmp, &a.h);
 	h = a.h;
 	if (acct_random_tree(&h, &rng, 24, idx) < 0 || acct_attach(&a, "/g0") < 0)
@@ -462,7 +462,7 @@ static void scribble_and_walk(void *arg)
 		struct cgm_proc *p = &h.procs[a.proc + acct_rand_below(&rng, 2)];
 		struct cgm_thread_slot *t = &h.threads[slots[acct_rand_below(&rng, 4)]];
 
-		switch (acct_rand_below(&rng, 10)) {
+		switch (arg ? 8 : acct_rand_below(&rng, 10)) {
 		case 0: gr->parent = garbage_index(&rng, CGM_MAX_GROUPS, g); break;
 		case 1: gr->first_child = garbage_index(&rng, CGM_MAX_GROUPS, g); break;
 		case 2: gr->next_sibling = garbage_index(&rng, CGM_MAX_GROUPS, g); break;
@@ -472,9 +472,12 @@ static void scribble_and_walk(void *arg)
 		case 6: p->group = garbage_index(&rng, CGM_MAX_GROUPS, p->group); break;
 		case 7: p->first_thread = garbage_index(&rng, CGM_MAX_THREADS, p->first_thread); break;
 		case 8:
+			if (!arg)
+				break;
 			/* Counts, not indices: any value must still be arithmetic-safe. */
 			p->held_pages = (int64_t)acct_rand(&rng) >> acct_rand_below(&rng, 64);
 			p->free_pool = (int64_t)acct_rand(&rng) >> acct_rand_below(&rng, 64);
+			h.threads[slots[0]].freed_bytes += acct_rand(&rng) >> acct_rand_below(&rng, 64);
 			break;
 		default:
 			/* A cycle through two groups. */
@@ -498,6 +501,19 @@ START_TEST(test_corrupt_indices)
 
 	ck_assert_msg(acct_run_guarded(scribble_and_walk, NULL, 20000, msg, sizeof(msg)) == 0,
 		      "garbage indices (seed %" PRIu64 "): %s", seed0, msg);
+}
+END_TEST
+
+/*
+ * Garbage in the counts of a process slot: harvesting must not overflow
+ * (signed overflow is undefined; the ASan+UBSan build stops on it).
+ */
+START_TEST(test_corrupt_counts)
+{
+	char msg[128];
+
+	ck_assert_msg(acct_run_guarded(scribble_and_walk, &msg, 20000, msg, sizeof(msg)) == 0,
+		      "garbage counts (seed %" PRIu64 "): %s", seed0, msg);
 }
 END_TEST
 
@@ -551,9 +567,10 @@ END_TEST
 static void add_tests(TCase *tc, bool failing)
 {
 	if (failing) {
-		tcase_add_test(tc, test_corrupt_parent_offset);
+		tcase_add_test(tc, test_corrupt_counts);
 		return;
 	}
+	tcase_add_test(tc, test_corrupt_parent_offset);
 	tcase_add_test(tc, test_create_and_reopen);
 	tcase_add_test(tc, test_bad_magic);
 	tcase_add_test(tc, test_wrong_version);

@@ -142,7 +142,7 @@ START_TEST(test_high_throttles)
 	struct cgm_thread_slot *t;
 	uint32_t slot, h1, h2, top;
 	char why[256], buf[4096];
-	int64_t usage, high = 1000, start, elapsed, want_ms, stock;
+	int64_t usage, high = 1000, start, elapsed, want_ms, stock, throttled;
 
 	acct_tmp_open(&tmp, &a.h);
 	ck_assert_int_eq(acct_attach(&a, "/top/h1/h2"), 0);
@@ -155,12 +155,10 @@ START_TEST(test_high_throttles)
 	t = &a.h.threads[slot];
 
 	/* Up to just under high: no throttling, no event. */
-	start = now_ns();
 	while (page_counter_read(&a.h.groups[h1].memory) + 64 <= high)
 		ck_assert_int_gt(sim_malloc(&a, t, 64 * CGM_PAGE_SIZE, true), 0);
 	ck_assert_int_eq(t->throttle_ns, 0);
 	ck_assert_int_eq(a.h.groups[h1].events_local[CGM_EV_HIGH], 0);
-	ck_assert_int_lt(now_ns() - start, 1000000000);
 
 	/* Over it without limit checks (as before the limits key is on): no penalty. */
 	while (page_counter_read(&a.h.groups[h1].memory) < high - 20)
@@ -180,7 +178,8 @@ START_TEST(test_high_throttles)
 	start = now_ns();
 	ck_assert_int_gt(sim_malloc(&a, t, 64 * CGM_PAGE_SIZE, true), 0);
 	elapsed = now_ns() - start;
-	ck_assert_msg(elapsed >= want_ms * 1000000 && elapsed < want_ms * 1000000 + 1000000000,
+	/* At least the penalty; the upper bound only catches a sleep gone wrong (noisy machine). */
+	ck_assert_msg(elapsed >= want_ms * 1000000 && elapsed < want_ms * 1000000 + 5000000000LL,
 		      "slept %" PRId64 " ms for a penalty of %" PRId64 " ms", elapsed / 1000000, want_ms);
 	ck_assert_int_ge((int64_t)t->throttle_ns, want_ms * 1000000);
 	ck_assert_int_le((int64_t)t->throttle_ns, elapsed);
@@ -203,9 +202,9 @@ START_TEST(test_high_throttles)
 
 	/* Under high again (frees harvested by the charge path): no more penalty. */
 	sim_free(t, (page_counter_read(&a.h.groups[h1].memory) - high / 2) * CGM_PAGE_SIZE);
-	start = now_ns();
+	throttled = (int64_t)t->throttle_ns;
 	ck_assert_int_gt(sim_malloc(&a, t, 64 * CGM_PAGE_SIZE, true), 0);
-	ck_assert_int_lt(now_ns() - start, 10000000 * 5);
+	ck_assert_int_eq((int64_t)t->throttle_ns, throttled);
 	ck_assert_int_eq(a.h.groups[h1].events_local[CGM_EV_HIGH], 1);
 	acct_detach(&a);
 	hier_close(&a.h);
