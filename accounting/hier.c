@@ -5,8 +5,11 @@
  * so no process ever maps a half-initialised hierarchy.  An existing file
  * is trusted only after its owner, size, magic, version, geometry and
  * header checksum have been checked; anything else is refused with one
- * line saying what was wrong, and the caller runs on without accounting.
+ * line saying what was wrong, and the caller runs on without accounting --
+ * except a file of another cgmalloc layout (an upgrade) that no process
+ * has mapped, which is replaced by a fresh one.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -15,6 +18,7 @@
 #include <linux/futex.h>
 #include <stdint.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -193,9 +197,62 @@ out:
 	return err;
 }
 
+/*
+ * Is the file (device @dev, inode @ino) mapped by any process we can see?
+ * Read /proc/<pid>/maps for every pid; only used when a file of another
+ * layout is found, to decide whether it may be replaced.
+ */
+static bool file_in_use(dev_t dev, ino_t ino)
+{
+	char path[300], line[512];
+	DIR *proc = opendir("/proc");
+	struct dirent *d;
+	bool used = false;
+
+	if (!proc)
+		return true;
+	while (!used && (d = readdir(proc))) {
+		FILE *f;
+
+		if (d->d_name[0] < '0' || d->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/maps", d->d_name);
+		f = fopen(path, "re");
+		if (!f)
+			continue;
+		while (!used && fgets(line, sizeof(line), f)) {
+			unsigned int major, minor;
+			unsigned long inode;
+
+			/* start-end perms offset major:minor inode path */
+			if (sscanf(line, "%*s %*s %*s %x:%x %lu", &major, &minor, &inode) == 3 &&
+			    inode == (unsigned long)ino && makedev(major, minor) == dev)
+				used = true;
+		}
+		fclose(f);
+	}
+	closedir(proc);
+	return used;
+}
+
+/*
+ * A hierarchy of another layout (an older or newer cgmalloc) that no
+ * process has mapped is replaced by a fresh one; one in use is refused.
+ */
+static bool replace_unused_foreign(const char *path, const struct stat *st,
+				   char *why, size_t whylen)
+{
+	if (file_in_use(st->st_dev, st->st_ino))
+		return false;
+	if (unlink(path) < 0)
+		return false;
+	return create_file(path, why, whylen) == 0;
+}
+
 int hier_open(struct cgm_hier *h, const char *path, bool create,
 	      char *why, size_t whylen)
 {
+	bool replaced = false;
 	struct stat st;
 	void *base;
 	int fd, err;
@@ -206,6 +263,7 @@ int hier_open(struct cgm_hier *h, const char *path, bool create,
 		return -ENAMETOOLONG;
 	}
 	strcpy(h->path, path);
+reopen:
 	fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0 && errno == ENOENT && create) {
 		err = create_file(path, why, whylen);
@@ -244,6 +302,21 @@ int hier_open(struct cgm_hier *h, const char *path, bool create,
 		return err;
 	}
 	err = validate(base, (size_t)st.st_size, why, whylen);
+	if (err && create && !replaced &&
+	    ((struct cgm_hier_header *)base)->magic == CGM_HIER_MAGIC &&
+	    ((struct cgm_hier_header *)base)->version != CGM_HIER_VERSION) {
+		char ignored[256];
+
+		/* Another cgmalloc's layout: replace it if nobody uses it. */
+		munmap(base, (size_t)st.st_size);
+		if (replace_unused_foreign(path, &st, ignored, sizeof(ignored))) {
+			replaced = true;
+			goto reopen;
+		}
+		snprintf(ignored, sizeof(ignored), "%s", why);
+		snprintf(why, whylen, "%s: %s", path, ignored);
+		return err;
+	}
 	if (err) {
 		char detail[256];
 

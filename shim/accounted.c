@@ -84,16 +84,16 @@ void cgm_thread_register(void)
 
 /*
  * Take @bytes from the stock, refilling it; -ENOMEM if a limit refuses.
- * Before charging more, allowances hoarded in size classes beyond one
- * charge batch come back to the stock: a thread's precharge stays within
- * about two batches whatever its mix of sizes.
+ * Before charging more, allowances hoarded in size classes beyond two
+ * charge batches come back to the stock: a thread's precharge stays
+ * within about three batches whatever its mix of sizes.
  */
 static int stock_take(struct cgm_thread_slot *t, int64_t bytes)
 {
 	t->stock -= bytes;
 	if (t->stock >= 0)
 		return 0;
-	if (acct_slot_precharge(t) > cgm_acct.batch_pages * CGM_PAGE_SIZE) {
+	if (acct_slot_precharge(t) > 2 * cgm_acct.batch_pages * CGM_PAGE_SIZE) {
 		acct_slot_unprecharge(t);
 		if (t->stock >= 0)
 			return 0;
@@ -106,21 +106,37 @@ static int stock_take(struct cgm_thread_slot *t, int64_t bytes)
 }
 
 /*
+ * Per size class: its block size, and the most blocks a refill takes at
+ * once -- a thirty-second of a charge batch, so that some thirty classes
+ * in use together fit in one batch of precharge.  Filled once at start-up.
+ */
+static int64_t class_size[CGM_SMALL_STEPS];
+static int64_t class_cap[CGM_SMALL_STEPS];
+
+static void class_tables_init(void)
+{
+	for (size_t s = 0; s < CGM_SMALL_STEPS; s++) {
+		class_size[s] = (int64_t)cgm_step_block_size(s);
+		class_cap[s] = cgm_acct.batch_pages * CGM_PAGE_SIZE / 32 / class_size[s];
+		if (class_cap[s] < 1)
+			class_cap[s] = 1;
+		if (class_cap[s] > UINT16_MAX)
+			class_cap[s] = UINT16_MAX;
+	}
+}
+
+/*
  * Precharge another batch of size class @step: k blocks from the byte
- * stock, k doubling on every refill of the class up to an eighth of a
- * charge batch (so a thread holds at most that much per class), and
- * only what is needed while a group of ours is limited.
+ * stock, k doubling on every refill of the class up to its cap, and only
+ * what is needed while a group of ours is near a limit.
  */
 static int refill_class(struct cgm_thread_slot *t, size_t step)
 {
-	int64_t size = (int64_t)cgm_step_block_size(step);
-	int64_t cap = cgm_acct.batch_pages * CGM_PAGE_SIZE / 8 / size;
-	int64_t k = t->next_refill[step] ? 2 * (int64_t)t->next_refill[step] : 4;
+	int64_t size = class_size[step];
+	int64_t k = t->next_refill[step] ? 2 * (int64_t)t->next_refill[step] : 8;
 
-	if (cap < 1)
-		cap = 1;
-	if (k > cap)
-		k = cap;
+	if (k > class_cap[step])
+		k = class_cap[step];
 	/* Near a limit, precharge nothing: other processes may need the room. */
 	if (static_branch_unlikely(&cgm_limits_key) && k > 1 &&
 	    acct_limit_near(&cgm_acct, (k * size + CGM_PAGE_SIZE - 1) / CGM_PAGE_SIZE))
@@ -289,6 +305,7 @@ void *cgm_acct_realloc(void *p, size_t n)
 /* Set up once, in the constructor, before accounting is switched on. */
 void cgm_accounted_init(void)
 {
+	class_tables_init();
 	thread_exit_key_ok = pthread_key_create(&thread_exit_key, thread_exit_hook) == 0;
 }
 
