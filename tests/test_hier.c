@@ -477,7 +477,6 @@ static void scribble_and_walk(void *arg)
 			/* Counts, not indices: any value must still be arithmetic-safe. */
 			p->held_pages = (int64_t)acct_rand(&rng) >> acct_rand_below(&rng, 64);
 			p->free_pool = (int64_t)acct_rand(&rng) >> acct_rand_below(&rng, 64);
-			h.threads[slots[0]].freed_bytes += acct_rand(&rng) >> acct_rand_below(&rng, 64);
 			break;
 		default:
 			/* A cycle through two groups. */
