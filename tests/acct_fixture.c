@@ -2,6 +2,7 @@
  * The accounting tests' shared fixture (see acct_fixture.h).
  */
 #include <dirent.h>
+#include <ftw.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -16,12 +17,32 @@
 #include "acct_fixture.h"
 #include "cgm/size_class.h"
 
-int acct_tmp_create(struct acct_tmp *t)
+/*
+ * Set by acct_suite_main(): every test's directory is made in it, and it
+ * is removed with all it holds once the tests have run (a failed Check
+ * test ends with _exit, without its teardown).
+ */
+static char tmp_base[64];
+
+static const char *tmp_parent(void)
 {
 	struct stat st;
-	const char *base = stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode) ? "/dev/shm" : "/tmp";
 
-	snprintf(t->dir, sizeof(t->dir), "%s/cgm-acct-test-XXXXXX", base);
+	if (tmp_base[0])
+		return tmp_base;
+	return stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode) ? "/dev/shm" : "/tmp";
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)ftw;
+	return flag == FTW_DP ? rmdir(path) : unlink(path);
+}
+
+int acct_tmp_create(struct acct_tmp *t)
+{
+	snprintf(t->dir, sizeof(t->dir), "%s/cgm-acct-test-XXXXXX", tmp_parent());
 	if (!mkdtemp(t->dir))
 		return -errno;
 	snprintf(t->path, sizeof(t->path), "%s/hier", t->dir);
@@ -427,6 +448,9 @@ int acct_suite_main(int argc, char **argv, const char *name, uint64_t *seed,
 
 	if (argc > 1 + failing)
 		*seed = strtoull(argv[1 + failing], NULL, 0);
+	snprintf(tmp_base, sizeof(tmp_base), "%s/cgm-acct-test-XXXXXX", tmp_parent());
+	if (!mkdtemp(tmp_base))
+		tmp_base[0] = '\0';
 	if (setup || teardown)
 		tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 60);
@@ -436,5 +460,7 @@ int acct_suite_main(int argc, char **argv, const char *name, uint64_t *seed,
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
+	if (tmp_base[0])
+		nftw(tmp_base, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 	return failed ? 1 : 0;
 }
