@@ -395,11 +395,11 @@ START_TEST(test_sigkill_while_allocating)
 
 	worker_start(&survivor, "/ks", "", "hog", "1048576", NULL);
 	worker_live(&survivor, 10000);
-	for (int round = 0; round < 8; round++) {
+	for (int round = 0; round < 16; round++) {
 		char msg[256];
 
 		for (int i = 0; i < 3; i++)
-			worker_start(&w[i], "/ks", "charge_batch=1", "churn", "2", "60000", NULL);
+			worker_start(&w[i], "/ks", "charge_batch=1", "churn", "4", "60000", NULL);
 		for (int i = 0; i < 3; i++)
 			worker_expect(&w[i], "started", 10000);
 		pause = (struct timespec){ 0, 50000000L + 40000000L * (round % 5) };
@@ -413,7 +413,7 @@ START_TEST(test_sigkill_while_allocating)
 		if (acct_check_usage_held(&h, msg, sizeof(msg)) && bad++ == 0)
 			snprintf(first, sizeof(first), "round %d: %s", round, msg);
 	}
-	ck_assert_msg(bad == 0, "%d of 8 rounds left usage != held; first: %s", bad, first);
+	ck_assert_msg(bad == 0, "%d of 16 rounds left usage != held; first: %s", bad, first);
 	worker_exit_ok(&survivor);
 }
 END_TEST
