@@ -138,6 +138,40 @@ static void release_proc(struct cgm_hier *h, uint32_t idx)
 	hier_bump_epoch(h);
 }
 
+/*
+ * A process killed between a page counter update and its held_pages
+ * leaves the two apart.  Once dead processes are gone, make every group's
+ * usage the sum of what its subtree's processes hold.  Every charge and
+ * uncharge happens under its process's lock (or the tree lock), so with
+ * all of them held the sums are exact.  Caller holds tree_lock.
+ */
+static void resync_usage(struct cgm_hier *h)
+{
+	static int64_t sum[CGM_MAX_GROUPS];
+
+	for (uint32_t i = 0; i < CGM_MAX_PROCS; i++)
+		hier_lock(&h->procs[i].lock);
+	memset(sum, 0, sizeof(sum));
+	for (uint32_t i = 0; i < CGM_MAX_PROCS; i++) {
+		struct cgm_proc *p = &h->procs[i];
+		uint32_t g = p->group;
+
+		if (p->state != CGM_SLOT_LIVE || p->held_pages <= 0)
+			continue;
+		for (int d = 0; d < 70 && hier_group(h, g); d++) {
+			sum[g] += p->held_pages;
+			if (g == CGM_ROOT)
+				break;
+			g = h->groups[g].parent;
+		}
+	}
+	for (uint32_t g = 0; g < CGM_MAX_GROUPS; g++)
+		if (hier_group(h, g))
+			__atomic_store_n(&h->groups[g].memory.usage, sum[g], __ATOMIC_RELAXED);
+	for (uint32_t i = CGM_MAX_PROCS; i-- > 0;)
+		hier_unlock(&h->procs[i].lock);
+}
+
 /* Caller holds tree_lock.  @self_pid: a slot with this pid is a stale one of ours (exec). */
 static int reclaim_dead_locked(struct cgm_hier *h, int self_pid)
 {
@@ -160,6 +194,8 @@ static int reclaim_dead_locked(struct cgm_hier *h, int self_pid)
 			n++;
 		}
 	}
+	if (n)
+		resync_usage(h);
 	return n;
 }
 

@@ -31,6 +31,19 @@ static int64_t now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/*
+ * Add freed bytes to the free pool.  The counts come from the shared
+ * file: saturate rather than overflow if they are garbage.
+ */
+static void pool_add(struct cgm_proc *p, uint64_t bytes)
+{
+	const int64_t cap = INT64_MAX / 2;
+
+	if (p->free_pool < 0 || p->free_pool > cap)
+		p->free_pool = p->free_pool < 0 ? 0 : cap;
+	p->free_pool = bytes > (uint64_t)(cap - p->free_pool) ? cap : p->free_pool + (int64_t)bytes;
+}
+
 /* Caller holds p->lock. */
 static void harvest_locked(struct cgm_hier *h, uint32_t proc, struct cgm_proc *p)
 {
@@ -45,23 +58,27 @@ static void harvest_locked(struct cgm_hier *h, uint32_t proc, struct cgm_proc *p
 		if (!ts || ts->proc != proc)
 			break;
 		freed = __atomic_load_n(&ts->freed_bytes, __ATOMIC_RELAXED);
-		p->free_pool += (int64_t)(freed - ts->harvested_freed_bytes);
+		pool_add(p, freed - ts->harvested_freed_bytes);
 		ts->harvested_freed_bytes = freed;
 		/* freed_small[s] counts frees of blocks of s * 8 bytes */
 		for (unsigned int s = 1; s < CGM_SMALL_STEPS; s++) {
 			uint64_t n = __atomic_load_n(&ts->freed_small[s], __ATOMIC_RELAXED);
 
 			if (n != ts->harvested_small[s]) {
-				p->free_pool += (int64_t)((n - ts->harvested_small[s]) * s * 8);
+				pool_add(p, (n - ts->harvested_small[s]) * s * 8);
 				ts->harvested_small[s] = n;
 			}
 		}
 		t = ts->next;
 	}
+	pool_add(p, 0);
+	if (p->held_pages < 0)
+		p->held_pages = 0;
 	pages = p->free_pool / CGM_PAGE_SIZE;
 	if (pages > p->held_pages) {
 		/* Freed memory that was never charged to us. */
-		p->untracked_bytes += (pages - p->held_pages) * CGM_PAGE_SIZE;
+		p->untracked_bytes = (int64_t)((uint64_t)p->untracked_bytes +
+					       (uint64_t)(pages - p->held_pages) * CGM_PAGE_SIZE);
 		p->free_pool -= (pages - p->held_pages) * CGM_PAGE_SIZE;
 		pages = p->held_pages;
 	}
@@ -364,22 +381,22 @@ int acct_charge(struct cgm_acct *a, struct cgm_thread_slot *t, int64_t need,
 
 	for (;;) {
 		struct page_counter *fail = NULL;
-		uint32_t group = __atomic_load_n(&p->group, __ATOMIC_ACQUIRE);
-		struct cgm_group *g = hier_group(h, group), *over;
+		uint32_t group;
+		struct cgm_group *g, *over;
 
-		if (!g)
+		/*
+		 * The counters and held_pages change under one lock: a process
+		 * killed between them would leave the charge unaccounted (and a
+		 * move cannot switch groups meanwhile).
+		 */
+		hier_lock(&p->lock);
+		group = p->group;
+		g = hier_group(h, group);
+		if (!g) {
+			hier_unlock(&p->lock);
 			return 0;
+		}
 		if (page_counter_try_charge(&g->memory, batch, &fail)) {
-			hier_lock(&p->lock);
-			/* A move may have switched groups under us: charge where we are. */
-			if (p->group != group) {
-				struct cgm_group *ng = hier_group(h, p->group);
-
-				page_counter_uncharge(&g->memory, batch);
-				if (ng)
-					page_counter_charge(&ng->memory, batch);
-				group = p->group;
-			}
 			p->held_pages += batch;
 			t->stock += batch * CGM_PAGE_SIZE;
 			hier_unlock(&p->lock);
@@ -387,6 +404,7 @@ int acct_charge(struct cgm_acct *a, struct cgm_thread_slot *t, int64_t need,
 				handle_over_high(a, t, group, batch);
 			return 0;
 		}
+		hier_unlock(&p->lock);
 		/* The batch did not fit: try with exactly what is needed. */
 		if (batch > nr_pages) {
 			batch = nr_pages;
