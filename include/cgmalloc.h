@@ -29,6 +29,14 @@ const char *cgm_version(void);
 int cgm_initialized(void);
 
 /*
+ * The static keys of the library: the mode in force (patched or fallback,
+ * and why), then one line per site with its offset in libcgmalloc.so, its
+ * key and its current form (nop, jmp or fallback).  Writes at most @len
+ * bytes into @buf; returns the length the whole report needs.
+ */
+size_t cgm_static_keys_report(char *buf, size_t len);
+
+/*
  * The accounting: the memory.* files of the process's group and of any
  * other group in its hierarchy, as `cgmctl cat` and `cgmctl set` see them.
  *

@@ -30,6 +30,11 @@ CGM_EXPORT const char *cgm_version(void)
 	return CGMALLOC_VERSION;
 }
 
+CGM_EXPORT size_t cgm_static_keys_report(char *buf, size_t len)
+{
+	return static_keys_report(buf, len);
+}
+
 CGM_EXPORT int cgm_initialized(void)
 {
 	return __atomic_load_n(&cgm_initialized_flag, __ATOMIC_ACQUIRE);

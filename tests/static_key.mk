@@ -39,3 +39,16 @@ check-static-key-aarch64:
 
 CHECK_TARGETS += check-static-key-aarch64
 .PHONY: check-static-key-aarch64
+
+# The library's own sites (malloc, free, calloc, ...) against objdump -d of
+# libcgmalloc.so: compiled as jumps to their fallbacks, patched at start-up.
+$(T)/sk_lib_report: tests/sk_lib_report.c $(LIB)
+	@mkdir -p $(T)
+	$(CC) $(TEST_CFLAGS) -o $@ $< $(SHIM_LINK)
+
+check-static-key-lib: $(T)/sk_lib_report $(LIB)
+	tests/check-sites-objdump $(LIB) env CGMALLOC_CONF=accounting=0 $(T)/sk_lib_report
+	CGMALLOC_CONF=accounting=0,static_keys=off $(T)/sk_lib_report | head -1 | grep -q "^mode fallback (static_keys=off)"
+
+CHECK_TARGETS += check-static-key-lib
+.PHONY: check-static-key-lib
