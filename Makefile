@@ -73,6 +73,9 @@ include $(MODULE_MKS)
 
 LIB_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(LIB_SRCS))
 
+# `make` builds the tools that are installed with the library (cgmctl).
+all: $(TOOLS)
+
 $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS_BASE) $(CFLAGS_BASE) $(LIB_CFLAGS) $(CFLAGS_$(subst /,_,$*)) $(CFLAGS) -MMD -MP -c -o $@ $<
