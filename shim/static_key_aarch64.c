@@ -29,31 +29,10 @@
 
 const unsigned int sk_arch_insn_size = INSN_SIZE;
 
-static int membarrier(int cmd)
-{
-	return (int)syscall(__NR_membarrier, cmd, 0, 0);
-}
-
-void sk_arch_sync_cores(void)
-{
-	membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE);
-}
-
-void sk_arch_after_fork(void)
-{
-	membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE);
-}
-
 int sk_arch_init(const char **reason)
 {
-	static char buf[128];
-
-	if (membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE) < 0) {
-		snprintf(buf, sizeof(buf), "membarrier(SYNC_CORE) unavailable: %s",
-			 strerror(errno));
-		*reason = buf;
+	if (sk_sync_register(reason) < 0)
 		return -ENOSYS;
-	}
 	return 0;
 }
 

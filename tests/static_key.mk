@@ -1,6 +1,6 @@
 # Static-key tests: compiled into the test executable with its own sites.
 SK_SRCS := shim/static_key.c shim/static_key_x86_64.c shim/static_key_aarch64.c \
-	shim/static_key_none.c shim/log.c
+	shim/static_key_none.c shim/static_key_sync.c shim/log.c
 SK_TEST_SRCS := tests/test_static_key.c tests/sk_other_tu.c
 SK_TEST_CFLAGS := -std=c11 -O2 -g -fvisibility=hidden $(WARN) $(CPPFLAGS_BASE) -Itests -pthread
 

@@ -47,4 +47,7 @@ void sk_arch_sync_cores(void);
 /* In the child of fork(): redo what the address space does not inherit. */
 void sk_arch_after_fork(void);
 
+/* Register for core serialisation (shim/static_key_sync.c); 0 or -ENOSYS. */
+int sk_sync_register(const char **reason);
+
 #endif /* CGM_SK_ARCH_H */
