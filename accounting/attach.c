@@ -147,27 +147,46 @@ static void release_proc(struct cgm_hier *h, uint32_t idx)
  */
 static void resync_usage(struct cgm_hier *h)
 {
-	static int64_t sum[CGM_MAX_GROUPS];
+	uint32_t g = CGM_ROOT, steps = 0;
 
 	for (uint32_t i = 0; i < CGM_MAX_PROCS; i++)
 		hier_lock(&h->procs[i].lock);
-	memset(sum, 0, sizeof(sum));
+	/*
+	 * Zero the live groups, walking the tree (first child, next sibling,
+	 * back up): only live groups are touched, not the whole table, and
+	 * a corrupt link cannot make the walk run for ever.
+	 */
+	while (g != CGM_NONE && steps++ < 3 * CGM_MAX_GROUPS) {
+		struct cgm_group *grp = hier_group(h, g);
+
+		if (!grp)
+			break;
+		__atomic_store_n(&grp->memory.usage, 0, __ATOMIC_RELAXED);
+		if (hier_group(h, grp->first_child)) {
+			g = grp->first_child;
+			continue;
+		}
+		while (g != CGM_ROOT && grp && !hier_group(h, grp->next_sibling) &&
+		       steps++ < 3 * CGM_MAX_GROUPS) {
+			g = grp->parent;
+			grp = hier_group(h, g);
+		}
+		g = (g == CGM_ROOT || !grp) ? CGM_NONE : grp->next_sibling;
+	}
+	/* Then each live process adds what it holds to its group and ancestors. */
 	for (uint32_t i = 0; i < CGM_MAX_PROCS; i++) {
 		struct cgm_proc *p = &h->procs[i];
-		uint32_t g = p->group;
 
+		g = p->group;
 		if (p->state != CGM_SLOT_LIVE || p->held_pages <= 0)
 			continue;
 		for (int d = 0; d < 70 && hier_group(h, g); d++) {
-			sum[g] += p->held_pages;
+			__atomic_add_fetch(&h->groups[g].memory.usage, p->held_pages, __ATOMIC_RELAXED);
 			if (g == CGM_ROOT)
 				break;
 			g = h->groups[g].parent;
 		}
 	}
-	for (uint32_t g = 0; g < CGM_MAX_GROUPS; g++)
-		if (hier_group(h, g))
-			__atomic_store_n(&h->groups[g].memory.usage, sum[g], __ATOMIC_RELAXED);
 	for (uint32_t i = CGM_MAX_PROCS; i-- > 0;)
 		hier_unlock(&h->procs[i].lock);
 }
