@@ -83,8 +83,11 @@ $(RT)/asan/test_new: tests/test_new.cc
 	@mkdir -p $(RT)/asan
 	$(CXX) $(RT_CXXFLAGS) $(ASAN_FLAGS) -DTEST_NEW_NO_SHIM -o $@ $<
 
+# No forks in the ASan run: a child forked while other threads hold
+# ASan's allocator locks can hang in ASan itself (seen here with gcc 12's
+# libasan, without the shim); fork under threads is tested with the shim.
 check-asan-runtime: $(RT)/asan/stress_malloc $(RT)/asan/test_new
-	$(RT)/asan/stress_malloc 3000 2 1
+	$(RT)/asan/stress_malloc 3000 0 1
 	$(RT)/asan/test_new
 
 ASAN_TARGETS += check-asan-runtime
