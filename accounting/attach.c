@@ -265,7 +265,6 @@ static void setup_proc(struct cgm_hier *h, uint32_t idx, uint32_t group, int64_t
 	p->live_bytes = 0;
 	p->live_objects = 0;
 	p->move_to = CGM_NONE;
-	p->seq = 0;
 	read_comm(p->comm, sizeof(p->comm));
 	__atomic_store_n(&p->state, CGM_SLOT_LIVE, __ATOMIC_RELEASE);
 	hier_unlock(&p->lock);

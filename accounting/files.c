@@ -185,9 +185,9 @@ static int write_procs(struct cgm_hier *h, uint32_t group, const char *v,
 		    acct_proc_start_time(p->pid) != p->start_time)
 			continue;
 		/*
-		 * Ask the process to move itself (its watcher turns its moving
-		 * key on meanwhile); if it does not within a second (stopped,
-		 * or no watcher), move its charge from here.
+		 * Ask the process to move itself (its watcher does it); if it
+		 * does not within a second (stopped, or no watcher), move its
+		 * charge from here.
 		 */
 		__atomic_store_n(&p->move_to, group, __ATOMIC_RELEASE);
 		hier_bump_epoch(h);

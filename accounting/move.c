@@ -3,10 +3,12 @@
  * move_charge idea; cgroup v2 leaves charges behind, which would make a
  * moved process's memory count against a group it left).
  *
- * The process's slot is locked and its sequence count made odd while the
- * pages it holds are charged to the destination and uncharged from the
- * source; the charge slow path re-checks the group under the same lock,
- * so a charge racing with the move lands where the process ends up.
+ * Under the flush lock and the process's lock, the pages it holds are
+ * charged to the destination and uncharged from the source, its threads'
+ * statistics so far are folded into the source, and its live bytes move
+ * with it.  Charging, harvesting and flushing all take one of those
+ * locks, so none of them sees the process half moved; the malloc/free
+ * fast paths never look at the group at all.
  */
 #include <errno.h>
 
@@ -35,7 +37,6 @@ int acct_move(struct cgm_hier *h, uint32_t proc, uint32_t group)
 	from = hier_group(h, p->group);
 	if (p->group == group || !from)
 		goto unlock;
-	__atomic_add_fetch(&p->seq, 1, __ATOMIC_RELEASE);
 	/* The destination's limit applies: a move that does not fit is refused. */
 	if (p->held_pages > 0 && !page_counter_try_charge(&to->memory, p->held_pages, &fail)) {
 		err = -ENOMEM;
@@ -48,7 +49,6 @@ int acct_move(struct cgm_hier *h, uint32_t proc, uint32_t group)
 		moved = true;
 	}
 	p->move_to = CGM_NONE;
-	__atomic_add_fetch(&p->seq, 1, __ATOMIC_RELEASE);
 unlock:
 	hier_unlock(&p->lock);
 	hier_unlock(&h->hdr->flush_lock);

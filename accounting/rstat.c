@@ -124,29 +124,35 @@ static void fold(struct cgm_hier *h, uint32_t group, const int64_t d[CGM_NR_STAT
 	}
 }
 
+/* Fold thread slot @i into its process's group.  Flush lock held. */
+static void flush_slot(struct cgm_hier *h, uint32_t i)
+{
+	struct cgm_thread_slot *t = &h->threads[i];
+	int64_t d[CGM_NR_STATS];
+	struct cgm_proc *p;
+
+	if (__atomic_load_n(&t->state, __ATOMIC_ACQUIRE) == CGM_SLOT_FREE)
+		return;
+	p = hier_proc(h, t->proc);
+	if (!p || !slot_delta(t, d))
+		return;
+	fold(h, __atomic_load_n(&p->group, __ATOMIC_RELAXED), d);
+	/* What the process holds live: a forked child inherits it. */
+	p->live_bytes += d[CGM_STAT_ANON];
+	p->live_objects += d[CGM_STAT_ALLOCS] - d[CGM_STAT_FREES];
+}
+
 void rstat_flush(struct cgm_hier *h)
 {
-	int64_t d[CGM_NR_STATS];
-
 	hier_lock(&h->hdr->flush_lock);
 	for (uint32_t w = 0; w < CGM_MAX_THREADS / 64; w++) {
 		uint64_t bits = __atomic_load_n(&h->hdr->thread_map[w], __ATOMIC_ACQUIRE);
 
 		while (bits) {
 			uint32_t i = w * 64 + (uint32_t)__builtin_ctzll(bits);
-			struct cgm_thread_slot *t = &h->threads[i];
-			struct cgm_proc *p;
 
 			bits &= bits - 1;
-			if (__atomic_load_n(&t->state, __ATOMIC_ACQUIRE) == CGM_SLOT_FREE)
-				continue;
-			p = hier_proc(h, t->proc);
-			if (!p || !slot_delta(t, d))
-				continue;
-			fold(h, __atomic_load_n(&p->group, __ATOMIC_RELAXED), d);
-			/* What the process holds live: a forked child inherits it. */
-			p->live_bytes += d[CGM_STAT_ANON];
-			p->live_objects += d[CGM_STAT_ALLOCS] - d[CGM_STAT_FREES];
+			flush_slot(h, i);
 		}
 	}
 	/* Slots of exited threads, now flushed, can go. */
@@ -203,7 +209,19 @@ void rstat_fold_exit(struct cgm_hier *h, struct cgm_proc *p)
 
 void rstat_switch_group(struct cgm_hier *h, struct cgm_proc *p, uint32_t to)
 {
-	/* Caller holds the flush lock and p->lock: no flush sees half a move. */
+	uint32_t t = p->first_thread, guard = 0;
+
+	/*
+	 * Caller holds the flush lock and p->lock: no flush sees half a move.
+	 * What the process's threads did up to now belongs to the group it
+	 * leaves: fold it there first.  The fast paths never look at the
+	 * group, so they need no "moving" state: only a counter bumped at the
+	 * very instant of the switch can land on the other side.
+	 */
+	while (t != CGM_NONE && guard++ < CGM_MAX_THREADS && hier_thread(h, t)) {
+		flush_slot(h, t);
+		t = h->threads[t].next;
+	}
 	shift_live(h, p->group, to, p->live_bytes);
 	__atomic_store_n(&p->group, to, __ATOMIC_RELEASE);
 }

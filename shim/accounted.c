@@ -21,7 +21,6 @@
 
 DEFINE_STATIC_KEY_FALSE(cgm_accounting_key);
 DEFINE_STATIC_KEY_FALSE(cgm_limits_key);
-DEFINE_STATIC_KEY_FALSE(cgm_moving_key);
 
 struct cgm_acct cgm_acct = { .proc = CGM_NONE };
 

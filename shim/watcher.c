@@ -5,7 +5,7 @@
  * cgmctl (or another process) bumps the hierarchy's epoch futex when it
  * sets a limit, asks for a move or wants fresh statistics.  The watcher
  * wakes, switches this process's limits key, carries out a move of this
- * process (with the moving key on), and every 2 s harvests this
+ * process, and every 2 s harvests this
  * process's frees and flushes statistics (readers flush for themselves;
  * this bounds the age of what the exit report and limits see).  It never
  * allocates and has every signal blocked.
@@ -54,10 +54,7 @@ static void watch_move(void)
 
 	if (to == CGM_NONE)
 		return;
-	/* While the group changes, charges take the careful path (moving key). */
-	static_branch_enable(&cgm_moving_key);
 	err = acct_move(&cgm_acct.h, cgm_acct.proc, to);
-	static_branch_disable(&cgm_moving_key);
 	if (err)
 		cgm_log("accounting: move to another group refused: %s",
 			err == -ENOMEM ? "the destination's memory.max is too small" : "no such group");

@@ -25,7 +25,6 @@
 
 DECLARE_STATIC_KEY_FALSE(cgm_accounting_key);
 DECLARE_STATIC_KEY_FALSE(cgm_limits_key);
-DECLARE_STATIC_KEY_FALSE(cgm_moving_key);
 
 /* This process's accounting state. */
 extern struct cgm_acct cgm_acct;

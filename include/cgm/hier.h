@@ -27,7 +27,7 @@
 #include "cgm/page_counter.h"
 
 #define CGM_HIER_MAGIC		0x3152454948474d43ULL	/* "CGMHIER1" */
-#define CGM_HIER_VERSION	4
+#define CGM_HIER_VERSION	5
 #define CGM_NONE		UINT32_MAX
 #define CGM_ROOT		0
 #define CGM_NAME_MAX		64		/* a path component, NUL included */
@@ -104,7 +104,7 @@ struct cgm_proc {
 	int64_t live_bytes;		/* allocated - freed by this process, as of the last flush */
 	int64_t live_objects;
 	uint32_t move_to;		/* CGM_NONE, or the group a move asked for */
-	uint32_t seq;			/* odd while its group changes (moving) */
+	uint32_t pad;
 	pthread_mutex_t lock;		/* robust, shared: harvest and move */
 	char comm[16];
 } __attribute__((aligned(64)));
