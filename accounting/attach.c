@@ -40,9 +40,9 @@ void acct_slot_unprecharge(struct cgm_thread_slot *t)
 	__atomic_thread_fence(__ATOMIC_RELEASE);
 	for (unsigned int s = 0; s < CGM_SMALL_STEPS; s++) {
 		if (t->allow[s] > 0) {
-			t->stock += t->allow[s] * (int64_t)cgm_step_block_size(s);
+			cgm_owner_add(t->stock, t->allow[s] * (int64_t)cgm_step_block_size(s));
 			/* allocations = refilled - allow stays what it was */
-			t->refilled[s] -= (uint64_t)t->allow[s];
+			cgm_owner_add(t->refilled[s], -((uint64_t)t->allow[s]));
 			t->allow[s] = 0;
 		}
 		t->next_refill[s] = 0;

@@ -194,7 +194,7 @@ static void handle_over_high(struct cgm_acct *a, struct cgm_thread_slot *t,
 			a->reclaim();
 		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 			;
-		t->throttle_ns += (uint64_t)(now_ns() - start);
+		cgm_owner_add(t->throttle_ns, (uint64_t)(now_ns() - start));
 	}
 }
 
@@ -333,7 +333,7 @@ void acct_force_charge(struct cgm_acct *a, struct cgm_thread_slot *t, int64_t by
 	int64_t pages;
 	struct cgm_group *g;
 
-	t->stock -= bytes;
+	cgm_owner_add(t->stock, -bytes);
 	if (t->stock >= 0 || !p)
 		return;
 	pages = (-t->stock + CGM_PAGE_SIZE - 1) / CGM_PAGE_SIZE;
@@ -342,7 +342,7 @@ void acct_force_charge(struct cgm_acct *a, struct cgm_thread_slot *t, int64_t by
 	if (g)
 		page_counter_charge(&g->memory, pages);
 	p->held_pages += pages;
-	t->stock += pages * CGM_PAGE_SIZE;
+	cgm_owner_add(t->stock, pages * CGM_PAGE_SIZE);
 	hier_unlock(&p->lock);
 }
 
@@ -398,7 +398,7 @@ int acct_charge(struct cgm_acct *a, struct cgm_thread_slot *t, int64_t need,
 		}
 		if (page_counter_try_charge(&g->memory, batch, &fail)) {
 			p->held_pages += batch;
-			t->stock += batch * CGM_PAGE_SIZE;
+			cgm_owner_add(t->stock, batch * CGM_PAGE_SIZE);
 			hier_unlock(&p->lock);
 			if (check_limits)
 				handle_over_high(a, t, group, batch);

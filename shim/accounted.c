@@ -89,7 +89,7 @@ void cgm_thread_register(void)
  */
 static int stock_take(struct cgm_thread_slot *t, int64_t bytes)
 {
-	t->stock -= bytes;
+	cgm_owner_add(t->stock, -bytes);
 	if (t->stock >= 0)
 		return 0;
 	if (acct_slot_precharge(t) > 2 * cgm_acct.batch_pages * CGM_PAGE_SIZE) {
@@ -98,7 +98,7 @@ static int stock_take(struct cgm_thread_slot *t, int64_t bytes)
 			return 0;
 	}
 	if (acct_charge(&cgm_acct, t, -t->stock, static_branch_unlikely(&cgm_limits_key)) < 0) {
-		t->stock += bytes;
+		cgm_owner_add(t->stock, bytes);
 		return -ENOMEM;
 	}
 	return 0;
@@ -149,8 +149,8 @@ static int refill_class(struct cgm_thread_slot *t, size_t step)
 	/* A flusher reads refilled[] - allow[]: change them as a pair. */
 	__atomic_store_n(&t->refill_seq, t->refill_seq + 1, __ATOMIC_RELEASE);
 	__atomic_thread_fence(__ATOMIC_RELEASE);
-	t->allow[step] += k;
-	t->refilled[step] += (uint64_t)k;
+	cgm_owner_add(t->allow[step], k);
+	cgm_owner_add(t->refilled[step], (uint64_t)k);
 	__atomic_store_n(&t->refill_seq, t->refill_seq + 1, __ATOMIC_RELEASE);
 	return 0;
 }
@@ -159,7 +159,7 @@ void *cgm_acct_refill(size_t n, size_t step, bool zero)
 {
 	struct cgm_thread_slot *t = cgm_tslot;
 
-	t->allow[step]++;	/* undo the fast path's take */
+	cgm_owner_add(t->allow[step], 1);	/* undo the fast path's take */
 	t = thread_slot();
 	if (!t)
 		return zero ? mi_zalloc(n) : mi_malloc(n);
@@ -167,7 +167,7 @@ void *cgm_acct_refill(size_t n, size_t step, bool zero)
 		errno = ENOMEM;
 		return NULL;
 	}
-	t->allow[step]--;
+	cgm_owner_add(t->allow[step], -1);
 	return zero ? mi_zalloc(n) : mi_malloc(n);
 }
 
@@ -194,9 +194,9 @@ static int64_t block_estimate(size_t n, size_t align)
 
 static void count_big(struct cgm_thread_slot *t, int64_t bytes)
 {
-	t->big_allocs++;
-	t->big_alloc_bytes += (uint64_t)bytes;
-	t->big_hist[rstat_hist_bucket((uint64_t)bytes)]++;
+	cgm_owner_add(t->big_allocs, 1);
+	cgm_owner_add(t->big_alloc_bytes, (uint64_t)bytes);
+	cgm_owner_add(t->big_hist[rstat_hist_bucket((uint64_t)bytes)], 1);
 }
 
 /* Settle the estimate charged before allocating against the real block. */
@@ -205,7 +205,7 @@ static void settle(struct cgm_thread_slot *t, int64_t estimate, int64_t actual)
 	if (actual > estimate)
 		acct_force_charge(&cgm_acct, t, actual - estimate);
 	else
-		t->stock += estimate - actual;
+		cgm_owner_add(t->stock, estimate - actual);
 }
 
 void *cgm_acct_alloc_slow(size_t n, size_t align, bool zero)
@@ -229,7 +229,7 @@ void *cgm_acct_alloc_slow(size_t n, size_t align, bool zero)
 	}
 	p = align ? cgm_mi_aligned(n, align) : zero ? mi_zalloc(n) : mi_malloc(n);
 	if (!p) {
-		t->stock += est;
+		cgm_owner_add(t->stock, est);
 		goto out;
 	}
 	{
@@ -248,8 +248,8 @@ void cgm_acct_free_big(void *p)
 {
 	struct cgm_thread_slot *t = cgm_tslot;
 
-	t->freed_bytes += (uint64_t)block_charge(p);
-	t->frees++;
+	cgm_owner_add(t->freed_bytes, (uint64_t)block_charge(p));
+	cgm_owner_add(t->frees, 1);
 	mi_free(p);
 }
 
@@ -284,20 +284,20 @@ void *cgm_acct_realloc(void *p, size_t n)
 	}
 	q = mi_realloc(p, n);
 	if (!q) {
-		t->stock += charged;
+		cgm_owner_add(t->stock, charged);
 		errno = ENOMEM;
 		return NULL;
 	}
 	actual = block_charge(q);
 	settle(t, charged, actual - old > 0 ? actual - old : 0);
 	if (actual < old) {
-		t->stock += old - actual;
+		cgm_owner_add(t->stock, old - actual);
 		acct_stock_trim(&cgm_acct, t);
 	}
-	t->reallocs++;
-	t->realloc_new_bytes += (uint64_t)actual;
-	t->realloc_old_bytes += (uint64_t)old;
-	t->big_hist[rstat_hist_bucket((uint64_t)actual)]++;
+	cgm_owner_add(t->reallocs, 1);
+	cgm_owner_add(t->realloc_new_bytes, (uint64_t)actual);
+	cgm_owner_add(t->realloc_old_bytes, (uint64_t)old);
+	cgm_owner_add(t->big_hist[rstat_hist_bucket((uint64_t)actual)], 1);
 	return q;
 }
 

@@ -113,21 +113,21 @@ int64_t sim_malloc(struct cgm_acct *a, struct cgm_thread_slot *t, size_t n,
 	int64_t size = sim_block_size(n);
 
 	/* stock_take() in shim/accounted.c */
-	t->stock -= size;
+	cgm_owner_add(t->stock, -size);
 	if (t->stock < 0 && acct_charge(a, t, -t->stock, check_limits) < 0) {
-		t->stock += size;
+		cgm_owner_add(t->stock, size);
 		return -ENOMEM;
 	}
-	t->big_allocs++;
-	t->big_alloc_bytes += (uint64_t)size;
-	t->big_hist[rstat_hist_bucket((uint64_t)size)]++;
+	cgm_owner_add(t->big_allocs, 1);
+	cgm_owner_add(t->big_alloc_bytes, (uint64_t)size);
+	cgm_owner_add(t->big_hist[rstat_hist_bucket((uint64_t)size)], 1);
 	return size;
 }
 
 void sim_free(struct cgm_thread_slot *t, int64_t size)
 {
-	t->freed_bytes += (uint64_t)size;
-	t->frees++;
+	cgm_owner_add(t->freed_bytes, (uint64_t)size);
+	cgm_owner_add(t->frees, 1);
 }
 
 int64_t sim_realloc(struct cgm_acct *a, struct cgm_thread_slot *t, int64_t old, size_t n,
@@ -136,19 +136,19 @@ int64_t sim_realloc(struct cgm_acct *a, struct cgm_thread_slot *t, int64_t old, 
 	int64_t size = sim_block_size(n);
 
 	if (size > old) {
-		t->stock -= size - old;
+		cgm_owner_add(t->stock, -(size - old));
 		if (t->stock < 0 && acct_charge(a, t, -t->stock, check_limits) < 0) {
-			t->stock += size - old;
+			cgm_owner_add(t->stock, size - old);
 			return -ENOMEM;
 		}
 	} else {
-		t->stock += old - size;
+		cgm_owner_add(t->stock, old - size);
 		acct_stock_trim(a, t);
 	}
-	t->reallocs++;
-	t->realloc_new_bytes += (uint64_t)size;
-	t->realloc_old_bytes += (uint64_t)old;
-	t->big_hist[rstat_hist_bucket((uint64_t)size)]++;
+	cgm_owner_add(t->reallocs, 1);
+	cgm_owner_add(t->realloc_new_bytes, (uint64_t)size);
+	cgm_owner_add(t->realloc_old_bytes, (uint64_t)old);
+	cgm_owner_add(t->big_hist[rstat_hist_bucket((uint64_t)size)], 1);
 	return size;
 }
 

@@ -252,11 +252,19 @@ static void *xthread(void *arg)
 	xt.live[me_] = 0;
 	for (int i = 0; i < n; i++)
 		xt.live[me_] += mine[i];
-	/* Odd threads leave through the exit hook: their stock goes back. */
+	/*
+	 * Odd threads leave through the exit hook: their stock goes back.
+	 * The slot is not theirs any more once the hook returns (a flush may
+	 * reap it), so the stock is checked by the hook's caller's lock.
+	 */
 	if (me_ & 1) {
+		struct cgm_proc *p = hier_proc(&ac.h, ac.proc);
+
 		acct_thread_exit(&ac, slot);
-		if (t->stock != 0)
+		hier_lock(&p->lock);
+		if (t->proc == ac.proc && t->state == CGM_SLOT_EXITING && t->stock != 0)
 			xt.failed = 4;
+		hier_unlock(&p->lock);
 	}
 	return NULL;
 }
@@ -445,7 +453,7 @@ static struct {
 	int64_t live[NTHREADS];
 	int64_t refused[NTHREADS];
 	int bad;
-	volatile int stop;
+	int stop;
 	int64_t worst;
 } lim;
 
@@ -486,7 +494,7 @@ static void *limit_sampler(void *arg)
 {
 	struct page_counter *c = arg;
 
-	while (!lim.stop) {
+	while (!__atomic_load_n(&lim.stop, __ATOMIC_RELAXED)) {
 		int64_t u = page_counter_read(c);
 
 		if (u > lim.worst)
@@ -509,7 +517,7 @@ START_TEST(test_limit_threads)
 		pthread_create(&th[i], NULL, limit_thread, (void *)(intptr_t)i);
 	for (int i = 0; i < NTHREADS; i++)
 		pthread_join(th[i], NULL);
-	lim.stop = 1;
+	__atomic_store_n(&lim.stop, 1, __ATOMIC_RELAXED);
 	pthread_join(sampler, NULL);
 	ck_assert_int_eq(lim.bad, 0);
 	for (int i = 0; i < NTHREADS; i++) {

@@ -325,7 +325,7 @@ static void *race_sampler(void *arg)
 {
 	struct race *r = arg;
 
-	while (!r->stop) {
+	while (!__atomic_load_n(&r->stop, __ATOMIC_RELAXED)) {
 		int64_t u = page_counter_read(&r->mid);
 
 		if (u > r->max) {
@@ -349,7 +349,7 @@ START_TEST(test_max_holds_under_concurrency)
 		pthread_create(&th[i], NULL, race_charger, &r);
 	for (int i = 0; i < PC_THREADS; i++)
 		pthread_join(th[i], NULL);
-	r.stop = 1;
+	__atomic_store_n(&r.stop, 1, __ATOMIC_RELAXED);
 	pthread_join(sampler, NULL);
 	for (int i = 0; i < PC_THREADS; i++) {
 		total += r.held[i];

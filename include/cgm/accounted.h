@@ -50,7 +50,7 @@ static inline __attribute__((always_inline)) void *cgm_acct_malloc(size_t n, boo
 		return cgm_acct_alloc_slow(n, 0, zero);
 	step = (n + 7) >> 3;
 	t = cgm_tslot;
-	if (cgm_unlikely(--t->allow[step] < 0))
+	if (cgm_unlikely(cgm_owner_add(t->allow[step], -1) < 0))
 		return cgm_acct_refill(n, step, zero);
 	return zero ? mi_zalloc(n) : mi_malloc(n);
 }
@@ -68,7 +68,7 @@ static inline __attribute__((always_inline)) void cgm_acct_free(void *p)
 		return;
 	}
 	/* freed_small[size / 8]: @size is a multiple of 8, so it is the byte offset. */
-	(*(uint64_t *)((char *)cgm_tslot->freed_small + size))++;
+	cgm_owner_add(*(uint64_t *)((char *)cgm_tslot->freed_small + size), 1);
 	mi_free(p);
 }
 
