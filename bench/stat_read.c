@@ -9,7 +9,8 @@
  * attached to groups spread over the tree, each with a thread slot whose
  * counters it advances (as its malloc fast path would), then times, as a
  * median of repeated runs: a flush after all of them changed, a flush
- * after one changed, a flush with nothing changed, the read of root's
+ * after one changed, a flush with nothing changed (after the same idle
+ * time as the other two, and again straight after a flush), the read of root's
  * memory.stat after a flush, and the same statistics summed by walking
  * every group (what reading costs without hierarchical values).
  */
@@ -84,7 +85,7 @@ int main(int argc, char **argv)
 	int nprocs = argc > 3 ? atoi(argv[3]) : 16;
 	static char buf[16384];
 	struct cgm_acct a = { .proc = CGM_NONE, .batch_pages = 64 };
-	double t_all[RUNS], t_one[RUNS], t_none[RUNS], t_read[RUNS], t_walk[RUNS];
+	double t_all[RUNS], t_one[RUNS], t_none[RUNS], t_none_warm[RUNS], t_read[RUNS], t_walk[RUNS];
 	char why[256], name[64];
 	pid_t *pids = calloc((size_t)nprocs, sizeof(pid_t));
 	int64_t sum = 0;
@@ -131,9 +132,15 @@ int main(int argc, char **argv)
 		rstat_flush(&a.h);
 		t_one[r] = now_us() - t0;
 
+		/* Idle as long as before the other two: the same cold caches. */
+		usleep(20000);
 		t0 = now_us();
 		rstat_flush(&a.h);
 		t_none[r] = now_us() - t0;
+
+		t0 = now_us();
+		rstat_flush(&a.h);
+		t_none_warm[r] = now_us() - t0;
 
 		t0 = now_us();
 		cgm_file_render(&a.h, CGM_ROOT, "memory.stat", buf, sizeof(buf));
@@ -159,6 +166,14 @@ int main(int argc, char **argv)
 	printf("| flush, all %d processes changed | %.1f us |\n", nprocs, median(t_all, RUNS));
 	printf("| flush, one process changed | %.1f us |\n", median(t_one, RUNS));
 	printf("| flush, nothing changed | %.1f us |\n", median(t_none, RUNS));
+	printf("| flush, nothing changed, straight after another flush (warm caches) | %.1f us |\n",
+	       median(t_none_warm, RUNS));
+	/*
+	 * A flush reads every live thread slot (the kernel's flush visits
+	 * every CPU) and then does work for what changed only: the slope.
+	 */
+	printf("| cost per changed process: (all changed - nothing changed) / %d | %.2f us |\n",
+	       nprocs, (median(t_all, RUNS) - median(t_none, RUNS)) / nprocs);
 	printf("| read root memory.stat after a flush | %.1f us |\n", median(t_read, RUNS));
 	printf("| same statistics by walking every group | %.1f us |\n", median(t_walk, RUNS));
 	fprintf(stderr, "(walk sum %lld)\n", (long long)sum);
