@@ -21,15 +21,17 @@
 #include "cgm/hier.h"
 #include "cgm/size_class.h"
 
+_Static_assert(CGM_STEP_SIZES == CGM_SMALL_STEPS, "one block size per size-class step");
+
 int64_t acct_slot_precharge(const struct cgm_thread_slot *t)
 {
 	int64_t bytes = t->stock > 0 ? t->stock : 0;
 
+	/* Branch-free: in a mixed workload most classes hold some allowance. */
 	for (unsigned int s = 0; s < CGM_SMALL_STEPS; s++) {
 		int64_t a = __atomic_load_n(&t->allow[s], __ATOMIC_RELAXED);
 
-		if (a > 0)
-			bytes += a * (int64_t)cgm_step_block_size(s);
+		bytes += (a > 0 ? a : 0) * (int64_t)cgm_step_size[s];
 	}
 	return bytes;
 }
@@ -330,8 +332,9 @@ static void link_thread(struct cgm_hier *h, struct cgm_proc *p, uint32_t proc, u
 {
 	struct cgm_thread_slot *t = &h->threads[idx];
 
-	t->proc = proc;
 	t->next = p->first_thread;
+	/* A flusher may already see the slot (its bit is set): publish the owner last. */
+	__atomic_store_n(&t->proc, proc, __ATOMIC_RELEASE);
 	p->first_thread = idx;
 }
 
@@ -350,6 +353,8 @@ static uint32_t claim_thread_slot(struct cgm_hier *h, int tid)
 		memset(t, 0, offsetof(struct cgm_thread_slot, state));
 		memset(&t->snap_frees, 0, sizeof(*t) - offsetof(struct cgm_thread_slot, snap_frees));
 		t->tid = tid;
+		/* No owner until link_thread(): a flush skips the slot till then. */
+		__atomic_store_n(&t->proc, CGM_NONE, __ATOMIC_RELAXED);
 		__atomic_fetch_or(&h->hdr->thread_map[i / 64], 1ULL << (i % 64), __ATOMIC_RELEASE);
 		return i;
 	}

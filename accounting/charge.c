@@ -53,22 +53,28 @@ static void harvest_locked(struct cgm_hier *h, uint32_t proc, struct cgm_proc *p
 
 	for (t = p->first_thread; t != CGM_NONE && guard++ < CGM_MAX_THREADS;) {
 		struct cgm_thread_slot *ts = hier_thread(h, t);
-		uint64_t freed;
+		uint64_t freed, small = 0;
 
 		if (!ts || ts->proc != proc)
 			break;
 		freed = __atomic_load_n(&ts->freed_bytes, __ATOMIC_RELAXED);
 		pool_add(p, freed - ts->harvested_freed_bytes);
 		ts->harvested_freed_bytes = freed;
-		/* freed_small[s] counts frees of blocks of s * 8 bytes */
+		/*
+		 * freed_small[s] counts frees of blocks of s * 8 bytes: only
+		 * the few block sizes of mimalloc's bins ever change.  Summed
+		 * here, added to the pool once (garbage counts from a scribbled
+		 * file wrap the sum; pool_add saturates).
+		 */
 		for (unsigned int s = 1; s < CGM_SMALL_STEPS; s++) {
 			uint64_t n = __atomic_load_n(&ts->freed_small[s], __ATOMIC_RELAXED);
 
 			if (n != ts->harvested_small[s]) {
-				pool_add(p, (n - ts->harvested_small[s]) * s * 8);
+				small += (n - ts->harvested_small[s]) * s * 8;
 				ts->harvested_small[s] = n;
 			}
 		}
+		pool_add(p, small);
 		t = ts->next;
 	}
 	pool_add(p, 0);

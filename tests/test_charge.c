@@ -23,6 +23,7 @@
 #include "acct_fixture.h"
 #include "cgm/config.h"
 #include "cgm/files.h"
+#include "cgm/size_class.h"
 
 #define PAGE CGM_PAGE_SIZE
 #define BATCH CGM_CHARGE_BATCH
@@ -127,6 +128,16 @@ static int hold_17_pages(struct cgm_acct *a, void *arg)
 		return -ENOSPC;
 	return sim_malloc(a, &a->h.threads[slot], 17 * PAGE, false) == 17 * PAGE ? 0 : -ENOMEM;
 }
+
+/* The block-size table the class loops read is mimalloc's rule, step by step. */
+START_TEST(test_step_size_table)
+{
+	for (size_t s = 0; s < CGM_STEP_SIZES; s++)
+		ck_assert_msg(cgm_step_size[s] == cgm_small_block_size(s * 8),
+			      "step %zu: table %u, rule %zu", s, (unsigned)cgm_step_size[s],
+			      cgm_small_block_size(s * 8));
+}
+END_TEST
 
 START_TEST(test_alloc_free_restores_ancestors)
 {
@@ -712,6 +723,7 @@ static void add_tests(TCase *tc, bool failing)
 	if (failing)
 		return;
 	tcase_add_test(tc, test_live_process_survives_reclaim);
+	tcase_add_test(tc, test_step_size_table);
 	tcase_add_test(tc, test_alloc_free_restores_ancestors);
 	tcase_add_test(tc, test_threads_cross_frees);
 	tcase_add_test(tc, test_stock_trim_and_exit);
