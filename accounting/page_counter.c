@@ -65,6 +65,21 @@ static int64_t min64(int64_t a, int64_t b)
 	return a < b ? a : b;
 }
 
+/*
+ * The counters live in a shared file that anything may have scribbled
+ * on: arithmetic on what was read from it wraps instead of overflowing,
+ * and what must be a count is clamped to one.
+ */
+static int64_t wrap_sub(int64_t a, int64_t b)
+{
+	return (int64_t)((uint64_t)a - (uint64_t)b);
+}
+
+static int64_t nonneg(int64_t v)
+{
+	return v < 0 ? 0 : v;
+}
+
 void page_counter_init(struct page_counter *c, struct page_counter *parent)
 {
 	*c = (struct page_counter){
@@ -89,12 +104,12 @@ static void propagate_protected_usage(struct page_counter *c, int64_t usage)
 	protected = min64(usage, LOAD(c->min));
 	old = __atomic_exchange_n(&c->min_usage, protected, __ATOMIC_RELAXED);
 	if (protected != old)
-		__atomic_add_fetch(&parent->children_min_usage, protected - old, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&parent->children_min_usage, wrap_sub(protected, old), __ATOMIC_RELAXED);
 
 	protected = min64(usage, LOAD(c->low));
 	old = __atomic_exchange_n(&c->low_usage, protected, __ATOMIC_RELAXED);
 	if (protected != old)
-		__atomic_add_fetch(&parent->children_low_usage, protected - old, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&parent->children_low_usage, wrap_sub(protected, old), __ATOMIC_RELAXED);
 }
 
 /* The peak only grows; a lost race leaves it one charge low. */
@@ -113,11 +128,10 @@ static void page_counter_cancel(struct page_counter *c, int64_t nr)
 {
 	int64_t old = LOAD(c->usage), new;
 
+	nr = nonneg(nr);
 	do {
-		new = old - nr;
 		/* More uncharged than charged would be a bug; clamp, not wrap. */
-		if (new < 0)
-			new = 0;
+		new = old > nr ? old - nr : 0;
 	} while (!__atomic_compare_exchange_n(&c->usage, &old, new, true,
 					      __ATOMIC_RELAXED, __ATOMIC_RELAXED));
 	propagate_protected_usage(c, new);
@@ -254,8 +268,14 @@ static int64_t effective_protection(int64_t usage, int64_t parent_usage,
 				    int64_t siblings_protected,
 				    bool recursive_protection)
 {
-	int64_t protected = min64(usage, setting), ep;
+	int64_t protected, ep;
 
+	usage = nonneg(usage);
+	parent_usage = nonneg(parent_usage);
+	setting = nonneg(setting);
+	parent_effective = nonneg(parent_effective);
+	siblings_protected = nonneg(siblings_protected);
+	protected = min64(usage, setting);
 	if (siblings_protected > parent_effective)
 		return (int64_t)((__int128)protected * parent_effective / siblings_protected);
 	ep = protected;

@@ -23,6 +23,15 @@ unsigned int rstat_hist_bucket(uint64_t size)
 	return b < CGM_HIST_BUCKETS ? b : CGM_HIST_BUCKETS - 1;
 }
 
+/*
+ * Deltas are sums of counters read from the shared file: garbage in a
+ * scribbled file must wrap, not overflow a signed sum.
+ */
+static inline void wrap_add(int64_t *sum, uint64_t v)
+{
+	*sum = (int64_t)((uint64_t)*sum + v);
+}
+
 /* Deltas of one thread slot since the last flush; false if nothing changed. */
 static bool slot_delta(struct cgm_thread_slot *t, int64_t d[CGM_NR_STATS])
 {
@@ -48,9 +57,9 @@ static bool slot_delta(struct cgm_thread_slot *t, int64_t d[CGM_NR_STATS])
 		if (!n)
 			continue;
 		t->snap_allocs_small[i] = allocs[i];
-		d[CGM_STAT_ALLOCS] += (int64_t)n;
-		d[CGM_STAT_ALLOC_BYTES] += (int64_t)(n * cgm_step_block_size(i));
-		d[CGM_STAT_HIST0 + rstat_hist_bucket(cgm_step_block_size(i))] += (int64_t)n;
+		wrap_add(&d[CGM_STAT_ALLOCS], n);
+		wrap_add(&d[CGM_STAT_ALLOC_BYTES], n * cgm_step_block_size(i));
+		wrap_add(&d[CGM_STAT_HIST0 + rstat_hist_bucket(cgm_step_block_size(i))], n);
 		any = true;
 	}
 	for (unsigned int s = 1; s < CGM_SMALL_STEPS; s++) {
@@ -60,8 +69,8 @@ static bool slot_delta(struct cgm_thread_slot *t, int64_t d[CGM_NR_STATS])
 		if (!n)
 			continue;
 		t->snap_freed_small[s] = now;
-		d[CGM_STAT_FREES] += (int64_t)n;
-		d[CGM_STAT_FREE_BYTES] += (int64_t)(n * s * 8);
+		wrap_add(&d[CGM_STAT_FREES], n);
+		wrap_add(&d[CGM_STAT_FREE_BYTES], n * s * 8);
 		any = true;
 	}
 	for (unsigned int b = 0; b < CGM_HIST_BUCKETS; b++) {
@@ -71,13 +80,13 @@ static bool slot_delta(struct cgm_thread_slot *t, int64_t d[CGM_NR_STATS])
 		if (!n)
 			continue;
 		t->snap_big_hist[b] = now;
-		d[CGM_STAT_HIST0 + b] += (int64_t)n;
+		wrap_add(&d[CGM_STAT_HIST0 + b], n);
 		any = true;
 	}
 #define DELTA(stat, field, snap) do {					\
 		uint64_t now = __atomic_load_n(&t->field, __ATOMIC_RELAXED); \
 		if (now != t->snap) {					\
-			d[stat] += (int64_t)(now - t->snap);		\
+			wrap_add(&d[stat], now - t->snap);		\
 			t->snap = now;					\
 			any = true;					\
 		}							\
@@ -93,14 +102,14 @@ static bool slot_delta(struct cgm_thread_slot *t, int64_t d[CGM_NR_STATS])
 		uint64_t now = __atomic_load_n(&t->reallocs, __ATOMIC_RELAXED);
 
 		if (now != t->snap_reallocs) {
-			d[CGM_STAT_ALLOCS] += (int64_t)(now - t->snap_reallocs);
-			d[CGM_STAT_FREES] += (int64_t)(now - t->snap_reallocs);
+			wrap_add(&d[CGM_STAT_ALLOCS], now - t->snap_reallocs);
+			wrap_add(&d[CGM_STAT_FREES], now - t->snap_reallocs);
 			t->snap_reallocs = now;
 			any = true;
 		}
 	}
 #undef DELTA
-	d[CGM_STAT_ANON] = d[CGM_STAT_ALLOC_BYTES] - d[CGM_STAT_FREE_BYTES];
+	d[CGM_STAT_ANON] = (int64_t)((uint64_t)d[CGM_STAT_ALLOC_BYTES] - (uint64_t)d[CGM_STAT_FREE_BYTES]);
 	return any;
 }
 
@@ -133,13 +142,13 @@ static void flush_slot(struct cgm_hier *h, uint32_t i)
 
 	if (__atomic_load_n(&t->state, __ATOMIC_ACQUIRE) == CGM_SLOT_FREE)
 		return;
-	p = hier_proc(h, t->proc);
+	p = hier_proc(h, __atomic_load_n(&t->proc, __ATOMIC_ACQUIRE));
 	if (!p || !slot_delta(t, d))
 		return;
 	fold(h, __atomic_load_n(&p->group, __ATOMIC_RELAXED), d);
 	/* What the process holds live: a forked child inherits it. */
-	p->live_bytes += d[CGM_STAT_ANON];
-	p->live_objects += d[CGM_STAT_ALLOCS] - d[CGM_STAT_FREES];
+	wrap_add(&p->live_bytes, (uint64_t)d[CGM_STAT_ANON]);
+	wrap_add(&p->live_objects, (uint64_t)d[CGM_STAT_ALLOCS] - (uint64_t)d[CGM_STAT_FREES]);
 }
 
 void rstat_flush(struct cgm_hier *h)
@@ -179,7 +188,7 @@ static void shift_live(struct cgm_hier *h, uint32_t from, uint32_t to,
 	if (!bytes)
 		return;
 	if (from != CGM_NONE) {
-		d[CGM_STAT_ANON] = -bytes;
+		d[CGM_STAT_ANON] = (int64_t)(0 - (uint64_t)bytes);
 		fold(h, from, d);
 	}
 	if (to != CGM_NONE) {
@@ -192,8 +201,8 @@ void rstat_inherit(struct cgm_hier *h, struct cgm_proc *p, int64_t bytes, int64_
 {
 	hier_lock(&h->hdr->flush_lock);
 	shift_live(h, CGM_NONE, __atomic_load_n(&p->group, __ATOMIC_RELAXED), bytes);
-	p->live_bytes += bytes;
-	p->live_objects += objects;
+	wrap_add(&p->live_bytes, (uint64_t)bytes);
+	wrap_add(&p->live_objects, (uint64_t)objects);
 	hier_unlock(&h->hdr->flush_lock);
 }
 
