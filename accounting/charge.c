@@ -62,11 +62,12 @@ static void harvest_locked(struct cgm_hier *h, uint32_t proc, struct cgm_proc *p
 		ts->harvested_freed_bytes = freed;
 		/*
 		 * freed_small[s] counts frees of blocks of s * 8 bytes: only
-		 * the few block sizes of mimalloc's bins ever change.  Summed
+		 * the indices of mimalloc's block sizes ever change.  Summed
 		 * here, added to the pool once (garbage counts from a scribbled
 		 * file wrap the sum; pool_add saturates).
 		 */
-		for (unsigned int s = 1; s < CGM_SMALL_STEPS; s++) {
+		for (unsigned int b = 0; b < CGM_NR_BINS; b++) {
+			unsigned int s = cgm_bin_step[b];
 			uint64_t n = __atomic_load_n(&ts->freed_small[s], __ATOMIC_RELAXED);
 
 			if (n != ts->harvested_small[s]) {

@@ -62,7 +62,9 @@ static bool slot_delta(struct cgm_thread_slot *t, int64_t d[CGM_NR_STATS])
 		wrap_add(&d[CGM_STAT_HIST0 + rstat_hist_bucket(cgm_step_block_size(i))], n);
 		any = true;
 	}
-	for (unsigned int s = 1; s < CGM_SMALL_STEPS; s++) {
+	/* Frees are counted at block size / 8: only mimalloc's bins. */
+	for (unsigned int b = 0; b < CGM_NR_BINS; b++) {
+		unsigned int s = cgm_bin_step[b];
 		uint64_t now = __atomic_load_n(&t->freed_small[s], __ATOMIC_RELAXED);
 		uint64_t n = now - t->snap_freed_small[s];
 

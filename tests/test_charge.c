@@ -139,6 +139,26 @@ START_TEST(test_step_size_table)
 }
 END_TEST
 
+/* The bins harvest and flush visit are exactly the block sizes there are. */
+START_TEST(test_bin_steps_are_the_block_sizes)
+{
+	bool is_bin[CGM_STEP_SIZES] = { false };
+	int n = 0;
+
+	for (size_t s = 1; s < CGM_STEP_SIZES; s++)
+		is_bin[cgm_step_size[s] / 8] = true;
+	for (size_t s = 0; s < CGM_STEP_SIZES; s++)
+		n += is_bin[s];
+	ck_assert_int_eq(n, CGM_NR_BINS);
+	for (int b = 0; b < CGM_NR_BINS; b++) {
+		ck_assert_msg(is_bin[cgm_bin_step[b]], "bin %d: step %u is no block size",
+			      b, cgm_bin_step[b]);
+		if (b)
+			ck_assert_uint_gt(cgm_bin_step[b], cgm_bin_step[b - 1]);
+	}
+}
+END_TEST
+
 START_TEST(test_alloc_free_restores_ancestors)
 {
 	static int64_t live_size[4096];
@@ -724,6 +744,7 @@ static void add_tests(TCase *tc, bool failing)
 		return;
 	tcase_add_test(tc, test_live_process_survives_reclaim);
 	tcase_add_test(tc, test_step_size_table);
+	tcase_add_test(tc, test_bin_steps_are_the_block_sizes);
 	tcase_add_test(tc, test_alloc_free_restores_ancestors);
 	tcase_add_test(tc, test_threads_cross_frees);
 	tcase_add_test(tc, test_stock_trim_and_exit);

@@ -49,6 +49,16 @@ static const uint16_t cgm_step_size[CGM_STEP_SIZES] = {
 	1024,
 };
 
+/*
+ * The block sizes themselves, / 8: the only indices of a thread slot's
+ * freed_small[] that the free path ever counts in (it indexes by block
+ * size / 8).  Harvest and flush visit these 21 instead of all 129.
+ */
+#define CGM_NR_BINS 21
+static const uint8_t cgm_bin_step[CGM_NR_BINS] = {
+	1, 2, 4, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80, 96, 112, 128,
+};
+
 static inline size_t cgm_step_block_size(size_t step)
 {
 	return cgm_step_size[step];

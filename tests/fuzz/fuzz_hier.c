@@ -46,6 +46,7 @@
 #include "cgm/config.h"
 #include "cgm/files.h"
 #include "cgm/hier.h"
+#include "cgm/size_class.h"
 
 #define MAX_OPS 48
 #define MAX_KNOWN 128
@@ -504,7 +505,7 @@ static void op_charge(struct run *r)
 	t->big_hist[rstat_hist_bucket((uint64_t)size)]++;
 }
 
-/* cgm_acct_free(): small frees count per size step, others in bytes. */
+/* cgm_acct_free(): small frees count per block size / 8, others in bytes. */
 static void op_free(struct run *r)
 {
 	struct cgm_thread_slot *t = our_slot(r);
@@ -513,7 +514,7 @@ static void op_free(struct run *r)
 	if (!t)
 		return;
 	if (size <= CGM_SMALL_MAX) {
-		t->freed_small[(size + 7) / 8]++;
+		t->freed_small[cgm_small_block_size(size) / 8]++;
 	} else {
 		t->frees++;
 		t->freed_bytes += size;
