@@ -17,7 +17,7 @@ $(ZPF)/fuzz_zpool: tests/fuzz/fuzz_zpool.c tests/zpool_pages.c \
 
 fuzz-zpool: $(ZPF)/fuzz_zpool
 	$(ZPF)/fuzz_zpool -max_total_time=$(FUZZ_TIME) -max_len=4096 \
-		-print_final_stats=1 $(ZPF)/corpus-zpool
+		-print_final_stats=1 $(ZPF)/corpus-zpool tests/fuzz/corpus-zpool
 
 fuzz: fuzz-zpool
 
