@@ -31,7 +31,7 @@ int64_t acct_slot_precharge(const struct cgm_thread_slot *t)
 	for (unsigned int s = 0; s < CGM_SMALL_STEPS; s++) {
 		int64_t a = __atomic_load_n(&t->allow[s], __ATOMIC_RELAXED);
 
-		bytes += (a > 0 ? a : 0) * (int64_t)cgm_step_size[s];
+		bytes += (a > 0 ? a : 0) * (int64_t)cgm_step_block_size(s);
 	}
 	return bytes;
 }

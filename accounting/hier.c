@@ -38,7 +38,7 @@ static size_t layout_size(void)
 }
 
 /* FNV-1a over the geometry fields: catches a scribbled header. */
-static uint64_t header_checksum(const struct cgm_hier_header *hd)
+uint64_t hier_header_checksum(const struct cgm_hier_header *hd)
 {
 	const unsigned char *p = (const unsigned char *)hd;
 	size_t n = offsetof(struct cgm_hier_header, uid);
@@ -107,7 +107,7 @@ static void init_layout(void *base, size_t size)
 	hd->uid = (uint32_t)getuid();
 	init_shared_mutex(&hd->tree_lock);
 	init_shared_mutex(&hd->flush_lock);
-	hd->checksum = header_checksum(hd);
+	hd->checksum = hier_header_checksum(hd);
 
 	set_pointers(&h, base, size);
 	for (uint32_t i = 0; i < CGM_MAX_PROCS; i++)
@@ -146,7 +146,7 @@ static int validate(const struct cgm_hier_header *hd, size_t size,
 	    hd->groups_off != sizeof(*hd) ||
 	    hd->procs_off != hd->groups_off + (uint64_t)CGM_MAX_GROUPS * sizeof(struct cgm_group) ||
 	    hd->threads_off != hd->procs_off + (uint64_t)CGM_MAX_PROCS * sizeof(struct cgm_proc) ||
-	    hd->checksum != header_checksum(hd)) {
+	    hd->checksum != hier_header_checksum(hd)) {
 		snprintf(why, whylen, "corrupt header or another build's layout (geometry or "
 			 "checksum does not match; remove the file once no process uses it)");
 		return -EINVAL;

@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 
+#include "cgm/compiler.h"
 #include "cgm/config.h"
 #include "cgm/page_counter.h"
 
@@ -67,14 +68,9 @@ static int64_t min64(int64_t a, int64_t b)
 
 /*
  * The counters live in a shared file that anything may have scribbled
- * on: arithmetic on what was read from it wraps instead of overflowing,
- * and what must be a count is clamped to one.
+ * on: arithmetic on what was read from it wraps (cgm_wrap_sub), and what
+ * must be a count is clamped to one.
  */
-static int64_t wrap_sub(int64_t a, int64_t b)
-{
-	return (int64_t)((uint64_t)a - (uint64_t)b);
-}
-
 static int64_t nonneg(int64_t v)
 {
 	return v < 0 ? 0 : v;
@@ -104,12 +100,12 @@ static void propagate_protected_usage(struct page_counter *c, int64_t usage)
 	protected = min64(usage, LOAD(c->min));
 	old = __atomic_exchange_n(&c->min_usage, protected, __ATOMIC_RELAXED);
 	if (protected != old)
-		__atomic_add_fetch(&parent->children_min_usage, wrap_sub(protected, old), __ATOMIC_RELAXED);
+		__atomic_add_fetch(&parent->children_min_usage, cgm_wrap_sub(protected, old), __ATOMIC_RELAXED);
 
 	protected = min64(usage, LOAD(c->low));
 	old = __atomic_exchange_n(&c->low_usage, protected, __ATOMIC_RELAXED);
 	if (protected != old)
-		__atomic_add_fetch(&parent->children_low_usage, wrap_sub(protected, old), __ATOMIC_RELAXED);
+		__atomic_add_fetch(&parent->children_low_usage, cgm_wrap_sub(protected, old), __ATOMIC_RELAXED);
 }
 
 /* The peak only grows; a lost race leaves it one charge low. */

@@ -23,13 +23,10 @@ unsigned int rstat_hist_bucket(uint64_t size)
 	return b < CGM_HIST_BUCKETS ? b : CGM_HIST_BUCKETS - 1;
 }
 
-/*
- * Deltas are sums of counters read from the shared file: garbage in a
- * scribbled file must wrap, not overflow a signed sum.
- */
+/* Deltas are sums of counters read from the shared file: they wrap. */
 static inline void wrap_add(int64_t *sum, uint64_t v)
 {
-	*sum = (int64_t)((uint64_t)*sum + v);
+	*sum = cgm_wrap_add(*sum, v);
 }
 
 /* Deltas of one thread slot since the last flush; false if nothing changed. */
@@ -111,7 +108,7 @@ static bool slot_delta(struct cgm_thread_slot *t, int64_t d[CGM_NR_STATS])
 		}
 	}
 #undef DELTA
-	d[CGM_STAT_ANON] = (int64_t)((uint64_t)d[CGM_STAT_ALLOC_BYTES] - (uint64_t)d[CGM_STAT_FREE_BYTES]);
+	d[CGM_STAT_ANON] = cgm_wrap_sub(d[CGM_STAT_ALLOC_BYTES], d[CGM_STAT_FREE_BYTES]);
 	return any;
 }
 
@@ -150,7 +147,7 @@ static void flush_slot(struct cgm_hier *h, uint32_t i)
 	fold(h, __atomic_load_n(&p->group, __ATOMIC_RELAXED), d);
 	/* What the process holds live: a forked child inherits it. */
 	wrap_add(&p->live_bytes, (uint64_t)d[CGM_STAT_ANON]);
-	wrap_add(&p->live_objects, (uint64_t)d[CGM_STAT_ALLOCS] - (uint64_t)d[CGM_STAT_FREES]);
+	wrap_add(&p->live_objects, (uint64_t)cgm_wrap_sub(d[CGM_STAT_ALLOCS], d[CGM_STAT_FREES]));
 }
 
 void rstat_flush(struct cgm_hier *h)
@@ -190,7 +187,7 @@ static void shift_live(struct cgm_hier *h, uint32_t from, uint32_t to,
 	if (!bytes)
 		return;
 	if (from != CGM_NONE) {
-		d[CGM_STAT_ANON] = (int64_t)(0 - (uint64_t)bytes);
+		d[CGM_STAT_ANON] = cgm_wrap_sub(0, bytes);
 		fold(h, from, d);
 	}
 	if (to != CGM_NONE) {

@@ -109,14 +109,13 @@ static int stock_take(struct cgm_thread_slot *t, int64_t bytes)
  * once -- a thirty-second of a charge batch, so that some thirty classes
  * in use together fit in one batch of precharge.  Filled once at start-up.
  */
-static int64_t class_size[CGM_SMALL_STEPS];
 static int64_t class_cap[CGM_SMALL_STEPS];
 
 static void class_tables_init(void)
 {
 	for (size_t s = 0; s < CGM_SMALL_STEPS; s++) {
-		class_size[s] = (int64_t)cgm_step_block_size(s);
-		class_cap[s] = cgm_acct.batch_pages * CGM_PAGE_SIZE / 32 / class_size[s];
+		class_cap[s] = cgm_acct.batch_pages * CGM_PAGE_SIZE / 32 /
+			       (int64_t)cgm_step_block_size(s);
 		if (class_cap[s] < 1)
 			class_cap[s] = 1;
 		if (class_cap[s] > UINT16_MAX)
@@ -131,7 +130,7 @@ static void class_tables_init(void)
  */
 static int refill_class(struct cgm_thread_slot *t, size_t step)
 {
-	int64_t size = class_size[step];
+	int64_t size = (int64_t)cgm_step_block_size(step);
 	int64_t k = t->next_refill[step] ? 2 * (int64_t)t->next_refill[step] : 8;
 
 	if (k > class_cap[step])

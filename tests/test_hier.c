@@ -60,17 +60,6 @@ static void *map_file(size_t *size)
 	return p;
 }
 
-/* The header checksum as the format defines it: FNV-1a over the bytes before uid. */
-static uint64_t fnv_header(const struct cgm_hier_header *hd)
-{
-	const unsigned char *p = (const unsigned char *)hd;
-	uint64_t x = 0xcbf29ce484222325ULL;
-
-	for (size_t i = 0; i < offsetof(struct cgm_hier_header, uid); i++)
-		x = (x ^ p[i]) * 0x100000001b3ULL;
-	return x;
-}
-
 /* hier_open must refuse, say why (naming the file) in one line, and leave no mapping. */
 static void expect_refused(const char *what, const char *reason_part, int want_err)
 {
@@ -137,7 +126,7 @@ START_TEST(test_wrong_version)
 	make_valid_file();
 	hd = map_file(&size);
 	hd->version = CGM_HIER_VERSION + 1;
-	hd->checksum = fnv_header(hd);
+	hd->checksum = hier_header_checksum(hd);
 	munmap(hd, size);
 	expect_refused("wrong version", "version", -EPROTO);
 }
@@ -188,18 +177,18 @@ START_TEST(test_corrupt_header)
 	hd->max_groups--;
 	expect_refused("geometry, stale checksum", "corrupt header", -EINVAL);
 	/* A geometry field changed and the checksum made to match: the fields are checked too. */
-	hd->checksum = fnv_header(hd);
+	hd->checksum = hier_header_checksum(hd);
 	expect_refused("geometry, matching checksum", "corrupt header", -EINVAL);
 	hd->max_groups++;
 	hd->threads_off += 64;
-	hd->checksum = fnv_header(hd);
+	hd->checksum = hier_header_checksum(hd);
 	expect_refused("offsets, matching checksum", "corrupt header", -EINVAL);
 	hd->threads_off -= 64;
 	hd->file_size += 4096;
-	hd->checksum = fnv_header(hd);
+	hd->checksum = hier_header_checksum(hd);
 	expect_refused("file_size", "resized", -EINVAL);
 	hd->file_size -= 4096;
-	hd->checksum = fnv_header(hd);
+	hd->checksum = hier_header_checksum(hd);
 	munmap(hd, size);
 	/* Put back, it opens again: the refusals were about the scribbles. */
 	{

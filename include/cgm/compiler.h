@@ -7,6 +7,8 @@
 #ifndef CGM_COMPILER_H
 #define CGM_COMPILER_H
 
+#include <stdint.h>
+
 #define CGM_EXPORT	__attribute__((visibility("default")))
 #define CGM_HIDDEN	__attribute__((visibility("hidden")))
 #define CGM_NOINLINE	__attribute__((noinline))
@@ -52,6 +54,21 @@
 #else
 #define cgm_owner_add(x, v) ((x) += (v))
 #endif
+
+/*
+ * Arithmetic on values read from the shared hierarchy file, which anything
+ * may have scribbled on: it wraps like the unsigned sum instead of being a
+ * signed overflow.
+ */
+static inline int64_t cgm_wrap_add(int64_t a, uint64_t b)
+{
+	return (int64_t)((uint64_t)a + b);
+}
+
+static inline int64_t cgm_wrap_sub(int64_t a, int64_t b)
+{
+	return (int64_t)((uint64_t)a - (uint64_t)b);
+}
 
 #define CGM_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 

@@ -201,6 +201,8 @@ void hier_default_path(char *buf, size_t len);
 int hier_open(struct cgm_hier *h, const char *path, bool create,
 	      char *why, size_t whylen);
 void hier_close(struct cgm_hier *h);
+/* FNV-1a over the header's fields before uid: what hdr->checksum must hold. */
+uint64_t hier_header_checksum(const struct cgm_hier_header *hd);
 
 /* Bounds-checked accessors: NULL for an index out of range or a free slot. */
 struct cgm_group *hier_group(const struct cgm_hier *h, uint32_t idx);

@@ -619,17 +619,6 @@ static void op_scribble(struct run *r)
 	}
 }
 
-/* hier.c's header checksum, recomputed so that a scribble can get past it. */
-static uint64_t header_checksum(const struct cgm_hier_header *hd)
-{
-	const unsigned char *p = (const unsigned char *)hd;
-	uint64_t h = 0xcbf29ce484222325ULL;
-
-	for (size_t i = 0; i < offsetof(struct cgm_hier_header, uid); i++)
-		h = (h ^ p[i]) * 0x100000001b3ULL;
-	return h;
-}
-
 static void close_reopened(struct run *r)
 {
 	if (r->reopened.hdr)
@@ -681,7 +670,7 @@ static void op_header(struct run *r)
 		width = (unsigned int)(locks - off);
 	poke((char *)hd, sizeof(*hd), off, width, v);
 	if (mode & 0x80)
-		hd->checksum = header_checksum(hd);
+		hd->checksum = hier_header_checksum(hd);
 	open_and_use(r, path, true);
 }
 
