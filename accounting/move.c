@@ -8,7 +8,8 @@
  * statistics so far are folded into the source, and its live bytes move
  * with it.  Charging, harvesting and flushing all take one of those
  * locks, so none of them sees the process half moved; the malloc/free
- * fast paths never look at the group at all.
+ * fast paths never look at the group at all, and while the process moves
+ * itself they count under p->lock (the moving key, shim/moving.c).
  */
 #include <errno.h>
 

@@ -223,8 +223,10 @@ void rstat_switch_group(struct cgm_hier *h, struct cgm_proc *p, uint32_t to)
 	 * Caller holds the flush lock and p->lock: no flush sees half a move.
 	 * What the process's threads did up to now belongs to the group it
 	 * leaves: fold it there first.  The fast paths never look at the
-	 * group, so they need no "moving" state: only a counter bumped at the
-	 * very instant of the switch can land on the other side.
+	 * group; while the process moves itself, its threads count under
+	 * p->lock (the moving key, shim/moving.c), so only a call that was
+	 * already past its site when the key came on can land on the other
+	 * side -- on one side, never lost.
 	 */
 	while (t != CGM_NONE && guard++ < CGM_MAX_THREADS && hier_thread(h, t)) {
 		flush_slot(h, t);

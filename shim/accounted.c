@@ -243,12 +243,17 @@ out:
 	return p;
 }
 
-void cgm_acct_free_big(void *p)
+void cgm_acct_count_big_free(void *p)
 {
 	struct cgm_thread_slot *t = cgm_tslot;
 
 	cgm_owner_add(t->freed_bytes, (uint64_t)block_charge(p));
 	cgm_owner_add(t->frees, 1);
+}
+
+void cgm_acct_free_big(void *p)
+{
+	cgm_acct_count_big_free(p);
 	mi_free(p);
 }
 
@@ -314,6 +319,7 @@ void cgm_accounted_fork_child(void)
 
 	/* The slot we used is the parent's thread's, in shared memory: leave it. */
 	cgm_tslot = &cgm_boot_slot;
+	cgm_moving_fork_child();
 	if (acct_fork_child(&cgm_acct, &idx) < 0 || idx == CGM_NONE)
 		return;
 	cgm_tslot = hier_thread(&cgm_acct.h, idx);

@@ -48,20 +48,41 @@ static CGM_NOINLINE void acct_free_entry(void *p)
 	cgm_acct_free(p);
 }
 
+static CGM_NOINLINE void *acct_malloc_careful_entry(size_t n)
+{
+	return cgm_acct_malloc_careful(n, false);
+}
+
+/*
+ * One site per entry point serves two keys: NOP (accounting off), jump to
+ * the accounted fast path, or -- only while this process is being moved
+ * to another group -- jump to the careful path (shim/moving.c).
+ */
 void *cgm_malloc(size_t n)
 {
-	if (static_branch_unlikely(&cgm_accounting_key))
+	switch (static_branch_unlikely_refined(&cgm_accounting_key, &cgm_moving_key)) {
+	case 0:
+		return mi_malloc(n);
+	case 1:
 		return acct_malloc_entry(n);
-	return mi_malloc(n);
+	default:
+		return acct_malloc_careful_entry(n);
+	}
 }
 
 void cgm_free(void *p)
 {
-	if (static_branch_unlikely(&cgm_accounting_key)) {
+	switch (static_branch_unlikely_refined(&cgm_accounting_key, &cgm_moving_key)) {
+	case 0:
+		mi_free(p);
+		return;
+	case 1:
 		acct_free_entry(p);
 		return;
+	default:
+		cgm_acct_free_careful(p);
+		return;
 	}
-	mi_free(p);
 }
 
 void *cgm_calloc(size_t count, size_t size)
@@ -72,9 +93,14 @@ void *cgm_calloc(size_t count, size_t size)
 		errno = ENOMEM;
 		return NULL;
 	}
-	if (static_branch_unlikely(&cgm_accounting_key))
+	switch (static_branch_unlikely_refined(&cgm_accounting_key, &cgm_moving_key)) {
+	case 0:
+		return mi_zalloc(n);
+	case 1:
 		return cgm_acct_malloc(n, true);
-	return mi_zalloc(n);
+	default:
+		return cgm_acct_malloc_careful(n, true);
+	}
 }
 
 void *cgm_realloc(void *p, size_t n)

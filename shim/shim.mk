@@ -8,5 +8,5 @@ LIB_SRCS += shim/log.c shim/config.c shim/config_table.c shim/bootstrap.c \
 CFLAGS_shim_new_delete := -fexceptions
 
 LIB_SRCS += shim/accounted.c shim/acct_setup.c shim/watcher.c shim/mi_layout.c \
-	shim/exit_report.c shim/thread_start.c
+	shim/exit_report.c shim/thread_start.c shim/moving.c
 LIB_LIBS += -lcgroup

@@ -134,8 +134,36 @@ static void flush_batch(unsigned int n)
 }
 
 /*
- * Bring every site of @key (all keys if NULL) to the form its key's value
- * asks for.  Caller holds sk_lock and the mode is STATIC_KEYS_PATCHED.
+ * A refined site has two entries, the second with refines = 1 (see
+ * static_branch_unlikely_refined()).  The entry that decides a site: its
+ * base entry, or the refining one while both keys are on.
+ */
+static bool entry_refines(const struct jump_entry *tab, unsigned int i)
+{
+	return i > 0 && tab[i].refines == 1 &&
+	       jump_entry_code(&tab[i]) == jump_entry_code(&tab[i - 1]);
+}
+
+static bool entry_jumps(const struct jump_entry *e)
+{
+	return (static_key_count(jump_entry_key(e)) > 0) != jump_entry_branch(e);
+}
+
+/* The form site @i (a base entry) should have now. */
+static void site_form(const struct jump_entry *tab, unsigned int count,
+		      unsigned int i, struct sk_poke *poke)
+{
+	const struct jump_entry *e = &tab[i];
+	bool jump = entry_jumps(e);
+
+	if (jump && i + 1 < count && entry_refines(tab, i + 1) && entry_jumps(&tab[i + 1]))
+		e = &tab[i + 1];
+	sk_arch_make_insn(jump_entry_code(e), jump_entry_target(e), jump, poke);
+}
+
+/*
+ * Bring every site of @key (all keys if NULL) to the form its keys ask
+ * for.  Caller holds sk_lock and the mode is STATIC_KEYS_PATCHED.
  */
 static void update_sites(const struct static_key *key)
 {
@@ -143,15 +171,18 @@ static void update_sites(const struct static_key *key)
 	const struct jump_entry *tab = static_keys_table(&count);
 
 	for (unsigned int i = 0; i < count; i++) {
-		const struct jump_entry *e = &tab[i];
-		struct static_key *k = jump_entry_key(e);
 		struct sk_poke *poke = &sk_batch[n];
-		bool jump;
+		unsigned int base = i;
 
-		if (key && k != key)
+		if (entry_refines(tab, i)) {
+			/* Visited through its base entry when every site is. */
+			if (!key)
+				continue;
+			base = i - 1;
+		}
+		if (key && jump_entry_key(&tab[i]) != key)
 			continue;
-		jump = (static_key_count(k) > 0) != jump_entry_branch(e);
-		sk_arch_make_insn(e, jump, poke);
+		site_form(tab, count, base, poke);
 		if (memcmp(poke->addr, poke->insn, sk_arch_insn_size) == 0)
 			continue;
 		if (++n == SK_BATCH) {
@@ -289,7 +320,8 @@ out:
  * Describe the mode and every site of this image, offsets relative to the
  * image's load address (what objdump -d of the file shows), one line each:
  *   site <code> target <yes side> fallback <fallback> key <name> branch <0|1>
- *        state <nop|jmp|fallback|?>
+ *        state <nop|jmp|jmp-other|fallback|?> refines <0|1>
+ * (jmp-other: a refined site jumping to its other entry's target).
  * Returns the length the whole text needs (like snprintf).
  */
 size_t static_keys_report(char *buf, size_t len)
@@ -312,22 +344,32 @@ size_t static_keys_report(char *buf, size_t len)
 		const struct jump_entry *e = &tab[i];
 		const struct static_key *k = jump_entry_key(e);
 		uintptr_t code = jump_entry_code(e);
-		struct sk_poke want_jmp, want_nop;
+		struct sk_poke want_jmp, want_nop, want_other;
 		const char *state = "?";
 
-		sk_arch_make_insn(e, true, &want_jmp);
-		sk_arch_make_insn(e, false, &want_nop);
+		bool refines = entry_refines(tab, i);
+		/* The site's other entry, if it has two. */
+		const struct jump_entry *other = refines ? &tab[i - 1] :
+			i + 1 < count && entry_refines(tab, i + 1) ? &tab[i + 1] : NULL;
+
+		sk_arch_make_insn(code, jump_entry_target(e), true, &want_jmp);
+		sk_arch_make_insn(code, jump_entry_target(e), false, &want_nop);
+		if (other)
+			sk_arch_make_insn(code, jump_entry_target(other), true, &want_other);
 		if (sk_arch_insn_size && memcmp((void *)code, want_nop.insn, sk_arch_insn_size) == 0)
 			state = "nop";
 		else if (sk_arch_insn_size && memcmp((void *)code, want_jmp.insn, sk_arch_insn_size) == 0)
 			state = "jmp";
+		else if (sk_arch_insn_size && other &&
+			 memcmp((void *)code, want_other.insn, sk_arch_insn_size) == 0)
+			state = "jmp-other";
 		else if (sk_arch_insn_size)
 			state = "fallback";
-		OUT("site %#lx target %#lx fallback %#lx key %s branch %d state %s\n",
+		OUT("site %#lx target %#lx fallback %#lx key %s branch %d state %s refines %d\n",
 		    (unsigned long)(code - base),
 		    (unsigned long)(jump_entry_target(e) - base),
 		    (unsigned long)(jump_entry_fallback(e) - base),
-		    k->name ? k->name : "?", jump_entry_branch(e), state);
+		    k->name ? k->name : "?", jump_entry_branch(e), state, refines);
 	}
 #undef OUT
 	return n;

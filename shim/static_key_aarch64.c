@@ -36,15 +36,14 @@ int sk_arch_init(const char **reason)
 	return 0;
 }
 
-void sk_arch_make_insn(const struct jump_entry *e, bool jump,
+void sk_arch_make_insn(uintptr_t code, uintptr_t target, bool jump,
 		       struct sk_poke *poke)
 {
-	uintptr_t code = jump_entry_code(e);
 	uint32_t insn = AARCH64_NOP;
 
 	poke->addr = (uint8_t *)code;
 	poke->jump = jump;
-	poke->target = jump_entry_target(e);
+	poke->target = target;
 	if (jump) {
 		/* B has a +-128 MiB reach; a library is far smaller. */
 		int64_t off = ((int64_t)poke->target - (int64_t)code) / 4;

@@ -17,10 +17,11 @@ int sk_arch_init(const char **reason)
 	return -ENOTSUP;
 }
 
-void sk_arch_make_insn(const struct jump_entry *e, bool jump,
+void sk_arch_make_insn(uintptr_t code, uintptr_t target, bool jump,
 		       struct sk_poke *poke)
 {
-	(void)e;
+	(void)code;
+	(void)target;
 	(void)jump;
 	(void)poke;
 }

@@ -165,14 +165,12 @@ static uintptr_t thread_jump(uintptr_t target)
 	return target + INSN_SIZE + (uintptr_t)(intptr_t)rel;
 }
 
-void sk_arch_make_insn(const struct jump_entry *e, bool jump,
+void sk_arch_make_insn(uintptr_t code, uintptr_t target, bool jump,
 		       struct sk_poke *poke)
 {
-	uintptr_t code = jump_entry_code(e);
-
 	poke->addr = (uint8_t *)code;
 	poke->jump = jump;
-	poke->target = thread_jump(jump_entry_target(e));
+	poke->target = thread_jump(target);
 	if (jump) {
 		int32_t rel = (int32_t)(poke->target - (code + INSN_SIZE));
 

@@ -54,7 +54,7 @@ static void watch_move(void)
 
 	if (to == CGM_NONE)
 		return;
-	err = acct_move(&cgm_acct.h, cgm_acct.proc, to);
+	err = cgm_move_self(to);
 	if (err)
 		cgm_log("accounting: move to another group refused: %s",
 			err == -ENOMEM ? "the destination's memory.max is too small" : "no such group");

@@ -48,6 +48,20 @@ SITE_FN(shared_likely, static_branch_likely, sk_shared_key)
 SITE_FN(conc_unlikely, static_branch_unlikely, sk_conc)
 SITE_FN(conc_likely, static_branch_likely, sk_conc)
 
+/* Sites of two keys: 0 outer off, 1 outer on, 2 both on. */
+DEFINE_STATIC_KEY_FALSE(sk_outer);
+DEFINE_STATIC_KEY_FALSE(sk_inner);
+DEFINE_STATIC_KEY_FALSE(sk_conc_outer);
+__attribute__((noinline)) static int refined(void)
+{
+	return static_branch_unlikely_refined(&sk_outer, &sk_inner);
+}
+/* Refines sk_conc: the concurrency tests toggle the inner key of a site. */
+__attribute__((noinline)) static int conc_refined(void)
+{
+	return static_branch_unlikely_refined(&sk_conc_outer, &sk_conc);
+}
+
 static inline void cpu_relax(void)
 {
 #if defined(__x86_64__)
@@ -159,6 +173,8 @@ static void ck_sites_agree(void)
 	ck_assert_int_eq(other_tu_main_likely(), static_key_enabled(&sk_main_true));
 	ck_assert_int_eq(shared_likely(), static_key_enabled(&sk_shared_key));
 	ck_assert_int_eq(other_tu_shared_unlikely(), static_key_enabled(&sk_shared_key));
+	ck_assert_int_eq(refined(), !static_key_enabled(&sk_outer) ? 0 :
+				    static_key_enabled(&sk_inner) ? 2 : 1);
 }
 
 START_TEST(test_initial_values)
@@ -233,6 +249,35 @@ START_TEST(test_keys_across_translation_units)
 }
 END_TEST
 
+START_TEST(test_refined_site)
+{
+	/* The inner key alone changes nothing: the site stays on its "0" side. */
+	ck_assert_int_eq(refined(), 0);
+	static_branch_enable(&sk_inner);
+	ck_assert_int_eq(refined(), 0);
+	ck_sites_agree();
+	static_branch_enable(&sk_outer);
+	ck_assert_int_eq(refined(), 2);
+	static_branch_disable(&sk_inner);
+	ck_assert_int_eq(refined(), 1);
+	ck_sites_agree();
+	/* Reference counts on the inner key, under the outer one. */
+	static_branch_inc(&sk_inner);
+	static_branch_inc(&sk_inner);
+	static_branch_dec(&sk_inner);
+	ck_assert_int_eq(refined(), 2);
+	static_branch_dec(&sk_inner);
+	ck_assert_int_eq(refined(), 1);
+	/* Outer off wins over inner on. */
+	static_branch_enable(&sk_inner);
+	static_branch_disable(&sk_outer);
+	ck_assert_int_eq(refined(), 0);
+	ck_sites_agree();
+	static_branch_disable(&sk_inner);
+	ck_assert_int_eq(refined(), 0);
+}
+END_TEST
+
 /* ---- the bytes of every site ---- */
 
 static const unsigned char x86_nop5[5] = { 0x0f, 0x1f, 0x44, 0x00, 0x00 };
@@ -255,14 +300,27 @@ static void ck_site_bytes(void)
 	unsigned int count, size = static_keys_site_size();
 	const struct jump_entry *tab = static_keys_table(&count);
 
-	ck_assert_uint_eq(count, 10);	/* 8 sites here, 2 in sk_other_tu.c */
+	/* 8 sites here, 2 in sk_other_tu.c, and 2 sites of two entries each. */
+	ck_assert_uint_eq(count, 14);
 	for (unsigned int i = 0; i < count; i++) {
 		const struct jump_entry *e = &tab[i];
 		const unsigned char *code = (const unsigned char *)jump_entry_code(e);
-		bool jump = static_key_enabled(jump_entry_key(e)) != jump_entry_branch(e);
+		/* A refined site: its first entry decides NOP/JMP, the second where to. */
+		bool refines = e->refines == 1;
+		const struct jump_entry *base = refines ? &tab[i - 1] : e;
+		const struct jump_entry *inner = refines ? e :
+			i + 1 < count && tab[i + 1].refines == 1 ? &tab[i + 1] : NULL;
+		bool jump = static_key_enabled(jump_entry_key(base)) != jump_entry_branch(base);
+		const struct jump_entry *to = inner && static_key_enabled(jump_entry_key(inner)) ?
+			inner : base;
 		uintptr_t dest = expected_mode == STATIC_KEYS_FALLBACK ?
 			jump_entry_fallback(e) :
-			size == 5 ? x86_threaded(jump_entry_target(e)) : jump_entry_target(e);
+			size == 5 ? x86_threaded(jump_entry_target(to)) : jump_entry_target(to);
+
+		if (refines) {
+			ck_assert_uint_eq(jump_entry_code(e), jump_entry_code(base));
+			ck_assert_uint_eq(jump_entry_fallback(e), jump_entry_fallback(base));
+		}
 
 		ck_assert_ptr_nonnull(jump_entry_key(e)->name);
 		if (size == 5) {
@@ -300,6 +358,11 @@ START_TEST(test_site_bytes)
 	static_branch_enable(&sk_conc);
 	ck_site_bytes();
 	static_branch_disable(&sk_false);
+	static_branch_enable(&sk_outer);
+	ck_site_bytes();
+	static_branch_enable(&sk_inner);
+	ck_site_bytes();
+	static_branch_disable(&sk_outer);
 	ck_site_bytes();
 }
 END_TEST
@@ -336,6 +399,7 @@ static void *spin(void *arg)
 	while (!__atomic_load_n(&conc_stop, __ATOMIC_RELAXED)) {
 		unsigned long s1 = __atomic_load_n(&conc_seq, __ATOMIC_ACQUIRE), s2;
 		bool u = conc_unlikely(), l = conc_likely();
+		int r = conc_refined();
 
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		s2 = __atomic_load_n(&conc_seq, __ATOMIC_ACQUIRE);
@@ -345,7 +409,7 @@ static void *spin(void *arg)
 			bool want = (s1 / 2) & 1;
 
 			s->checked++;
-			s->wrong += (u != want) + (l != want);
+			s->wrong += (u != want) + (l != want) + (r != 1 + (int)want);
 		}
 	}
 	return NULL;
@@ -385,6 +449,7 @@ static int child_check(void)
 	for (int i = 0; i < 4; i++) {
 		bad += conc_unlikely() != static_key_enabled(&sk_conc);
 		bad += conc_likely() != static_key_enabled(&sk_conc);
+		bad += conc_refined() != 1 + static_key_enabled(&sk_conc);
 		if (static_key_enabled(&sk_conc))
 			static_branch_disable(&sk_conc);
 		else
@@ -419,6 +484,8 @@ static void run_concurrency(unsigned long n, bool with_fork, int blockers)
 	conc_seq = 0;
 	conc_stop = 0;
 	conc_progress = 0;
+	/* The refined site's outer key stays on: the toggles move it JMP <-> JMP. */
+	static_branch_enable(&sk_conc_outer);
 	for (int i = 0; i < 4; i++) {
 		sp[i].block_sigtrap = i < blockers;
 		pthread_create(&sp[i].th, NULL, spin, &sp[i]);
@@ -447,6 +514,8 @@ static void run_concurrency(unsigned long n, bool with_fork, int blockers)
 	ck_assert_uint_gt(sides[1], 0);
 	ck_assert_int_eq(static_key_enabled(&sk_conc), (int)(n & 1));
 	ck_assert_int_eq(conc_unlikely(), (int)(n & 1));
+	ck_assert_int_eq(conc_refined(), 1 + (int)(n & 1));
+	static_branch_disable(&sk_conc_outer);
 }
 
 START_TEST(test_concurrent_toggle)
@@ -484,6 +553,7 @@ static void add_behaviour_tests(TCase *tc)
 	tcase_add_test(tc, test_enable_disable);
 	tcase_add_test(tc, test_refcount);
 	tcase_add_test(tc, test_keys_across_translation_units);
+	tcase_add_test(tc, test_refined_site);
 	tcase_add_test(tc, test_site_bytes);
 	tcase_add_test(tc, test_mode_reported);
 	tcase_add_test(tc, test_concurrent_toggle);

@@ -1,8 +1,9 @@
 /*
  * Static keys on another architecture (aarch64 under qemu-user), without
  * the Check framework (which is not installed for the target): toggling,
- * refcounts, the bytes of every site, and a concurrency run in which
- * spinning threads must take the new side once a toggle has returned.
+ * refcounts, the bytes of every site (a site of two keys too), and a
+ * concurrency run in which spinning threads must take the new side once a
+ * toggle has returned.
  * Exits 0 when all pass, 1 otherwise, printing what failed.
  */
 #include <pthread.h>
@@ -20,6 +21,13 @@ __attribute__((noinline)) static bool false_likely(void) { return static_branch_
 __attribute__((noinline)) static bool true_unlikely(void) { return static_branch_unlikely(&arch_true); }
 __attribute__((noinline)) static bool true_likely(void) { return static_branch_likely(&arch_true); }
 
+/* A site of two keys (arch_outer, then arch_false): 0, 1 or 2. */
+DEFINE_STATIC_KEY_FALSE(arch_outer);
+__attribute__((noinline)) static int refined(void)
+{
+	return static_branch_unlikely_refined(&arch_outer, &arch_false);
+}
+
 static int failures;
 
 #define CHECK(cond) do { if (!(cond)) { failures++; \
@@ -31,6 +39,8 @@ static void check_agree(void)
 	CHECK(false_likely() == static_key_enabled(&arch_false));
 	CHECK(true_unlikely() == static_key_enabled(&arch_true));
 	CHECK(true_likely() == static_key_enabled(&arch_true));
+	CHECK(refined() == (!static_key_enabled(&arch_outer) ? 0 :
+			    static_key_enabled(&arch_false) ? 2 : 1));
 }
 
 /* In patched mode every site is a NOP or a branch to its yes side. */
@@ -39,10 +49,16 @@ static void check_sites(void)
 	unsigned int count, size = static_keys_site_size();
 	const struct jump_entry *tab = static_keys_table(&count);
 
-	CHECK(count == 4);
+	CHECK(count == 6);	/* 4 sites, and one site of two entries */
 	for (unsigned int i = 0; i < count && size == 4; i++) {
+		/* A refined site: its first entry decides NOP/B, the second where to. */
+		const struct jump_entry *base = tab[i].refines == 1 ? &tab[i - 1] : &tab[i];
+		const struct jump_entry *inner = tab[i].refines == 1 ? &tab[i] :
+			i + 1 < count && tab[i + 1].refines == 1 ? &tab[i + 1] : NULL;
+		const struct jump_entry *to = inner && static_key_enabled(jump_entry_key(inner)) ?
+			inner : base;
 		uint32_t insn;
-		bool jump = static_key_enabled(jump_entry_key(&tab[i])) != jump_entry_branch(&tab[i]);
+		bool jump = static_key_enabled(jump_entry_key(base)) != jump_entry_branch(base);
 
 		memcpy(&insn, (const void *)jump_entry_code(&tab[i]), 4);
 		if (!jump) {
@@ -51,7 +67,7 @@ static void check_sites(void)
 			int64_t off = (int64_t)((int32_t)(insn << 6) >> 6) * 4;
 
 			CHECK(insn >> 26 == 0x05);
-			CHECK(jump_entry_code(&tab[i]) + (uintptr_t)off == jump_entry_target(&tab[i]));
+			CHECK(jump_entry_code(&tab[i]) + (uintptr_t)off == jump_entry_target(to));
 		}
 	}
 }
@@ -66,10 +82,11 @@ static void *spin(void *arg)
 	while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) {
 		unsigned long s1 = __atomic_load_n(&seq, __ATOMIC_ACQUIRE);
 		bool u = false_unlikely();
+		int r = refined();
 
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		if (s1 == __atomic_load_n(&seq, __ATOMIC_ACQUIRE) && !(s1 & 1))
-			*wrong += u != (bool)((s1 / 2) & 1);
+			*wrong += (u != (bool)((s1 / 2) & 1)) + (r != 1 + (int)((s1 / 2) & 1));
 	}
 	return NULL;
 }
@@ -96,6 +113,10 @@ int main(int argc, char **argv)
 		check_sites();
 	static_branch_enable(&arch_false);
 	static_branch_disable(&arch_true);
+	check_agree();
+	if (mode == STATIC_KEYS_PATCHED)
+		check_sites();
+	static_branch_enable(&arch_outer);
 	check_agree();
 	if (mode == STATIC_KEYS_PATCHED)
 		check_sites();

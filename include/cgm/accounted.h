@@ -25,6 +25,8 @@
 
 DECLARE_STATIC_KEY_FALSE(cgm_accounting_key);
 DECLARE_STATIC_KEY_FALSE(cgm_limits_key);
+/* On only while this process is being moved to another group (shim/moving.c). */
+DECLARE_STATIC_KEY_FALSE(cgm_moving_key);
 
 /* This process's accounting state. */
 extern struct cgm_acct cgm_acct;
@@ -39,6 +41,15 @@ extern CGM_TLS struct cgm_thread_slot *cgm_tslot;
 void *cgm_acct_refill(size_t n, size_t step, bool zero);
 void *cgm_acct_alloc_slow(size_t n, size_t align, bool zero);
 void cgm_acct_free_big(void *p);
+void cgm_acct_count_big_free(void *p);
+
+/* The careful paths taken while a move is in progress (shim/moving.c). */
+void *cgm_acct_malloc_careful(size_t n, bool zero);
+void cgm_acct_free_careful(void *p);
+/* Move this process to group @to with the moving key on; 0 or -errno. */
+int cgm_move_self(uint32_t to);
+unsigned long long cgm_careful_ops(void);
+void cgm_moving_fork_child(void);
 void *cgm_acct_realloc(void *p, size_t n);
 
 static inline __attribute__((always_inline)) void *cgm_acct_malloc(size_t n, bool zero)

@@ -30,8 +30,8 @@ extern const unsigned int sk_arch_insn_size;
  */
 int sk_arch_init(const char **reason);
 
-/* The instruction for @e in its NOP (jump == false) or JMP form. */
-void sk_arch_make_insn(const struct jump_entry *e, bool jump,
+/* The instruction at @code: a NOP (jump == false) or a JMP to @target. */
+void sk_arch_make_insn(uintptr_t code, uintptr_t target, bool jump,
 		       struct sk_poke *poke);
 
 /*

@@ -66,7 +66,7 @@ struct jump_entry {
 	int32_t code;		/* the patched instruction */
 	int32_t target;		/* where the "yes" side starts */
 	int32_t fallback;	/* the out-of-line code that reads the key */
-	int32_t pad;
+	int32_t refines;	/* 1: refines the entry before it (same site) */
 	int64_t key;		/* the key; bit 0 = branch (see below) */
 };
 
@@ -76,6 +76,20 @@ struct jump_entry {
  * static_branch_unlikely uses branch 0 (the fall-through side is the
  * false one), static_branch_likely uses branch 1 and negates the result.
  */
+
+/*
+ * One entry of the table, in the asm of a site: label 1 is the site,
+ * label 3 its fallback; @target, @refines and @key are asm operand texts.
+ */
+#define SK_TABLE_ENTRY(target, refines, key)				\
+	".pushsection __cgm_jump_table, \"aR\"\n\t"			\
+	".balign 8\n\t"							\
+	".long 1b - .\n\t"						\
+	".long " target " - .\n\t"					\
+	".long 3b - .\n\t"						\
+	".long " refines "\n\t"						\
+	".quad " key " - .\n\t"						\
+	".popsection\n\t"
 
 #if defined(__x86_64__) && !defined(CGM_STATIC_KEYS_GENERIC)
 #define CGM_STATIC_KEYS_ARCH 1
@@ -100,18 +114,41 @@ arch_static_branch(struct static_key *key, bool branch)
 		"	.endif\n\t"
 		"	jmp 2b\n\t"
 		".popsection\n\t"
-		".pushsection __cgm_jump_table, \"aR\"\n\t"
-		".balign 8\n\t"
-		".long 1b - .\n\t"
-		".long %l[l_yes] - .\n\t"
-		".long 3b - .\n\t"
-		".long 0\n\t"
-		".quad %c0 + %c1 - .\n\t"
-		".popsection"
+		SK_TABLE_ENTRY("%l[l_yes]", "0", "%c0 + %c1")
 		: : "i"(key), "i"(branch) : "cc" : l_yes);
 	return false;
 l_yes:
 	return true;
+}
+
+/*
+ * A site governed by two false keys (static_branch_unlikely_refined()):
+ * NOP while @outer is off, JMP l_yes while only @outer is on, JMP
+ * l_refined while both are.  Two table entries share the site; the second
+ * says it refines the first.  The fallback tests outer, then inner.
+ */
+static inline __attribute__((always_inline)) int
+arch_static_branch_refined(struct static_key *outer, struct static_key *inner)
+{
+	__asm__ goto(
+		"1:	.byte 0xe9\n\t"
+		"	.long 3f - 2f\n"
+		"2:\n\t"
+		".pushsection .text.cgm_static_key, \"ax\"\n"
+		"3:	cmpl $0, %c0(%%rip)\n\t"
+		"	je 2b\n\t"
+		"	cmpl $0, %c1(%%rip)\n\t"
+		"	jne %l[l_refined]\n\t"
+		"	jmp %l[l_yes]\n\t"
+		".popsection\n\t"
+		SK_TABLE_ENTRY("%l[l_yes]", "0", "%c0")
+		SK_TABLE_ENTRY("%l[l_refined]", "1", "%c1")
+		: : "i"(outer), "i"(inner) : "cc" : l_yes, l_refined);
+	return 0;
+l_yes:
+	return 1;
+l_refined:
+	return 2;
 }
 
 #elif defined(__aarch64__) && !defined(CGM_STATIC_KEYS_GENERIC)
@@ -140,18 +177,41 @@ arch_static_branch(struct static_key *key, bool branch)
 		"	b 2b\n"
 		"4:	b %l[l_yes]\n\t"
 		".popsection\n\t"
-		".pushsection __cgm_jump_table, \"aR\"\n\t"
-		".balign 8\n\t"
-		".long 1b - .\n\t"
-		".long %l[l_yes] - .\n\t"
-		".long 3b - .\n\t"
-		".long 0\n\t"
-		".quad %c0 + %c1 - .\n\t"
-		".popsection"
+		SK_TABLE_ENTRY("%l[l_yes]", "0", "%c0 + %c1")
 		: : "S"(key), "i"(branch) : "cc", "x16" : l_yes);
 	return false;
 l_yes:
 	return true;
+}
+
+/* Two keys on one site: see the x86-64 version. */
+static inline __attribute__((always_inline)) int
+arch_static_branch_refined(struct static_key *outer, struct static_key *inner)
+{
+	__asm__ goto(
+		"1:	b 3f\n"
+		"2:\n\t"
+		".pushsection .text.cgm_static_key, \"ax\"\n"
+		"3:	adrp x16, %c0\n\t"
+		"	ldr w16, [x16, #:lo12:%c0]\n\t"
+		"	cmp w16, #0\n\t"
+		"	b.ne 4f\n\t"
+		"	b 2b\n"
+		"4:	adrp x16, %c1\n\t"
+		"	ldr w16, [x16, #:lo12:%c1]\n\t"
+		"	cmp w16, #0\n\t"
+		"	b.ne 5f\n\t"
+		"	b %l[l_yes]\n"
+		"5:	b %l[l_refined]\n\t"
+		".popsection\n\t"
+		SK_TABLE_ENTRY("%l[l_yes]", "0", "%c0")
+		SK_TABLE_ENTRY("%l[l_refined]", "1", "%c1")
+		: : "S"(outer), "S"(inner) : "cc", "x16" : l_yes, l_refined);
+	return 0;
+l_yes:
+	return 1;
+l_refined:
+	return 2;
 }
 
 #else
@@ -160,6 +220,14 @@ static inline __attribute__((always_inline)) bool
 arch_static_branch(struct static_key *key, bool branch)
 {
 	return (__atomic_load_n(&key->enabled, __ATOMIC_RELAXED) > 0) != branch;
+}
+
+static inline __attribute__((always_inline)) int
+arch_static_branch_refined(struct static_key *outer, struct static_key *inner)
+{
+	if (__atomic_load_n(&outer->enabled, __ATOMIC_RELAXED) <= 0)
+		return 0;
+	return __atomic_load_n(&inner->enabled, __ATOMIC_RELAXED) > 0 ? 2 : 1;
 }
 #endif
 
@@ -178,6 +246,7 @@ arch_static_branch(struct static_key *key, bool branch)
  */
 #define static_branch_likely(x) (sizeof((x)->key) ? 1 : 1)
 #define static_branch_unlikely(x) (sizeof((x)->key) ? 0 : 0)
+#define static_branch_unlikely_refined(x, y) (sizeof((x)->key) + sizeof((y)->key) ? 0 : 0)
 #else
 #define static_branch_likely(x) __extension__ ({			\
 	STATIC_KEY_CHECK_TYPE(x);					\
@@ -187,6 +256,23 @@ arch_static_branch(struct static_key *key, bool branch)
 #define static_branch_unlikely(x) __extension__ ({			\
 	STATIC_KEY_CHECK_TYPE(x);					\
 	__builtin_expect(arch_static_branch(&(x)->key, false), 0);	\
+})
+
+/*
+ * One site, two false keys, no cost beyond one site: 0 while @x is off,
+ * 1 while @x is on and @y off, 2 while both are on.  The site is a NOP, a
+ * jump to the "1" side or a jump to the "2" side: a second mode of a
+ * feature (accounting while a move is in progress) costs nothing while it
+ * is off, not even the NOP a nested static_branch_unlikely() would add.
+ */
+#define STATIC_KEY_CHECK_FALSE(x)					\
+	_Static_assert(__builtin_types_compatible_p(__typeof__(*(x)),	\
+						    struct static_key_false), \
+		       "static_branch_unlikely_refined() needs static_key_false keys")
+#define static_branch_unlikely_refined(x, y) __extension__ ({		\
+	STATIC_KEY_CHECK_FALSE(x);					\
+	STATIC_KEY_CHECK_FALSE(y);					\
+	arch_static_branch_refined(&(x)->key, &(y)->key);		\
 })
 #endif
 

@@ -42,6 +42,14 @@ check-cgmctl: tests/test_cgmctl.sh tests/cgmctl/lib.sh tests/cgmctl/readme_conf.
 check-cgmctl-procs: tests/cgmctl/test_procs.sh tests/cgmctl/lib.sh $(CGMCTL) $(LIB)
 	$(CGMCTL_TEST_ENV) sh tests/cgmctl/test_procs.sh
 
+# The moving key: a program allocating on two threads is moved twelve times.
+$(T)/move_worker: tests/move_worker.c
+	@mkdir -p $(T)
+	$(CC) $(TEST_CFLAGS) -o $@ $<
+
+check-cgmctl-moving: tests/cgmctl/test_moving.sh tests/cgmctl/lib.sh $(T)/move_worker $(CGMCTL) $(LIB)
+	$(CGMCTL_TEST_ENV) MOVE_WORKER=$(abspath $(T)/move_worker) sh tests/cgmctl/test_moving.sh
+
 # The README's table of CGMALLOC_CONF keys is `cgmctl help conf --markdown`:
 # readme-conf checks it, readme-conf-update rewrites it.
 readme-conf: $(CGMCTL)
@@ -75,8 +83,8 @@ $(CGMCTL_ASAN): $(CGMCTL_SRCS) $(wildcard tools/cgmctl/*.h include/cgm/*.h) $(LI
 check-asan-cgmctl: $(CGMCTL_ASAN) tests/test_cgmctl.sh tests/cgmctl/lib.sh
 	CGMCTL=$(abspath $(CGMCTL_ASAN)) CGM_LIB=$(abspath $(LIB)) sh tests/test_cgmctl.sh
 
-CHECK_TARGETS += check-cgmctl check-cgmctl-procs check-api
+CHECK_TARGETS += check-cgmctl check-cgmctl-procs check-cgmctl-moving check-api
 ASAN_TARGETS += check-asan-cgmctl
 
-.PHONY: check-cgmctl check-cgmctl-procs check-api check-asan-cgmctl readme-conf \
+.PHONY: check-cgmctl check-cgmctl-procs check-cgmctl-moving check-api check-asan-cgmctl readme-conf \
 	readme-conf-update

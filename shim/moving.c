@@ -1,0 +1,133 @@
+/*
+ * Moving this process to another group, and the careful paths its threads
+ * take while the move is in progress (the kernel's 2012 memcg_moving idea:
+ * page statistics take the memcg's move_lock only while a charge is being
+ * moved, and skip it otherwise).
+ *
+ * The watcher thread carries out a move that another process asked for
+ * (shim/watcher.c).  It switches cgm_moving_key on, moves the charge and
+ * the statistics under the process's lock (acct_move), and switches the
+ * key off.  malloc, calloc and free share one site with the accounting
+ * key (static_branch_unlikely_refined): the site jumps to the usual
+ * accounted fast path, or, while the moving key is on as well, to the
+ * careful versions below, which update the thread's counters under the
+ * same process lock that the move holds while it switches groups.  So an
+ * allocation or a free that starts after the key is on is counted wholly
+ * before or wholly after the switch.  One that was already past the site
+ * when the key came on (a few instructions) is not held back: it lands on
+ * one side or the other, as without the key; nothing is lost either way,
+ * because the move carries every page the process holds.
+ *
+ * Off, the key costs nothing: the site was already there for accounting.
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "cgm/accounted.h"
+#include "cgm/log.h"
+#include "cgm/shim.h"
+
+DEFINE_STATIC_KEY_FALSE(cgm_moving_key);
+
+/* Allocations and frees that took the careful path, in this process. */
+static atomic_ullong careful_ops;
+
+unsigned long long cgm_careful_ops(void)
+{
+	return atomic_load_explicit(&careful_ops, memory_order_relaxed);
+}
+
+static struct cgm_proc *careful_begin(void)
+{
+	struct cgm_proc *p = hier_proc(&cgm_acct.h, cgm_acct.proc);
+
+	atomic_fetch_add_explicit(&careful_ops, 1, memory_order_relaxed);
+	if (p)
+		hier_lock(&p->lock);
+	return p;
+}
+
+static void careful_end(struct cgm_proc *p)
+{
+	if (p)
+		hier_unlock(&p->lock);
+}
+
+void *cgm_acct_malloc_careful(size_t n, bool zero)
+{
+	struct cgm_proc *p;
+	size_t step;
+	bool took;
+
+	/* Above the small sizes the slow path charges under the same lock. */
+	if (n > CGM_SMALL_MAX)
+		return cgm_acct_alloc_slow(n, 0, zero);
+	step = (n + 7) >> 3;
+	p = careful_begin();
+	took = cgm_owner_add(cgm_tslot->allow[step], -1) >= 0;
+	careful_end(p);
+	/* The refill path charges under the lock itself: not held here. */
+	if (!took)
+		return cgm_acct_refill(n, step, zero);
+	return zero ? mi_zalloc(n) : mi_malloc(n);
+}
+
+void cgm_acct_free_careful(void *ptr)
+{
+	struct cgm_proc *p;
+	uint32_t size;
+
+	if (ptr == NULL)
+		return;
+	size = mi209_slice_block_size(ptr);
+	p = careful_begin();
+	if (size - 8 > CGM_SMALL_MAX - 8)
+		cgm_acct_count_big_free(ptr);
+	else
+		cgm_owner_add(*(uint64_t *)((char *)cgm_tslot->freed_small + size), 1);
+	careful_end(p);
+	mi_free(ptr);
+}
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int cgm_move_self(uint32_t to)
+{
+	unsigned long long before = cgm_careful_ops();
+	int64_t start = now_ns();
+	int err;
+
+	static_branch_enable(&cgm_moving_key);
+	err = acct_move(&cgm_acct.h, cgm_acct.proc, to);
+	static_branch_disable(&cgm_moving_key);
+	/* "in all" lets a test see that nothing went careful between moves. */
+	if (cgm_conf.verbose) {
+		char path[CGM_PATH_MAX];
+
+		if (group_path(&cgm_acct.h, to, path, sizeof(path)) < 0)
+			snprintf(path, sizeof(path), "#%u", to);
+		cgm_log("accounting: move to group %s %s; moving key on for %lld us; "
+			"careful path: %llu allocations and frees during the move, %llu in all",
+			path, err ? "refused" : "done", (long long)(now_ns() - start) / 1000,
+			cgm_careful_ops() - before, cgm_careful_ops());
+	}
+	return err;
+}
+
+/*
+ * In the child of fork(): a move of the parent's was in progress.  The
+ * child has a slot of its own and no move to finish.  The static keys'
+ * own fork handler, registered first, has released the patch lock.
+ */
+void cgm_moving_fork_child(void)
+{
+	if (static_key_enabled(&cgm_moving_key))
+		static_branch_disable(&cgm_moving_key);
+}
