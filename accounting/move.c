@@ -55,7 +55,14 @@ unlock:
 	hier_unlock(&h->hdr->flush_lock);
 out:
 	hier_unlock(&h->hdr->tree_lock);
-	if (moved)
+	if (moved) {
+		/*
+		 * Frees since the flush above were folded into the statistics
+		 * with the switch; a later flush sees no change in those slots
+		 * and would not harvest them: harvest here.
+		 */
+		acct_harvest(h, proc);
 		hier_bump_epoch(h);
+	}
 	return err;
 }

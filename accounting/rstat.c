@@ -4,8 +4,10 @@
  * takes the difference from the snapshot it left last time and adds it to
  * the group's local statistics and to the hierarchical statistics of the
  * group and every ancestor.  A read of any group's hierarchical statistics
- * after a flush is therefore O(1), and a flush costs in proportion to the
- * threads that changed, times their depth -- never the size of the tree.
+ * after a flush is therefore O(1), and a flush costs a look at each live
+ * thread slot (the kernel's flush looks at each CPU) plus, for the threads
+ * that changed, their depth and their process's harvest -- never the size
+ * of the tree or of the process table.
  */
 #include <string.h>
 
@@ -132,47 +134,66 @@ static void fold(struct cgm_hier *h, uint32_t group, const int64_t d[CGM_NR_STAT
 	}
 }
 
-/* Fold thread slot @i into its process's group.  Flush lock held. */
-static void flush_slot(struct cgm_hier *h, uint32_t i)
+/*
+ * Fold thread slot @i into its process's group.  Flush lock held.
+ * Returns the slot's process if it has something for the process to do
+ * (new frees to harvest, or an exited thread to reap), else CGM_NONE.
+ */
+static uint32_t flush_slot(struct cgm_hier *h, uint32_t i)
 {
 	struct cgm_thread_slot *t = &h->threads[i];
 	int64_t d[CGM_NR_STATS];
+	uint32_t proc;
 	struct cgm_proc *p;
+	uint32_t state = __atomic_load_n(&t->state, __ATOMIC_ACQUIRE);
 
-	if (__atomic_load_n(&t->state, __ATOMIC_ACQUIRE) == CGM_SLOT_FREE)
-		return;
-	p = hier_proc(h, __atomic_load_n(&t->proc, __ATOMIC_ACQUIRE));
-	if (!p || !slot_delta(t, d))
-		return;
+	if (state == CGM_SLOT_FREE)
+		return CGM_NONE;
+	proc = __atomic_load_n(&t->proc, __ATOMIC_ACQUIRE);
+	p = hier_proc(h, proc);
+	if (!p)
+		return CGM_NONE;
+	if (!slot_delta(t, d))
+		return state == CGM_SLOT_EXITING ? proc : CGM_NONE;
 	fold(h, __atomic_load_n(&p->group, __ATOMIC_RELAXED), d);
 	/* What the process holds live: a forked child inherits it. */
 	wrap_add(&p->live_bytes, (uint64_t)d[CGM_STAT_ANON]);
 	wrap_add(&p->live_objects, (uint64_t)cgm_wrap_sub(d[CGM_STAT_ALLOCS], d[CGM_STAT_FREES]));
+	return proc;
 }
 
 void rstat_flush(struct cgm_hier *h)
 {
+	/* Processes with a thread that changed or exited: only they are visited. */
+	uint64_t touched[CGM_MAX_PROCS / 64] = { 0 };
+
 	hier_lock(&h->hdr->flush_lock);
 	for (uint32_t w = 0; w < CGM_MAX_THREADS / 64; w++) {
 		uint64_t bits = __atomic_load_n(&h->hdr->thread_map[w], __ATOMIC_ACQUIRE);
 
 		while (bits) {
 			uint32_t i = w * 64 + (uint32_t)__builtin_ctzll(bits);
+			uint32_t proc;
 
 			bits &= bits - 1;
-			flush_slot(h, i);
+			proc = flush_slot(h, i);
+			if (proc < CGM_MAX_PROCS)
+				touched[proc / 64] |= 1ULL << (proc % 64);
 		}
 	}
-	/* Slots of exited threads, now flushed, can go. */
-	for (uint32_t i = 0; i < CGM_MAX_PROCS; i++) {
-		struct cgm_proc *p = &h->procs[i];
+	/* Their frees are harvested; slots of exited threads, now flushed, go. */
+	for (uint32_t w = 0; w < CGM_MAX_PROCS / 64; w++) {
+		for (uint64_t bits = touched[w]; bits; bits &= bits - 1) {
+			uint32_t i = w * 64 + (uint32_t)__builtin_ctzll(bits);
+			struct cgm_proc *p = &h->procs[i];
 
-		if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != CGM_SLOT_LIVE)
-			continue;
-		acct_harvest(h, i);
-		hier_lock(&p->lock);
-		acct_reap_threads(h, i);
-		hier_unlock(&p->lock);
+			if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != CGM_SLOT_LIVE)
+				continue;
+			acct_harvest(h, i);
+			hier_lock(&p->lock);
+			acct_reap_threads(h, i);
+			hier_unlock(&p->lock);
+		}
 	}
 	__atomic_add_fetch(&h->hdr->flush_seq, 1, __ATOMIC_RELEASE);
 	hier_unlock(&h->hdr->flush_lock);
@@ -229,7 +250,7 @@ void rstat_switch_group(struct cgm_hier *h, struct cgm_proc *p, uint32_t to)
 	 * side -- on one side, never lost.
 	 */
 	while (t != CGM_NONE && guard++ < CGM_MAX_THREADS && hier_thread(h, t)) {
-		flush_slot(h, t);
+		(void)flush_slot(h, t);
 		t = h->threads[t].next;
 	}
 	shift_live(h, p->group, to, p->live_bytes);
