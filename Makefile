@@ -106,6 +106,7 @@ check-asan: deps $(ASAN_TARGETS)
 	@echo "make check-asan: all tests passed"
 
 bench: deps all $(BENCH_TARGETS)
+	bench/merge-results
 
 stress: deps all $(STRESS_TARGETS)
 
