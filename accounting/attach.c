@@ -21,17 +21,15 @@
 #include "cgm/hier.h"
 #include "cgm/size_class.h"
 
-_Static_assert(CGM_STEP_SIZES == CGM_SMALL_STEPS, "one block size per size-class step");
-
 int64_t acct_slot_precharge(const struct cgm_thread_slot *t)
 {
 	int64_t bytes = t->stock > 0 ? t->stock : 0;
 
-	/* Branch-free: in a mixed workload most classes hold some allowance. */
-	for (unsigned int s = 0; s < CGM_SMALL_STEPS; s++) {
-		int64_t a = __atomic_load_n(&t->allow[s], __ATOMIC_RELAXED);
+	/* Branch-free: in a mixed workload most bins hold some allowance. */
+	for (unsigned int b = 0; b < CGM_NR_BINS; b++) {
+		int64_t a = __atomic_load_n(&t->allow[b], __ATOMIC_RELAXED);
 
-		bytes += (a > 0 ? a : 0) * (int64_t)cgm_step_block_size(s);
+		bytes += (a > 0 ? a : 0) * (int64_t)cgm_bin_size(b);
 	}
 	return bytes;
 }
@@ -40,14 +38,14 @@ void acct_slot_unprecharge(struct cgm_thread_slot *t)
 {
 	__atomic_store_n(&t->refill_seq, t->refill_seq + 1, __ATOMIC_RELEASE);
 	__atomic_thread_fence(__ATOMIC_RELEASE);
-	for (unsigned int s = 0; s < CGM_SMALL_STEPS; s++) {
-		if (t->allow[s] > 0) {
-			cgm_owner_add(t->stock, t->allow[s] * (int64_t)cgm_step_block_size(s));
+	for (unsigned int b = 0; b < CGM_NR_BINS; b++) {
+		if (t->allow[b] > 0) {
+			cgm_owner_add(t->stock, t->allow[b] * (int64_t)cgm_bin_size(b));
 			/* allocations = refilled - allow stays what it was */
-			cgm_owner_add(t->refilled[s], -((uint64_t)t->allow[s]));
-			t->allow[s] = 0;
+			cgm_owner_add(t->refilled[b], -((uint64_t)t->allow[b]));
+			t->allow[b] = 0;
 		}
-		t->next_refill[s] = 0;
+		t->next_refill[b] = 0;
 	}
 	__atomic_store_n(&t->refill_seq, t->refill_seq + 1, __ATOMIC_RELEASE);
 }

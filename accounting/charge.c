@@ -44,12 +44,10 @@ static void pool_add(struct cgm_proc *p, uint64_t bytes)
 	p->free_pool = bytes > (uint64_t)(cap - p->free_pool) ? cap : p->free_pool + (int64_t)bytes;
 }
 
-/* Caller holds p->lock. */
-static void harvest_locked(struct cgm_hier *h, uint32_t proc, struct cgm_proc *p)
+/* The frees of @proc's threads since the last harvest into its pool.  p->lock held. */
+static void harvest_collect(struct cgm_hier *h, uint32_t proc, struct cgm_proc *p)
 {
-	struct cgm_group *g = hier_group(h, p->group);
 	uint32_t t, guard = 0;
-	int64_t pages;
 
 	for (t = p->first_thread; t != CGM_NONE && guard++ < CGM_MAX_THREADS;) {
 		struct cgm_thread_slot *ts = hier_thread(h, t);
@@ -79,6 +77,14 @@ static void harvest_locked(struct cgm_hier *h, uint32_t proc, struct cgm_proc *p
 		t = ts->next;
 	}
 	pool_add(p, 0);
+}
+
+/* Uncharge the whole pages of @p's pool.  p->lock held. */
+static void harvest_uncharge(struct cgm_hier *h, struct cgm_proc *p)
+{
+	struct cgm_group *g = hier_group(h, p->group);
+	int64_t pages;
+
 	if (p->held_pages < 0)
 		p->held_pages = 0;
 	pages = p->free_pool / CGM_PAGE_SIZE;
@@ -103,8 +109,52 @@ void acct_harvest(struct cgm_hier *h, uint32_t proc)
 	if (!p || __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != CGM_SLOT_LIVE)
 		return;
 	hier_lock(&p->lock);
-	harvest_locked(h, proc, p);
+	harvest_collect(h, proc, p);
+	harvest_uncharge(h, p);
 	hier_unlock(&p->lock);
+}
+
+static bool limit_near(struct cgm_hier *h, uint32_t group, int64_t pages);
+
+/*
+ * Refill @t's stock with at least @need bytes from what the process's
+ * threads have freed, if that is enough: the bytes stay charged (the
+ * kernel's obj_stock takes freed bytes back the same way).  Up to a
+ * batch is taken; while some group has a limit (@check_limits) and ours
+ * is near it, only @need, the rest going back to the group as before.
+ * While no group has a limit, whole pages are charged on top up to a full
+ * batch, so that refills stay a batch apart.  What is left in the pool is
+ * uncharged.  False if the frees fall short of @need.
+ */
+static bool stock_from_frees(struct cgm_hier *h, uint32_t proc, struct cgm_proc *p,
+			     struct cgm_thread_slot *t, int64_t need, int64_t batch_bytes,
+			     bool check_limits)
+{
+	int64_t take = 0;
+
+	hier_lock(&p->lock);
+	harvest_collect(h, proc, p);
+	if (p->free_pool >= need) {
+		take = p->free_pool < batch_bytes ? p->free_pool : batch_bytes;
+		if (check_limits && take > need &&
+		    limit_near(h, p->group, batch_bytes / CGM_PAGE_SIZE))
+			take = need;
+	}
+	p->free_pool -= take;
+	if (take > 0 && !check_limits && batch_bytes - take >= CGM_PAGE_SIZE) {
+		struct cgm_group *g = hier_group(h, p->group);
+		int64_t pages = (batch_bytes - take) / CGM_PAGE_SIZE;
+		struct page_counter *fail;
+
+		if (g && page_counter_try_charge(&g->memory, pages, &fail)) {
+			p->held_pages += pages;
+			take += pages * CGM_PAGE_SIZE;
+		}
+	}
+	cgm_owner_add(t->stock, take);
+	harvest_uncharge(h, p);
+	hier_unlock(&p->lock);
+	return take > 0;
 }
 
 static bool in_subtree(const struct cgm_hier *h, uint32_t idx, uint32_t root)
@@ -379,7 +429,19 @@ int acct_charge(struct cgm_acct *a, struct cgm_thread_slot *t, int64_t need,
 	if (!p)
 		return 0;
 	/* Our own threads' frees come back first: the cheapest reclaim. */
-	acct_harvest(h, a->proc);
+	if (stock_from_frees(h, a->proc, p, t, need, a->batch_pages * CGM_PAGE_SIZE, check_limits))
+		return 0;
+	/*
+	 * Before charging more, allowances hoarded in bins beyond two charge
+	 * batches come back to the stock: a thread's precharge stays within
+	 * about three batches whatever its mix of sizes.
+	 */
+	if (acct_slot_precharge(t) > 2 * a->batch_pages * CGM_PAGE_SIZE) {
+		acct_slot_unprecharge(t);
+		if (t->stock >= 0)
+			return 0;
+		need = -t->stock;
+	}
 	nr_pages = (need + CGM_PAGE_SIZE - 1) / CGM_PAGE_SIZE;
 	batch = nr_pages > a->batch_pages ? nr_pages : a->batch_pages;
 	/* Near a limit, precharge nothing: other processes may need the room. */

@@ -37,28 +37,28 @@ static bool slot_delta(struct cgm_thread_slot *t, int64_t d[CGM_NR_STATS])
 	bool any = false;
 
 	memset(d, 0, sizeof(int64_t) * CGM_NR_STATS);
-	uint64_t allocs[CGM_SMALL_STEPS];
+	uint64_t allocs[CGM_NR_BINS];
 	uint32_t seq;
 	int tries = 0;
 
-	/* refilled[s] - allow[s], read as a consistent pair (refill_seq). */
+	/* refilled[b] - allow[b], read as a consistent pair (refill_seq). */
 	do {
 		seq = __atomic_load_n(&t->refill_seq, __ATOMIC_ACQUIRE);
-		for (unsigned int i = 0; i < CGM_SMALL_STEPS; i++)
-			allocs[i] = __atomic_load_n(&t->refilled[i], __ATOMIC_RELAXED) -
-				    (uint64_t)__atomic_load_n(&t->allow[i], __ATOMIC_RELAXED);
+		for (unsigned int b = 0; b < CGM_NR_BINS; b++)
+			allocs[b] = __atomic_load_n(&t->refilled[b], __ATOMIC_RELAXED) -
+				    (uint64_t)__atomic_load_n(&t->allow[b], __ATOMIC_RELAXED);
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 	} while ((seq & 1 || seq != __atomic_load_n(&t->refill_seq, __ATOMIC_RELAXED)) &&
 		 ++tries < 100);
-	for (unsigned int i = 0; i < CGM_SMALL_STEPS && tries < 100; i++) {
-		uint64_t n = allocs[i] - t->snap_allocs_small[i];
+	for (unsigned int b = 0; b < CGM_NR_BINS && tries < 100; b++) {
+		uint64_t n = allocs[b] - t->snap_allocs_small[b];
 
 		if (!n)
 			continue;
-		t->snap_allocs_small[i] = allocs[i];
+		t->snap_allocs_small[b] = allocs[b];
 		wrap_add(&d[CGM_STAT_ALLOCS], n);
-		wrap_add(&d[CGM_STAT_ALLOC_BYTES], n * cgm_step_block_size(i));
-		wrap_add(&d[CGM_STAT_HIST0 + rstat_hist_bucket(cgm_step_block_size(i))], n);
+		wrap_add(&d[CGM_STAT_ALLOC_BYTES], n * cgm_bin_size(b));
+		wrap_add(&d[CGM_STAT_HIST0 + rstat_hist_bucket(cgm_bin_size(b))], n);
 		any = true;
 	}
 	/* Frees are counted at block size / 8: only mimalloc's bins. */

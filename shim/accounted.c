@@ -33,9 +33,12 @@ struct cgm_acct cgm_acct = { .proc = CGM_NONE };
 #define NEG4 NEG, NEG, NEG, NEG
 #define NEG16 NEG4, NEG4, NEG4, NEG4
 static struct cgm_thread_slot cgm_boot_slot = {
-	.allow = { NEG16, NEG16, NEG16, NEG16, NEG16, NEG16, NEG16, NEG16, NEG },
+	.allow = { NEG16, NEG4, NEG },
 	.stock = NEG,
 };
+_Static_assert(CGM_NR_BINS == 21, "the boot slot's allowances cover every bin");
+
+uint8_t cgm_size_bin[CGM_SMALL_MAX + 1];
 
 CGM_TLS struct cgm_thread_slot *cgm_tslot = &cgm_boot_slot;
 
@@ -81,22 +84,12 @@ void cgm_thread_register(void)
 	thread_slot();
 }
 
-/*
- * Take @bytes from the stock, refilling it; -ENOMEM if a limit refuses.
- * Before charging more, allowances hoarded in size classes beyond two
- * charge batches come back to the stock: a thread's precharge stays
- * within about three batches whatever its mix of sizes.
- */
+/* Take @bytes from the stock, refilling it; -ENOMEM if a limit refuses. */
 static int stock_take(struct cgm_thread_slot *t, int64_t bytes)
 {
 	cgm_owner_add(t->stock, -bytes);
 	if (t->stock >= 0)
 		return 0;
-	if (acct_slot_precharge(t) > 2 * cgm_acct.batch_pages * CGM_PAGE_SIZE) {
-		acct_slot_unprecharge(t);
-		if (t->stock >= 0)
-			return 0;
-	}
 	if (acct_charge(&cgm_acct, t, -t->stock, static_branch_unlikely(&cgm_limits_key)) < 0) {
 		cgm_owner_add(t->stock, bytes);
 		return -ENOMEM;
@@ -105,36 +98,39 @@ static int stock_take(struct cgm_thread_slot *t, int64_t bytes)
 }
 
 /*
- * Per size class: its block size, and the most blocks a refill takes at
- * once -- a thirty-second of a charge batch, so that some thirty classes
- * in use together fit in one batch of precharge.  Filled once at start-up.
+ * Per bin: the most blocks a refill takes at once -- an eighth of a
+ * charge batch.  A thread that uses all 21 bins could hoard 2.6 batches
+ * that way; acct_charge() gives allowances back beyond two before it
+ * charges more.  Filled once at start-up, with the request size -> bin
+ * table.
  */
-static int64_t class_cap[CGM_SMALL_STEPS];
+static int64_t bin_cap[CGM_NR_BINS];
 
 static void class_tables_init(void)
 {
-	for (size_t s = 0; s < CGM_SMALL_STEPS; s++) {
-		class_cap[s] = cgm_acct.batch_pages * CGM_PAGE_SIZE / 32 /
-			       (int64_t)cgm_step_block_size(s);
-		if (class_cap[s] < 1)
-			class_cap[s] = 1;
-		if (class_cap[s] > UINT16_MAX)
-			class_cap[s] = UINT16_MAX;
+	for (unsigned int b = 0; b < CGM_NR_BINS; b++) {
+		bin_cap[b] = cgm_acct.batch_pages * CGM_PAGE_SIZE / 8 / (int64_t)cgm_bin_size(b);
+		if (bin_cap[b] < 1)
+			bin_cap[b] = 1;
+		if (bin_cap[b] > UINT16_MAX)
+			bin_cap[b] = UINT16_MAX;
 	}
+	for (size_t n = 0; n <= CGM_SMALL_MAX; n++)
+		cgm_size_bin[n] = cgm_step_bin[(n + 7) >> 3];
 }
 
 /*
- * Precharge another batch of size class @step: k blocks from the byte
- * stock, k doubling on every refill of the class up to its cap, and only
- * what is needed while a group of ours is near a limit.
+ * Precharge another batch of bin @bin: k blocks from the byte stock, k
+ * doubling on every refill of the bin up to its cap, and only what is
+ * needed while a group of ours is near a limit.
  */
-static int refill_class(struct cgm_thread_slot *t, size_t step)
+static int refill_bin(struct cgm_thread_slot *t, unsigned int bin)
 {
-	int64_t size = (int64_t)cgm_step_block_size(step);
-	int64_t k = t->next_refill[step] ? 2 * (int64_t)t->next_refill[step] : 8;
+	int64_t size = (int64_t)cgm_bin_size(bin);
+	int64_t k = t->next_refill[bin] ? 2 * (int64_t)t->next_refill[bin] : 8;
 
-	if (k > class_cap[step])
-		k = class_cap[step];
+	if (k > bin_cap[bin])
+		k = bin_cap[bin];
 	/* Near a limit, precharge nothing: other processes may need the room. */
 	if (static_branch_unlikely(&cgm_limits_key) && k > 1 &&
 	    acct_limit_near(&cgm_acct, (k * size + CGM_PAGE_SIZE - 1) / CGM_PAGE_SIZE))
@@ -144,29 +140,30 @@ static int refill_class(struct cgm_thread_slot *t, size_t step)
 		if (stock_take(t, size) < 0)
 			return -ENOMEM;
 	}
-	t->next_refill[step] = (uint16_t)k;
+	t->next_refill[bin] = (uint16_t)k;
 	/* A flusher reads refilled[] - allow[]: change them as a pair. */
 	__atomic_store_n(&t->refill_seq, t->refill_seq + 1, __ATOMIC_RELEASE);
 	__atomic_thread_fence(__ATOMIC_RELEASE);
-	cgm_owner_add(t->allow[step], k);
-	cgm_owner_add(t->refilled[step], (uint64_t)k);
+	cgm_owner_add(t->allow[bin], k);
+	cgm_owner_add(t->refilled[bin], (uint64_t)k);
 	__atomic_store_n(&t->refill_seq, t->refill_seq + 1, __ATOMIC_RELEASE);
 	return 0;
 }
 
-void *cgm_acct_refill(size_t n, size_t step, bool zero)
+void *cgm_acct_refill(size_t n, bool zero)
 {
 	struct cgm_thread_slot *t = cgm_tslot;
+	unsigned int bin = cgm_size_bin[n];
 
-	cgm_owner_add(t->allow[step], 1);	/* undo the fast path's take */
+	cgm_owner_add(t->allow[bin], 1);	/* undo the fast path's take */
 	t = thread_slot();
 	if (!t)
 		return zero ? mi_zalloc(n) : mi_malloc(n);
-	if (t->allow[step] <= 0 && refill_class(t, step) < 0) {
+	if (t->allow[bin] <= 0 && refill_bin(t, bin) < 0) {
 		errno = ENOMEM;
 		return NULL;
 	}
-	cgm_owner_add(t->allow[step], -1);
+	cgm_owner_add(t->allow[bin], -1);
 	return zero ? mi_zalloc(n) : mi_malloc(n);
 }
 

@@ -57,19 +57,19 @@ static void careful_end(struct cgm_proc *p)
 void *cgm_acct_malloc_careful(size_t n, bool zero)
 {
 	struct cgm_proc *p;
-	size_t step;
+	unsigned int bin;
 	bool took;
 
 	/* Above the small sizes the slow path charges under the same lock. */
 	if (n > CGM_SMALL_MAX)
 		return cgm_acct_alloc_slow(n, 0, zero);
-	step = (n + 7) >> 3;
+	bin = cgm_size_bin[n];
 	p = careful_begin();
-	took = cgm_owner_add(cgm_tslot->allow[step], -1) >= 0;
+	took = cgm_owner_add(cgm_tslot->allow[bin], -1) >= 0;
 	careful_end(p);
 	/* The refill path charges under the lock itself: not held here. */
 	if (!took)
-		return cgm_acct_refill(n, step, zero);
+		return cgm_acct_refill(n, zero);
 	return zero ? mi_zalloc(n) : mi_malloc(n);
 }
 

@@ -22,6 +22,9 @@
 #include "cgm/accounted.h"
 #include "cgm/log.h"
 
+int cgm_pthread_create_unaccounted(pthread_t *th, const pthread_attr_t *attr,
+				   void *(*fn)(void *), void *arg);
+
 #define FLUSH_PERIOD_NS 2000000000LL
 
 static volatile int watcher_stop;
@@ -105,7 +108,7 @@ void cgm_watcher_start(void)
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	pthread_attr_setstacksize(&attr, 64 * 1024);
-	if (pthread_create(&th, &attr, watcher_main, NULL) != 0)
+	if (cgm_pthread_create_unaccounted(&th, &attr, watcher_main, NULL) != 0)
 		cgm_log("accounting: cannot start the watcher thread; limits and moves "
 			"set by other processes are seen only at start-up");
 	pthread_attr_destroy(&attr);

@@ -129,30 +129,34 @@ static int hold_17_pages(struct cgm_acct *a, void *arg)
 	return sim_malloc(a, &a->h.threads[slot], 17 * PAGE, false) == 17 * PAGE ? 0 : -ENOMEM;
 }
 
-/* The block-size table the class loops read is mimalloc's rule, step by step. */
-START_TEST(test_step_size_table)
+/* The step -> bin table malloc reads is mimalloc's rule, request size by size. */
+START_TEST(test_step_bin_table)
 {
-	for (size_t s = 0; s < CGM_STEP_SIZES; s++)
-		ck_assert_msg(cgm_step_size[s] == cgm_small_block_size(s * 8),
-			      "step %zu: table %u, rule %zu", s, (unsigned)cgm_step_size[s],
-			      cgm_small_block_size(s * 8));
+	for (size_t n = 0; n <= CGM_SMALL_MAX; n++) {
+		unsigned int b = cgm_step_bin[(n + 7) >> 3];
+
+		ck_assert_uint_lt(b, CGM_NR_BINS);
+		ck_assert_msg(cgm_bin_size(b) == cgm_small_block_size(n),
+			      "request %zu: bin %u of %zu bytes, rule %zu", n, b,
+			      cgm_bin_size(b), cgm_small_block_size(n));
+	}
 }
 END_TEST
 
-/* The bins harvest and flush visit are exactly the block sizes there are. */
-START_TEST(test_bin_steps_are_the_block_sizes)
+/* The bins are exactly the block sizes there are, in increasing order. */
+START_TEST(test_bins_are_the_block_sizes)
 {
-	bool is_bin[CGM_STEP_SIZES] = { false };
+	bool is_size[CGM_SMALL_MAX / 8 + 1] = { false };
 	int n = 0;
 
-	for (size_t s = 1; s < CGM_STEP_SIZES; s++)
-		is_bin[cgm_step_size[s] / 8] = true;
-	for (size_t s = 0; s < CGM_STEP_SIZES; s++)
-		n += is_bin[s];
+	for (size_t r = 0; r <= CGM_SMALL_MAX; r++)
+		is_size[cgm_small_block_size(r) / 8] = true;
+	for (size_t s = 0; s <= CGM_SMALL_MAX / 8; s++)
+		n += is_size[s];
 	ck_assert_int_eq(n, CGM_NR_BINS);
 	for (int b = 0; b < CGM_NR_BINS; b++) {
-		ck_assert_msg(is_bin[cgm_bin_step[b]], "bin %d: step %u is no block size",
-			      b, cgm_bin_step[b]);
+		ck_assert_msg(is_size[cgm_bin_step[b]], "bin %d: %u bytes is no block size",
+			      b, cgm_bin_step[b] * 8);
 		if (b)
 			ck_assert_uint_gt(cgm_bin_step[b], cgm_bin_step[b - 1]);
 	}
@@ -469,11 +473,20 @@ START_TEST(test_limit_holds_and_refuses_cleanly)
 	check_bytes_accounted(live, "after the limit");
 	check_usage_held("after the limit");
 
-	/* memory.max below usage: accepted, and nothing more fits until usage drops. */
+	/*
+	 * memory.max below usage: accepted, and nothing more is charged until
+	 * usage drops.  What is already charged still serves: the stock, and
+	 * freed bytes the process holds (less than a page after a harvest).
+	 */
 	set_limit("/l/m", "memory.max", "400K");
 	ck_assert_int_eq(sim_malloc(&ac, t, 64 * 1024, true), -ENOMEM);
 	stock = t->stock;
-	ck_assert_int_eq(sim_malloc(&ac, t, 1, true) > 0, stock >= 8);	/* the stock still serves */
+	held = me()->held_pages;
+	usage[0] = usage_of("/l/m");
+	ck_assert_int_lt(me()->free_pool, PAGE);
+	ck_assert_int_eq(sim_malloc(&ac, t, 1, true) > 0, stock >= 8 || me()->free_pool >= 8 - stock);
+	ck_assert_int_eq(usage_of("/l/m"), usage[0]);
+	ck_assert_int_eq(me()->held_pages, held);
 	set_limit("/l/m", "memory.max", "max");
 	ck_assert_int_gt(sim_malloc(&ac, t, 64 * 1024, true), 0);
 }
@@ -743,8 +756,8 @@ static void add_tests(TCase *tc, bool failing)
 	if (failing)
 		return;
 	tcase_add_test(tc, test_live_process_survives_reclaim);
-	tcase_add_test(tc, test_step_size_table);
-	tcase_add_test(tc, test_bin_steps_are_the_block_sizes);
+	tcase_add_test(tc, test_step_bin_table);
+	tcase_add_test(tc, test_bins_are_the_block_sizes);
 	tcase_add_test(tc, test_alloc_free_restores_ancestors);
 	tcase_add_test(tc, test_threads_cross_frees);
 	tcase_add_test(tc, test_stock_trim_and_exit);

@@ -6,7 +6,7 @@
  *
  * Per thread, the fast paths touch only the thread's own slot in the
  * hierarchy file (reached through one initial-exec TLS pointer):
- *	malloc: allow[step]--		(negative: refill that size class)
+ *	malloc: allow[bin]--		(negative: refill that bin)
  *	free:	freed_small[block size / 8]++	(harvested later)
  * Both counters are also the statistics: allocations per size class and
  * frees per block size, folded into bytes and counts by the flusher.
@@ -38,7 +38,15 @@ extern struct cgm_acct cgm_acct;
  */
 extern CGM_TLS struct cgm_thread_slot *cgm_tslot;
 
-void *cgm_acct_refill(size_t n, size_t step, bool zero);
+/*
+ * mimalloc's bin (size_class.h) of each small request size 0..1024, one
+ * byte per size so that malloc finds it with one load, no shift.  Filled
+ * once, before accounting is switched on.
+ */
+extern uint8_t cgm_size_bin[CGM_SMALL_MAX + 1] __attribute__((visibility("hidden")));
+
+/* The fast path's allowance ran out: refill (finds the bin again from @n). */
+void *cgm_acct_refill(size_t n, bool zero);
 void *cgm_acct_alloc_slow(size_t n, size_t align, bool zero);
 void cgm_acct_free_big(void *p);
 void cgm_acct_count_big_free(void *p);
@@ -55,14 +63,14 @@ void *cgm_acct_realloc(void *p, size_t n);
 static inline __attribute__((always_inline)) void *cgm_acct_malloc(size_t n, bool zero)
 {
 	struct cgm_thread_slot *t;
-	size_t step;
+	unsigned int bin;
 
 	if (cgm_unlikely(n > CGM_SMALL_MAX))
 		return cgm_acct_alloc_slow(n, 0, zero);
-	step = (n + 7) >> 3;
+	bin = cgm_size_bin[n];
 	t = cgm_tslot;
-	if (cgm_unlikely(cgm_owner_add(t->allow[step], -1) < 0))
-		return cgm_acct_refill(n, step, zero);
+	if (cgm_unlikely(cgm_owner_add(t->allow[bin], -1) < 0))
+		return cgm_acct_refill(n, zero);
 	return zero ? mi_zalloc(n) : mi_malloc(n);
 }
 

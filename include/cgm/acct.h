@@ -82,10 +82,13 @@ void acct_reap_threads(struct cgm_hier *h, uint32_t proc);
 /* ---- charge.c ---- */
 
 /*
- * Refill the stock of thread slot @t so that it covers @need more bytes:
- * the kernel's try_charge_memcg() order (batch, then exact; reclaim and
- * retry; OOM policy).  Returns 0, or -ENOMEM when the allocation must
- * fail.  May sleep (memory.high throttling).
+ * Refill the stock of thread slot @t (called by its own thread) so that
+ * it covers @need more bytes, @need being what the stock lacks
+ * (-t->stock): first from the process's frees, else -- after giving back
+ * hoarded allowances -- by charging, in the kernel's try_charge_memcg()
+ * order (batch, then exact; reclaim and retry; OOM policy).  Returns 0,
+ * or -ENOMEM when the allocation must fail.  May sleep (memory.high
+ * throttling).
  */
 int acct_charge(struct cgm_acct *a, struct cgm_thread_slot *t, int64_t need,
 		bool check_limits);

@@ -26,9 +26,10 @@
 
 #include "cgm/compiler.h"
 #include "cgm/page_counter.h"
+#include "cgm/size_class.h"
 
 #define CGM_HIER_MAGIC		0x3152454948474d43ULL	/* "CGMHIER1" */
-#define CGM_HIER_VERSION	5
+#define CGM_HIER_VERSION	6
 #define CGM_NONE		UINT32_MAX
 #define CGM_ROOT		0
 #define CGM_NAME_MAX		64		/* a path component, NUL included */
@@ -115,18 +116,18 @@ struct cgm_proc {
  * thread, with plain stores; most of it on the malloc/free fast path.
  * Flushers and harvesters read it; the parts below are theirs.
  *
- * Small allocations (<= 1 KiB) are precharged per size class: allow[s]
- * is how many more blocks of step s = (n + 7) >> 3 the thread may take
- * without charging; malloc does allow[s]--, and a negative value sends
- * it to the refill path, which charges another batch of that class from
- * the byte stock.  Allocations of step s so far = refilled[s] - allow[s].
+ * Small allocations (<= 1 KiB) are precharged per mimalloc bin: allow[b]
+ * is how many more blocks of bin b (size_class.h) the thread may take
+ * without charging; malloc does allow[b]--, and a negative value sends
+ * it to the refill path, which charges another batch of that bin from
+ * the byte stock.  Allocations from bin b so far = refilled[b] - allow[b].
  * Small frees count per block size: freed_small[size / 8]++.
  */
 struct cgm_thread_slot {
-	int64_t allow[CGM_SMALL_STEPS];
+	int64_t allow[CGM_NR_BINS];
 	uint64_t freed_small[CGM_SMALL_STEPS];
-	int64_t stock;			/* precharged bytes not given to a class */
-	uint64_t refilled[CGM_SMALL_STEPS];
+	int64_t stock;			/* precharged bytes not given to a bin */
+	uint64_t refilled[CGM_NR_BINS];
 	uint32_t refill_seq;		/* odd while allow[]/refilled[] change together */
 	uint32_t pad0;
 	uint64_t frees;			/* frees of blocks above 1 KiB */
@@ -138,7 +139,7 @@ struct cgm_thread_slot {
 	uint64_t realloc_new_bytes;
 	uint64_t realloc_old_bytes;
 	uint64_t big_hist[CGM_HIST_BUCKETS];
-	uint16_t next_refill[CGM_SMALL_STEPS];	/* owner: growing refill size */
+	uint16_t next_refill[CGM_NR_BINS];	/* owner: growing refill size */
 
 	uint32_t state;			/* enum cgm_slot_state */
 	uint32_t proc;
@@ -149,7 +150,7 @@ struct cgm_thread_slot {
 	uint64_t snap_frees, snap_freed_bytes, snap_big_allocs, snap_big_alloc_bytes;
 	uint64_t snap_throttle_ns;
 	uint64_t snap_reallocs, snap_realloc_new_bytes, snap_realloc_old_bytes;
-	uint64_t snap_allocs_small[CGM_SMALL_STEPS];
+	uint64_t snap_allocs_small[CGM_NR_BINS];
 	uint64_t snap_freed_small[CGM_SMALL_STEPS];
 	uint64_t snap_big_hist[CGM_HIST_BUCKETS];
 	/* harvester-owned (process lock) */

@@ -31,37 +31,37 @@ static inline size_t cgm_small_block_size(size_t n)
 }
 
 /*
- * The same, indexed by the 8-byte step (n + 7) >> 3, for steps 0..128, as
- * a table: the loops over every size class (precharge, flush, harvest)
- * read it instead of computing each size.  test_charge checks it against
- * cgm_small_block_size().
- */
-#define CGM_STEP_SIZES 129
-static const uint16_t cgm_step_size[CGM_STEP_SIZES] = {
-	8, 8, 16, 32, 32, 48, 48, 64, 64, 80, 80, 96, 96, 112, 112, 128,
-	128, 160, 160, 160, 160, 192, 192, 192, 192, 224, 224, 224, 224, 256, 256, 256,
-	256, 320, 320, 320, 320, 320, 320, 320, 320, 384, 384, 384, 384, 384, 384, 384,
-	384, 448, 448, 448, 448, 448, 448, 448, 448, 512, 512, 512, 512, 512, 512, 512,
-	512, 640, 640, 640, 640, 640, 640, 640, 640, 640, 640, 640, 640, 640, 640, 640,
-	640, 768, 768, 768, 768, 768, 768, 768, 768, 768, 768, 768, 768, 768, 768, 768,
-	768, 896, 896, 896, 896, 896, 896, 896, 896, 896, 896, 896, 896, 896, 896, 896,
-	896, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024,
-	1024,
-};
-
-/*
- * The block sizes themselves, / 8: the only indices of a thread slot's
- * freed_small[] that the free path ever counts in (it indexes by block
- * size / 8).  Harvest and flush visit these 21 instead of all 129.
+ * mimalloc's bins up to 1 KiB: bin b holds blocks of cgm_bin_step[b] * 8
+ * bytes.  Small allocations are precharged and counted per bin; small
+ * frees are counted at block size / 8, so only these indices of a thread
+ * slot's freed_small[] ever change, and harvest and flush visit just them.
  */
 #define CGM_NR_BINS 21
 static const uint8_t cgm_bin_step[CGM_NR_BINS] = {
 	1, 2, 4, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80, 96, 112, 128,
 };
 
-static inline size_t cgm_step_block_size(size_t step)
+static inline size_t cgm_bin_size(unsigned int bin)
 {
-	return cgm_step_size[step];
+	return (size_t)cgm_bin_step[bin] * 8;
 }
+
+/*
+ * The bin of each 8-byte step (n + 7) >> 3 of a request, steps 0..128:
+ * cgm_small_block_size() as a table (test_charge checks the two agree).
+ * The shim expands it to one entry per request size for malloc.
+ */
+#define CGM_STEP_SIZES 129
+static const uint8_t cgm_step_bin[CGM_STEP_SIZES] = {
+	0, 0, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8,
+	8, 9, 9, 9, 9, 10, 10, 10, 10, 11, 11, 11, 11, 12, 12, 12,
+	12, 13, 13, 13, 13, 13, 13, 13, 13, 14, 14, 14, 14, 14, 14, 14,
+	14, 15, 15, 15, 15, 15, 15, 15, 15, 16, 16, 16, 16, 16, 16, 16,
+	16, 17, 17, 17, 17, 17, 17, 17, 17, 17, 17, 17, 17, 17, 17, 17,
+	17, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18,
+	18, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19,
+	19, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20,
+	20,
+};
 
 #endif /* CGM_SIZE_CLASS_H */
