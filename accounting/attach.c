@@ -406,6 +406,18 @@ void acct_thread_exit(struct cgm_acct *a, uint32_t slot)
  * frees were harvested and their statistics flushed.  Caller holds the
  * flush lock and the proc lock.
  */
+/* Have harvest and flush both seen every small free of @t? */
+static bool small_frees_settled(const struct cgm_thread_slot *t)
+{
+	for (unsigned int b = 0; b < CGM_NR_BINS; b++) {
+		uint64_t n = t->freed_small[cgm_bin_step[b]];
+
+		if (n != t->harvested_small[b] || n != t->snap_freed_small[b])
+			return false;
+	}
+	return true;
+}
+
 void acct_reap_threads(struct cgm_hier *h, uint32_t proc)
 {
 	struct cgm_proc *p = hier_proc(h, proc);
@@ -422,8 +434,7 @@ void acct_reap_threads(struct cgm_hier *h, uint32_t proc)
 		if (t->state == CGM_SLOT_EXITING && !thread_alive(p->pid, t->tid) &&
 		    t->freed_bytes == t->harvested_freed_bytes &&
 		    t->frees == t->snap_frees &&
-		    memcmp(t->freed_small, t->harvested_small, sizeof(t->freed_small)) == 0 &&
-		    memcmp(t->freed_small, t->snap_freed_small, sizeof(t->freed_small)) == 0) {
+		    small_frees_settled(t)) {
 			/* Charged by mallocs after the exit hook ran: give it back. */
 			acct_slot_unprecharge(t);
 			if (t->stock > 0)

@@ -68,9 +68,9 @@ static void harvest_collect(struct cgm_hier *h, uint32_t proc, struct cgm_proc *
 			unsigned int s = cgm_bin_step[b];
 			uint64_t n = __atomic_load_n(&ts->freed_small[s], __ATOMIC_RELAXED);
 
-			if (n != ts->harvested_small[s]) {
-				small += (n - ts->harvested_small[s]) * s * 8;
-				ts->harvested_small[s] = n;
+			if (n != ts->harvested_small[b]) {
+				small += (n - ts->harvested_small[b]) * s * 8;
+				ts->harvested_small[b] = n;
 			}
 		}
 		pool_add(p, small);

@@ -65,11 +65,11 @@ static bool slot_delta(struct cgm_thread_slot *t, int64_t d[CGM_NR_STATS])
 	for (unsigned int b = 0; b < CGM_NR_BINS; b++) {
 		unsigned int s = cgm_bin_step[b];
 		uint64_t now = __atomic_load_n(&t->freed_small[s], __ATOMIC_RELAXED);
-		uint64_t n = now - t->snap_freed_small[s];
+		uint64_t n = now - t->snap_freed_small[b];
 
 		if (!n)
 			continue;
-		t->snap_freed_small[s] = now;
+		t->snap_freed_small[b] = now;
 		wrap_add(&d[CGM_STAT_FREES], n);
 		wrap_add(&d[CGM_STAT_FREE_BYTES], n * s * 8);
 		any = true;

@@ -151,11 +151,11 @@ struct cgm_thread_slot {
 	uint64_t snap_throttle_ns;
 	uint64_t snap_reallocs, snap_realloc_new_bytes, snap_realloc_old_bytes;
 	uint64_t snap_allocs_small[CGM_NR_BINS];
-	uint64_t snap_freed_small[CGM_SMALL_STEPS];
+	uint64_t snap_freed_small[CGM_NR_BINS];	/* per bin: freed_small[cgm_bin_step[b]] */
 	uint64_t snap_big_hist[CGM_HIST_BUCKETS];
 	/* harvester-owned (process lock) */
 	uint64_t harvested_freed_bytes;
-	uint64_t harvested_small[CGM_SMALL_STEPS];
+	uint64_t harvested_small[CGM_NR_BINS];	/* per bin, as snap_freed_small */
 } __attribute__((aligned(64)));
 
 struct cgm_hier_header {
