@@ -190,9 +190,12 @@ static int64_t block_estimate(size_t n, size_t align)
 
 static void count_big(struct cgm_thread_slot *t, int64_t bytes)
 {
+	struct cgm_proc *p = cgm_careful_begin();
+
 	cgm_owner_add(t->big_allocs, 1);
 	cgm_owner_add(t->big_alloc_bytes, (uint64_t)bytes);
 	cgm_owner_add(t->big_hist[rstat_hist_bucket((uint64_t)bytes)], 1);
+	cgm_careful_end(p);
 }
 
 /* Settle the estimate charged before allocating against the real block. */
@@ -257,6 +260,7 @@ void cgm_acct_free_big(void *p)
 void *cgm_acct_realloc(void *p, size_t n)
 {
 	struct cgm_thread_slot *t;
+	struct cgm_proc *careful;
 	int64_t old, est, charged = 0, actual;
 	void *q;
 
@@ -295,10 +299,12 @@ void *cgm_acct_realloc(void *p, size_t n)
 		cgm_owner_add(t->stock, old - actual);
 		acct_stock_trim(&cgm_acct, t);
 	}
+	careful = cgm_careful_begin();
 	cgm_owner_add(t->reallocs, 1);
 	cgm_owner_add(t->realloc_new_bytes, (uint64_t)actual);
 	cgm_owner_add(t->realloc_old_bytes, (uint64_t)old);
 	cgm_owner_add(t->big_hist[rstat_hist_bucket((uint64_t)actual)], 1);
+	cgm_careful_end(careful);
 	return q;
 }
 

@@ -54,6 +54,23 @@ static void careful_end(struct cgm_proc *p)
 		hier_unlock(&p->lock);
 }
 
+/*
+ * The slow paths' counters (realloc, aligned and large allocations): they
+ * have no site of their own to switch, so they test the key, which costs
+ * them one NOP while no move is in progress.
+ */
+struct cgm_proc *cgm_careful_begin(void)
+{
+	if (static_branch_unlikely(&cgm_moving_key))
+		return careful_begin();
+	return NULL;
+}
+
+void cgm_careful_end(struct cgm_proc *p)
+{
+	careful_end(p);
+}
+
 void *cgm_acct_malloc_careful(size_t n, bool zero)
 {
 	struct cgm_proc *p;

@@ -57,6 +57,9 @@ void cgm_acct_free_careful(void *p);
 /* Move this process to group @to with the moving key on; 0 or -errno. */
 int cgm_move_self(uint32_t to);
 unsigned long long cgm_careful_ops(void);
+/* Around a slow path's counter updates: the process lock while moving, else nothing. */
+struct cgm_proc *cgm_careful_begin(void);
+void cgm_careful_end(struct cgm_proc *p);
 void cgm_moving_fork_child(void);
 void *cgm_acct_realloc(void *p, size_t n);
 
