@@ -71,6 +71,15 @@ void hier_lock(pthread_mutex_t *m)
 		pthread_mutex_consistent(m);
 }
 
+bool hier_trylock(pthread_mutex_t *m)
+{
+	int err = pthread_mutex_trylock(m);
+
+	if (err == EOWNERDEAD)
+		pthread_mutex_consistent(m);
+	return err == 0 || err == EOWNERDEAD;
+}
+
 void hier_unlock(pthread_mutex_t *m)
 {
 	pthread_mutex_unlock(m);

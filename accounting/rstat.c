@@ -199,6 +199,15 @@ void rstat_flush(struct cgm_hier *h)
 	hier_unlock(&h->hdr->flush_lock);
 }
 
+bool rstat_flush_thread(struct cgm_hier *h, uint32_t slot)
+{
+	if (slot >= CGM_MAX_THREADS || !hier_trylock(&h->hdr->flush_lock))
+		return false;
+	(void)flush_slot(h, slot);
+	hier_unlock(&h->hdr->flush_lock);
+	return true;
+}
+
 /* Move @bytes/@objects of anon between groups (CGM_NONE: none).  Flush lock held. */
 static void shift_live(struct cgm_hier *h, uint32_t from, uint32_t to,
 		       int64_t bytes)

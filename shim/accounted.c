@@ -84,6 +84,14 @@ void cgm_thread_register(void)
 	thread_slot();
 }
 
+/*
+ * Statistics past a threshold: a thread folds its own deltas up the tree
+ * after this many stock refills (16 charge batches of allocation, 4 MiB
+ * by default), besides the watcher's flush every 2 s and readers' flushes.
+ */
+#define FLUSH_REFILLS 16
+static CGM_TLS unsigned int refills_since_flush;
+
 /* Take @bytes from the stock, refilling it; -ENOMEM if a limit refuses. */
 static int stock_take(struct cgm_thread_slot *t, int64_t bytes)
 {
@@ -93,6 +101,16 @@ static int stock_take(struct cgm_thread_slot *t, int64_t bytes)
 	if (acct_charge(&cgm_acct, t, -t->stock, static_branch_unlikely(&cgm_limits_key)) < 0) {
 		cgm_owner_add(t->stock, bytes);
 		return -ENOMEM;
+	}
+	/* Busy flush lock: somebody is flushing; try again at the next refill. */
+	if (++refills_since_flush >= FLUSH_REFILLS) {
+		/* A slot of the table (CGM_NONE otherwise: rstat_flush_thread refuses it). */
+		uintptr_t off = (uintptr_t)t - (uintptr_t)cgm_acct.h.threads;
+		uint32_t slot = off % sizeof(*t) == 0 && off / sizeof(*t) < CGM_MAX_THREADS ?
+				(uint32_t)(off / sizeof(*t)) : CGM_NONE;
+
+		if (rstat_flush_thread(&cgm_acct.h, slot))
+			refills_since_flush = 0;
 	}
 	return 0;
 }

@@ -623,6 +623,37 @@ START_TEST(test_consumer_thread_frees)
 }
 END_TEST
 
+/*
+ * Statistics past a threshold: a thread that allocates 32 MiB folds its
+ * own deltas up the tree every 16 charge batches, so the group's
+ * statistics show most of it without any reader flushing (read straight
+ * from the mapping) and before the watcher's 2 s flush.
+ */
+START_TEST(test_threshold_flush)
+{
+	struct worker w;
+	struct timespec t0, t1;
+	int64_t bytes;
+	double secs;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	worker_start(&w, "/th", "", "hog", "33554432", NULL);
+	worker_expect(&w, "live", 20000);
+	bytes = __atomic_load_n(&h.groups[group("/th")].stat_local[CGM_STAT_ALLOC_BYTES],
+				__ATOMIC_RELAXED);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	/* Up to 16 batches unflushed, and the last block or two settling. */
+	ck_assert_msg(bytes >= 32 * 1024 * 1024 - 17 * BATCH_BYTES,
+		      "%" PRId64 " of 32 MiB allocated seen without a flush after %.2f s",
+		      bytes, secs);
+	if (secs >= 2.0)
+		fprintf(stderr, "test_threshold_flush: the worker took %.2f s, the 2 s flush "
+			"may have done the work\n", secs);
+	worker_exit_ok(&w);
+}
+END_TEST
+
 static void add_tests(TCase *tc, bool failing)
 {
 	if (failing) {
@@ -630,6 +661,7 @@ static void add_tests(TCase *tc, bool failing)
 		return;
 	}
 	tcase_add_test(tc, test_consumer_thread_frees);
+	tcase_add_test(tc, test_threshold_flush);
 	tcase_add_test(tc, test_eight_processes);
 	tcase_add_test(tc, test_sigkill_returns_charge);
 	tcase_add_test(tc, test_shared_limit);

@@ -125,6 +125,14 @@ uint64_t acct_high_delay_ms(int64_t usage, int64_t high, int64_t nr_pages);
 void rstat_flush(struct cgm_hier *h);
 
 /*
+ * Fold the deltas of thread slot @slot up the tree now: what a thread does
+ * once its unflushed updates pass a threshold (the kernel flushes past
+ * MEMCG_CHARGE_BATCH updates per CPU).  Never waits: false, and nothing
+ * done, while another flush holds the lock.
+ */
+bool rstat_flush_thread(struct cgm_hier *h, uint32_t slot);
+
+/*
  * A process is leaving: what it still held live is freed by its exit.
  * Counted as frees of its group, so anon stays the live bytes of the
  * processes that remain.  Call after a flush.

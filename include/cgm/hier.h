@@ -214,6 +214,8 @@ uint32_t hier_group_index(const struct cgm_hier *h, const struct cgm_group *g);
 /* The robust shared mutexes: a lock left by a dead owner is recovered. */
 void hier_lock(pthread_mutex_t *m);
 void hier_unlock(pthread_mutex_t *m);
+/* The lock if it is free (true), else false at once. */
+bool hier_trylock(pthread_mutex_t *m);
 
 /* Wake every process waiting on the epoch (limits, moves, flush requests). */
 void hier_bump_epoch(struct cgm_hier *h);
