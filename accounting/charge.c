@@ -417,6 +417,20 @@ void acct_stock_trim(struct cgm_acct *a, struct cgm_thread_slot *t)
 	acct_harvest(&a->h, a->proc);
 }
 
+void acct_stock_drain(struct cgm_acct *a, struct cgm_thread_slot *t)
+{
+	struct cgm_proc *p = hier_proc(&a->h, a->proc);
+
+	acct_slot_unprecharge(t);
+	if (!p || t->stock <= 0)
+		return;
+	hier_lock(&p->lock);
+	pool_add(p, (uint64_t)t->stock);
+	cgm_owner_add(t->stock, -t->stock);
+	harvest_uncharge(&a->h, p);
+	hier_unlock(&p->lock);
+}
+
 int acct_charge(struct cgm_acct *a, struct cgm_thread_slot *t, int64_t need,
 		bool check_limits)
 {
@@ -486,6 +500,18 @@ int acct_charge(struct cgm_acct *a, struct cgm_thread_slot *t, int64_t need,
 			acct_harvest_subtree(h, hier_group_index(h, over));
 			if (a->reclaim)
 				a->reclaim();
+			/*
+			 * drain_all_stock(): this thread's precharge comes back
+			 * now; every other thread's at its next refill (it sees
+			 * drain_gen move), as the kernel's per-CPU drains run
+			 * asynchronously.
+			 */
+			acct_slot_unprecharge(t);
+			__atomic_add_fetch(&h->hdr->drain_gen, 1, __ATOMIC_RELEASE);
+			if (t->stock >= 0)
+				return 0;
+			nr_pages = (-t->stock + CGM_PAGE_SIZE - 1) / CGM_PAGE_SIZE;
+			batch = nr_pages;
 			continue;
 		}
 		if (oomed)

@@ -168,15 +168,25 @@ static int refill_bin(struct cgm_thread_slot *t, unsigned int bin)
 	return 0;
 }
 
+/* The drain_gen this thread last answered (see acct_charge). */
+static CGM_TLS uint32_t drained_gen;
+
 void *cgm_acct_refill(size_t n, bool zero)
 {
 	struct cgm_thread_slot *t = cgm_tslot;
 	unsigned int bin = cgm_size_bin[n];
+	uint32_t gen;
 
 	cgm_owner_add(t->allow[bin], 1);	/* undo the fast path's take */
 	t = thread_slot();
 	if (!t)
 		return zero ? mi_zalloc(n) : mi_malloc(n);
+	/* Some group hit memory.max: give back what this thread precharged. */
+	gen = __atomic_load_n(&cgm_acct.h.hdr->drain_gen, __ATOMIC_ACQUIRE);
+	if (cgm_unlikely(gen != drained_gen)) {
+		drained_gen = gen;
+		acct_stock_drain(&cgm_acct, t);
+	}
 	if (t->allow[bin] <= 0 && refill_bin(t, bin) < 0) {
 		errno = ENOMEM;
 		return NULL;

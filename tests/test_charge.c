@@ -492,6 +492,54 @@ START_TEST(test_limit_holds_and_refuses_cleanly)
 }
 END_TEST
 
+/*
+ * At memory.max the allocating thread's own precharge comes back before
+ * the allocation is refused (drain_all_stock), and every other thread is
+ * told to give back its own (drain_gen moves).
+ */
+START_TEST(test_max_drains_precharge)
+{
+	uint32_t slot;
+	struct cgm_thread_slot *t;
+	int64_t sz, held, usage, hoard = 100 * 1024;
+	uint32_t gen;
+	const unsigned int bin = CGM_NR_BINS - 1;	/* 1 KiB blocks */
+
+	ck_assert_int_eq(acct_attach(&ac, "/dr"), 0);
+	set_limit("/dr", "memory.max", "1M");
+	slot = acct_thread_register(&ac, gettid_());
+	t = &ac.h.threads[slot];
+	/* Fill to the limit, then hoard 100 KiB of the stock as 1 KiB allowances. */
+	ck_assert_int_gt(sim_malloc(&ac, t, 1, true), 0);
+	ck_assert_int_ge(t->stock, hoard);
+	t->allow[bin] += hoard / 1024;
+	t->refilled[bin] += hoard / 1024;
+	t->stock -= hoard;
+	while ((sz = sim_malloc(&ac, t, 8000, true)) > 0)
+		;
+	ck_assert_int_eq(sz, -ENOMEM);
+	/* That refusal already drained the allowances into the stock. */
+	ck_assert_int_eq(t->allow[bin], 0);
+	ck_assert_int_ge(t->stock, 0);
+	held = me()->held_pages;
+	usage = usage_of("/dr");
+	ck_assert_int_le(usage, 256);
+	gen = ac.h.hdr->drain_gen;
+	ck_assert_uint_gt(gen, 0);
+	/* Own precharge again, refused again: drained again, generation moves on. */
+	t->allow[bin] += 4;
+	t->refilled[bin] += 4;
+	t->stock -= 4 * 1024;
+	ck_assert_int_gt(sim_malloc(&ac, t, 1000, true), 0);	/* from the drained allowances */
+	ck_assert_int_eq(usage_of("/dr"), usage);
+	ck_assert_int_eq(me()->held_pages, held);
+	while (sim_malloc(&ac, t, 8000, true) > 0)
+		;
+	ck_assert_uint_gt(ac.h.hdr->drain_gen, gen);
+	check_usage_held("after the drains");
+}
+END_TEST
+
 /* Several threads at a shared limit: usage never passes max, the peak neither. */
 static struct {
 	int64_t live[NTHREADS];
@@ -763,6 +811,7 @@ static void add_tests(TCase *tc, bool failing)
 	tcase_add_test(tc, test_stock_trim_and_exit);
 	tcase_add_test(tc, test_untracked_frees_never_negative);
 	tcase_add_test(tc, test_limit_holds_and_refuses_cleanly);
+	tcase_add_test(tc, test_max_drains_precharge);
 	tcase_add_test(tc, test_limit_threads);
 	tcase_add_test(tc, test_move_carries_charge);
 	tcase_add_test(tc, test_fork_child_slot);

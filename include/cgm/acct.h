@@ -99,6 +99,13 @@ bool acct_limit_near(struct cgm_acct *a, int64_t pages);
 /* Charge @bytes to the process whatever the limits (memory already in use). */
 void acct_force_charge(struct cgm_acct *a, struct cgm_thread_slot *t, int64_t bytes);
 
+/*
+ * Give back everything @t (the calling thread's slot) has precharged:
+ * allowances and stock go to the process's pool, whose whole pages are
+ * uncharged (the kernel's drain_local_stock).
+ */
+void acct_stock_drain(struct cgm_acct *a, struct cgm_thread_slot *t);
+
 /* Give back stock above two batches (after a realloc shrink, or at exit). */
 void acct_stock_trim(struct cgm_acct *a, struct cgm_thread_slot *t);
 

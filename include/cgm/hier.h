@@ -170,6 +170,8 @@ struct cgm_hier_header {
 	uint32_t nr_limited;		/* groups with a finite max or high */
 	uint32_t epoch;			/* futex: bumped on every change processes must see */
 	uint32_t flush_seq;
+	uint32_t drain_gen;		/* bumped at memory.max: threads give back their precharge */
+	uint32_t pad1;
 	/*
 	 * Which thread slots are in use, one bit each: a flush reads 512
 	 * bytes to find the live slots instead of touching every slot.
