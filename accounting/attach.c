@@ -21,16 +21,25 @@
 #include "cgm/hier.h"
 #include "cgm/size_class.h"
 
+/*
+ * The bytes of @a blocks of bin @b, @a clamped to what 21 bins and a
+ * stock can add up without overflow: a slot read from a scribbled file
+ * may hold anything, and must not make this undefined.
+ */
+static int64_t allowance_bytes(int64_t a, unsigned int b)
+{
+	const int64_t most = INT64_MAX / 4 / CGM_NR_BINS / CGM_SMALL_MAX;
+
+	return (a <= 0 ? 0 : a < most ? a : most) * (int64_t)cgm_bin_size(b);
+}
+
 int64_t acct_slot_precharge(const struct cgm_thread_slot *t)
 {
-	int64_t bytes = t->stock > 0 ? t->stock : 0;
+	int64_t bytes = t->stock > INT64_MAX / 2 ? INT64_MAX / 2 : t->stock > 0 ? t->stock : 0;
 
 	/* Branch-free: in a mixed workload most bins hold some allowance. */
-	for (unsigned int b = 0; b < CGM_NR_BINS; b++) {
-		int64_t a = __atomic_load_n(&t->allow[b], __ATOMIC_RELAXED);
-
-		bytes += (a > 0 ? a : 0) * (int64_t)cgm_bin_size(b);
-	}
+	for (unsigned int b = 0; b < CGM_NR_BINS; b++)
+		bytes += allowance_bytes(__atomic_load_n(&t->allow[b], __ATOMIC_RELAXED), b);
 	return bytes;
 }
 
@@ -40,7 +49,7 @@ void acct_slot_unprecharge(struct cgm_thread_slot *t)
 	__atomic_thread_fence(__ATOMIC_RELEASE);
 	for (unsigned int b = 0; b < CGM_NR_BINS; b++) {
 		if (t->allow[b] > 0) {
-			cgm_owner_add(t->stock, t->allow[b] * (int64_t)cgm_bin_size(b));
+			t->stock = cgm_wrap_add(t->stock, (uint64_t)allowance_bytes(t->allow[b], b));
 			/* allocations = refilled - allow stays what it was */
 			cgm_owner_add(t->refilled[b], -((uint64_t)t->allow[b]));
 			t->allow[b] = 0;

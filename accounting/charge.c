@@ -431,6 +431,12 @@ void acct_stock_drain(struct cgm_acct *a, struct cgm_thread_slot *t)
 	hier_unlock(&p->lock);
 }
 
+/* What a negative stock lacks, bounded (a scribbled slot may hold INT64_MIN). */
+static int64_t stock_lack(const struct cgm_thread_slot *t)
+{
+	return t->stock < -(INT64_MAX / 2) ? INT64_MAX / 2 : -t->stock;
+}
+
 int acct_charge(struct cgm_acct *a, struct cgm_thread_slot *t, int64_t need,
 		bool check_limits)
 {
@@ -454,7 +460,7 @@ int acct_charge(struct cgm_acct *a, struct cgm_thread_slot *t, int64_t need,
 		acct_slot_unprecharge(t);
 		if (t->stock >= 0)
 			return 0;
-		need = -t->stock;
+		need = stock_lack(t);
 	}
 	nr_pages = (need + CGM_PAGE_SIZE - 1) / CGM_PAGE_SIZE;
 	batch = nr_pages > a->batch_pages ? nr_pages : a->batch_pages;
@@ -510,7 +516,7 @@ int acct_charge(struct cgm_acct *a, struct cgm_thread_slot *t, int64_t need,
 			__atomic_add_fetch(&h->hdr->drain_gen, 1, __ATOMIC_RELEASE);
 			if (t->stock >= 0)
 				return 0;
-			nr_pages = (-t->stock + CGM_PAGE_SIZE - 1) / CGM_PAGE_SIZE;
+			nr_pages = (stock_lack(t) + CGM_PAGE_SIZE - 1) / CGM_PAGE_SIZE;
 			batch = nr_pages;
 			continue;
 		}

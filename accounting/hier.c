@@ -129,6 +129,22 @@ static void init_layout(void *base, size_t size)
 	page_counter_init(&root->memory, NULL);
 }
 
+/*
+ * A header that another cgmalloc wrote for its own layout: our magic, and
+ * another version; or our version with a header of another size (its
+ * checksum is then elsewhere); or a self-consistent header (the checksum
+ * matches) whose geometry is not ours -- a build of the same version with
+ * other sizes.  Not corruption: such a file may be replaced once nobody
+ * uses it.
+ */
+static bool other_build(const struct cgm_hier_header *hd)
+{
+	if (hd->magic != CGM_HIER_MAGIC)
+		return false;
+	return hd->version != CGM_HIER_VERSION || hd->header_size != sizeof(*hd) ||
+	       hd->checksum == hier_header_checksum(hd);
+}
+
 /* Check everything in the header that the accessors rely on. */
 static int validate(const struct cgm_hier_header *hd, size_t size,
 		    char *why, size_t whylen)
@@ -311,9 +327,8 @@ reopen:
 		return err;
 	}
 	err = validate(base, (size_t)st.st_size, why, whylen);
-	if (err && create && !replaced &&
-	    ((struct cgm_hier_header *)base)->magic == CGM_HIER_MAGIC &&
-	    ((struct cgm_hier_header *)base)->version != CGM_HIER_VERSION) {
+	if (err && create && !replaced && (size_t)st.st_size >= sizeof(struct cgm_hier_header) &&
+	    other_build(base)) {
 		char ignored[256];
 
 		/* Another cgmalloc's layout: replace it if nobody uses it. */

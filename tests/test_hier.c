@@ -132,6 +132,59 @@ START_TEST(test_wrong_version)
 }
 END_TEST
 
+/* hier_open(create) on the file, which must come back fresh (replaced) or refused. */
+static void expect_replaced(const char *what, bool replaced)
+{
+	struct cgm_hier h;
+	char why[512] = "";
+	int err = hier_open(&h, tmp.path, true, why, sizeof(why));
+
+	if (replaced) {
+		ck_assert_msg(err == 0, "%s: not replaced: %s", what, why);
+		ck_assert_uint_eq(h.hdr->version, CGM_HIER_VERSION);
+		ck_assert_uint_eq(h.hdr->header_size, sizeof(struct cgm_hier_header));
+		hier_close(&h);
+	} else {
+		ck_assert_msg(err < 0, "%s: replaced or accepted", what);
+	}
+}
+
+/*
+ * Another build's file (another version, another header size, or a
+ * self-consistent header of other sizes) is replaced when nobody has it
+ * mapped, refused while somebody does; a corrupt one is never replaced.
+ */
+START_TEST(test_other_build_replaced_when_unused)
+{
+	size_t size;
+	struct cgm_hier_header *hd;
+
+	make_valid_file();
+	hd = map_file(&size);
+	hd->version = CGM_HIER_VERSION + 1;
+	/* Mapped here: in use. */
+	expect_replaced("another version, in use", false);
+	munmap(hd, size);
+	expect_replaced("another version", true);
+
+	hd = map_file(&size);
+	hd->header_size += 64;
+	munmap(hd, size);
+	expect_replaced("another header size", true);
+
+	hd = map_file(&size);
+	hd->max_groups /= 2;
+	hd->checksum = hier_header_checksum(hd);
+	munmap(hd, size);
+	expect_replaced("other geometry, consistent header", true);
+
+	hd = map_file(&size);
+	hd->max_groups /= 2;
+	munmap(hd, size);
+	expect_replaced("corrupt (stale checksum)", false);
+}
+END_TEST
+
 START_TEST(test_truncated)
 {
 	size_t sizes[] = { 0, 100, sizeof(struct cgm_hier_header) - 1,
@@ -562,6 +615,7 @@ static void add_tests(TCase *tc, bool failing)
 	tcase_add_test(tc, test_create_and_reopen);
 	tcase_add_test(tc, test_bad_magic);
 	tcase_add_test(tc, test_wrong_version);
+	tcase_add_test(tc, test_other_build_replaced_when_unused);
 	tcase_add_test(tc, test_truncated);
 	tcase_add_test(tc, test_resized);
 	tcase_add_test(tc, test_corrupt_header);
