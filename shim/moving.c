@@ -54,19 +54,13 @@ static void careful_end(struct cgm_proc *p)
 		hier_unlock(&p->lock);
 }
 
-/*
- * The slow paths' counters (realloc, aligned and large allocations): they
- * have no site of their own to switch, so they test the key, which costs
- * them one NOP while no move is in progress.
- */
-struct cgm_proc *cgm_careful_begin(void)
+/* For the slow paths' counters (cgm_careful_begin() in accounted.h). */
+struct cgm_proc *cgm_careful_lock(void)
 {
-	if (static_branch_unlikely(&cgm_moving_key))
-		return careful_begin();
-	return NULL;
+	return careful_begin();
 }
 
-void cgm_careful_end(struct cgm_proc *p)
+void cgm_careful_unlock(struct cgm_proc *p)
 {
 	careful_end(p);
 }

@@ -57,9 +57,26 @@ void cgm_acct_free_careful(void *p);
 /* Move this process to group @to with the moving key on; 0 or -errno. */
 int cgm_move_self(uint32_t to);
 unsigned long long cgm_careful_ops(void);
-/* Around a slow path's counter updates: the process lock while moving, else nothing. */
-struct cgm_proc *cgm_careful_begin(void);
-void cgm_careful_end(struct cgm_proc *p);
+struct cgm_proc *cgm_careful_lock(void);
+void cgm_careful_unlock(struct cgm_proc *p);
+
+/*
+ * Around a slow path's counter updates (realloc, aligned and large
+ * allocations, which have no refined site): the process lock while a
+ * move is in progress, else one NOP and nothing.
+ */
+static inline struct cgm_proc *cgm_careful_begin(void)
+{
+	if (static_branch_unlikely(&cgm_moving_key))
+		return cgm_careful_lock();
+	return NULL;
+}
+
+static inline void cgm_careful_end(struct cgm_proc *p)
+{
+	if (p)
+		cgm_careful_unlock(p);
+}
 void cgm_moving_fork_child(void);
 void *cgm_acct_realloc(void *p, size_t n);
 
