@@ -8,7 +8,10 @@ NOSITES_OBJS = $(patsubst %.c,$(NOSITES_DIR)/obj/%.o,$(LIB_SRCS))
 
 $(NOSITES_DIR)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS_BASE) $(CFLAGS_BASE) $(LIB_CFLAGS) $(CFLAGS_$(subst /,_,$*)) $(CFLAGS) -DCGM_STATIC_KEYS_COMPILED_OUT -c -o $@ $<
+	$(CC) $(CPPFLAGS_BASE) $(CFLAGS_BASE) $(LIB_CFLAGS) $(CFLAGS_$(subst /,_,$*)) $(CFLAGS) -DCGM_STATIC_KEYS_COMPILED_OUT -MMD -MP -c -o $@ $<
+
+# Rebuilt when a header changes, like the library's own objects.
+-include $(shell find $(NOSITES_DIR)/obj -name '*.d' 2>/dev/null)
 
 .SECONDEXPANSION:
 $(NOSITES_DIR)/libcgmalloc.so: $$(NOSITES_OBJS)
