@@ -92,12 +92,9 @@ void cgm_thread_register(void)
 #define FLUSH_REFILLS 16
 static CGM_TLS unsigned int refills_since_flush;
 
-/* Take @bytes from the stock, refilling it; -ENOMEM if a limit refuses. */
-static int stock_take(struct cgm_thread_slot *t, int64_t bytes)
+/* The stock ran short by -t->stock after taking @bytes: charge, or undo. */
+static CGM_NOINLINE int stock_refill(struct cgm_thread_slot *t, int64_t bytes)
 {
-	cgm_owner_add(t->stock, -bytes);
-	if (t->stock >= 0)
-		return 0;
 	if (acct_charge(&cgm_acct, t, -t->stock, static_branch_unlikely(&cgm_limits_key)) < 0) {
 		cgm_owner_add(t->stock, bytes);
 		return -ENOMEM;
@@ -113,6 +110,15 @@ static int stock_take(struct cgm_thread_slot *t, int64_t bytes)
 			refills_since_flush = 0;
 	}
 	return 0;
+}
+
+/* Take @bytes from the stock, refilling it; -ENOMEM if a limit refuses. */
+static inline int stock_take(struct cgm_thread_slot *t, int64_t bytes)
+{
+	cgm_owner_add(t->stock, -bytes);
+	if (cgm_likely(t->stock >= 0))
+		return 0;
+	return stock_refill(t, bytes);
 }
 
 /*
