@@ -19,17 +19,10 @@
 #include <unistd.h>
 
 #include "cgm/acct.h"
+#include "cgm/clock.h"
 #include "cgm/config.h"
 #include "cgm/log.h"
 #include "cgm/size_class.h"
-
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 /*
  * Add freed bytes to the free pool.  The counts come from the shared
@@ -245,13 +238,13 @@ static void handle_over_high(struct cgm_acct *a, struct cgm_thread_slot *t,
 	/* The kernel does not bother sleeping for 10 ms or less. */
 	if (delay > 10) {
 		struct timespec ts = { (time_t)(delay / 1000), (long)(delay % 1000) * 1000000 };
-		int64_t start = now_ns();
+		int64_t start = cgm_now_ns();
 
 		if (a->reclaim)
 			a->reclaim();
 		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 			;
-		cgm_owner_add(t->throttle_ns, (uint64_t)(now_ns() - start));
+		cgm_owner_add(t->throttle_ns, (uint64_t)(cgm_now_ns() - start));
 	}
 }
 

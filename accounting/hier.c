@@ -388,6 +388,14 @@ uint32_t hier_group_index(const struct cgm_hier *h, const struct cgm_group *g)
 	return (uint32_t)(g - h->groups);
 }
 
+uint32_t hier_thread_index(const struct cgm_hier *h, const struct cgm_thread_slot *t)
+{
+	uintptr_t off = (uintptr_t)t - (uintptr_t)h->threads;
+
+	return off % sizeof(*t) == 0 && off / sizeof(*t) < CGM_MAX_THREADS ?
+	       (uint32_t)(off / sizeof(*t)) : CGM_NONE;
+}
+
 void hier_bump_epoch(struct cgm_hier *h)
 {
 	__atomic_add_fetch(&h->hdr->epoch, 1, __ATOMIC_RELEASE);

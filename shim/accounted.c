@@ -100,15 +100,9 @@ static CGM_NOINLINE int stock_refill(struct cgm_thread_slot *t, int64_t bytes)
 		return -ENOMEM;
 	}
 	/* Busy flush lock: somebody is flushing; try again at the next refill. */
-	if (++refills_since_flush >= FLUSH_REFILLS) {
-		/* A slot of the table (CGM_NONE otherwise: rstat_flush_thread refuses it). */
-		uintptr_t off = (uintptr_t)t - (uintptr_t)cgm_acct.h.threads;
-		uint32_t slot = off % sizeof(*t) == 0 && off / sizeof(*t) < CGM_MAX_THREADS ?
-				(uint32_t)(off / sizeof(*t)) : CGM_NONE;
-
-		if (rstat_flush_thread(&cgm_acct.h, slot))
-			refills_since_flush = 0;
-	}
+	if (++refills_since_flush >= FLUSH_REFILLS &&
+	    rstat_flush_thread(&cgm_acct.h, hier_thread_index(&cgm_acct.h, t)))
+		refills_since_flush = 0;
 	return 0;
 }
 
@@ -140,7 +134,7 @@ static void class_tables_init(void)
 			bin_cap[b] = UINT16_MAX;
 	}
 	for (size_t n = 0; n <= CGM_SMALL_MAX; n++)
-		cgm_size_bin[n] = cgm_step_bin[(n + 7) >> 3];
+		cgm_size_bin[n] = (uint8_t)cgm_small_bin(n);
 }
 
 /*

@@ -22,9 +22,9 @@
  */
 #include <stdatomic.h>
 #include <stdio.h>
-#include <time.h>
 
 #include "cgm/accounted.h"
+#include "cgm/clock.h"
 #include "cgm/log.h"
 #include "cgm/shim.h"
 
@@ -33,12 +33,17 @@ DEFINE_STATIC_KEY_FALSE(cgm_moving_key);
 /* Allocations and frees that took the careful path, in this process. */
 static atomic_ullong careful_ops;
 
-unsigned long long cgm_careful_ops(void)
+static unsigned long long careful_count(void)
 {
 	return atomic_load_explicit(&careful_ops, memory_order_relaxed);
 }
 
-static struct cgm_proc *careful_begin(void)
+/*
+ * The careful path's lock: the process's, which acct_move() holds while it
+ * switches groups.  Also taken by cgm_careful_begin() (accounted.h) in the
+ * slow paths.  NULL, and nothing held, without a process slot.
+ */
+struct cgm_proc *cgm_careful_lock(void)
 {
 	struct cgm_proc *p = hier_proc(&cgm_acct.h, cgm_acct.proc);
 
@@ -48,21 +53,10 @@ static struct cgm_proc *careful_begin(void)
 	return p;
 }
 
-static void careful_end(struct cgm_proc *p)
+void cgm_careful_unlock(struct cgm_proc *p)
 {
 	if (p)
 		hier_unlock(&p->lock);
-}
-
-/* For the slow paths' counters (cgm_careful_begin() in accounted.h). */
-struct cgm_proc *cgm_careful_lock(void)
-{
-	return careful_begin();
-}
-
-void cgm_careful_unlock(struct cgm_proc *p)
-{
-	careful_end(p);
 }
 
 void *cgm_acct_malloc_careful(size_t n, bool zero)
@@ -75,9 +69,9 @@ void *cgm_acct_malloc_careful(size_t n, bool zero)
 	if (n > CGM_SMALL_MAX)
 		return cgm_acct_alloc_slow(n, 0, zero);
 	bin = cgm_size_bin[n];
-	p = careful_begin();
+	p = cgm_careful_lock();
 	took = cgm_owner_add(cgm_tslot->allow[bin], -1) >= 0;
-	careful_end(p);
+	cgm_careful_unlock(p);
 	/* The refill path charges under the lock itself: not held here. */
 	if (!took)
 		return cgm_acct_refill(n, zero);
@@ -92,27 +86,19 @@ void cgm_acct_free_careful(void *ptr)
 	if (ptr == NULL)
 		return;
 	size = mi209_slice_block_size(ptr);
-	p = careful_begin();
+	p = cgm_careful_lock();
 	if (size - 8 > CGM_SMALL_MAX - 8)
 		cgm_acct_count_big_free(ptr);
 	else
-		cgm_owner_add(*(uint64_t *)((char *)cgm_tslot->freed_small + size), 1);
-	careful_end(p);
+		cgm_count_small_free(size);
+	cgm_careful_unlock(p);
 	mi_free(ptr);
-}
-
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 int cgm_move_self(uint32_t to)
 {
-	unsigned long long before = cgm_careful_ops();
-	int64_t start = now_ns();
+	unsigned long long before = careful_count();
+	int64_t start = cgm_now_ns();
 	int err;
 
 	static_branch_enable(&cgm_moving_key);
@@ -126,8 +112,8 @@ int cgm_move_self(uint32_t to)
 			snprintf(path, sizeof(path), "#%u", to);
 		cgm_log("accounting: move to group %s %s; moving key on for %lld us; "
 			"careful path: %llu allocations and frees during the move, %llu in all",
-			path, err ? "refused" : "done", (long long)(now_ns() - start) / 1000,
-			cgm_careful_ops() - before, cgm_careful_ops());
+			path, err ? "refused" : "done", (long long)(cgm_now_ns() - start) / 1000,
+			careful_count() - before, careful_count());
 	}
 	return err;
 }

@@ -144,6 +144,15 @@ static bool entry_refines(const struct jump_entry *tab, unsigned int i)
 	       jump_entry_code(&tab[i]) == jump_entry_code(&tab[i - 1]);
 }
 
+/* The other entry of entry @i's site, or NULL for a site of one key. */
+static const struct jump_entry *site_partner(const struct jump_entry *tab, unsigned int count,
+					     unsigned int i)
+{
+	if (entry_refines(tab, i))
+		return &tab[i - 1];
+	return i + 1 < count && entry_refines(tab, i + 1) ? &tab[i + 1] : NULL;
+}
+
 static bool entry_jumps(const struct jump_entry *e)
 {
 	return (static_key_count(jump_entry_key(e)) > 0) != jump_entry_branch(e);
@@ -154,10 +163,11 @@ static void site_form(const struct jump_entry *tab, unsigned int count,
 		      unsigned int i, struct sk_poke *poke)
 {
 	const struct jump_entry *e = &tab[i];
+	const struct jump_entry *inner = site_partner(tab, count, i);
 	bool jump = entry_jumps(e);
 
-	if (jump && i + 1 < count && entry_refines(tab, i + 1) && entry_jumps(&tab[i + 1]))
-		e = &tab[i + 1];
+	if (jump && inner && entry_jumps(inner))
+		e = inner;
 	sk_arch_make_insn(jump_entry_code(e), jump_entry_target(e), jump, poke);
 }
 
@@ -348,9 +358,7 @@ size_t static_keys_report(char *buf, size_t len)
 		const char *state = "?";
 
 		bool refines = entry_refines(tab, i);
-		/* The site's other entry, if it has two. */
-		const struct jump_entry *other = refines ? &tab[i - 1] :
-			i + 1 < count && entry_refines(tab, i + 1) ? &tab[i + 1] : NULL;
+		const struct jump_entry *other = site_partner(tab, count, i);
 
 		sk_arch_make_insn(code, jump_entry_target(e), true, &want_jmp);
 		sk_arch_make_insn(code, jump_entry_target(e), false, &want_nop);

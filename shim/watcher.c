@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "cgm/accounted.h"
+#include "cgm/clock.h"
 #include "cgm/log.h"
 
 int cgm_pthread_create_unaccounted(pthread_t *th, const pthread_attr_t *attr,
@@ -28,14 +29,6 @@ int cgm_pthread_create_unaccounted(pthread_t *th, const pthread_attr_t *attr,
 #define FLUSH_PERIOD_NS 2000000000LL
 
 static volatile int watcher_stop;
-
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 /* Bring the limits key in line with the hierarchy. */
 void cgm_watch_limits(void)
@@ -68,13 +61,13 @@ static void watch_move(void)
 static void *watcher_main(void *arg)
 {
 	struct cgm_hier_header *hdr = cgm_acct.h.hdr;
-	int64_t next_flush = now_ns() + FLUSH_PERIOD_NS;
+	int64_t next_flush = cgm_now_ns() + FLUSH_PERIOD_NS;
 
 	(void)arg;
 	prctl(PR_SET_NAME, "cgm-watcher");
 	while (!watcher_stop && cgm_acct.proc != CGM_NONE) {
 		uint32_t epoch = __atomic_load_n(&hdr->epoch, __ATOMIC_ACQUIRE);
-		int64_t left = next_flush - now_ns();
+		int64_t left = next_flush - cgm_now_ns();
 		struct timespec ts;
 
 		if (left > 0) {
@@ -87,10 +80,10 @@ static void *watcher_main(void *arg)
 		cgm_watch_limits();
 		watch_move();
 		/* Readers flush for themselves; this bounds the age of what they see. */
-		if (now_ns() >= next_flush) {
+		if (cgm_now_ns() >= next_flush) {
 			acct_harvest(&cgm_acct.h, cgm_acct.proc);
 			rstat_flush(&cgm_acct.h);
-			next_flush = now_ns() + FLUSH_PERIOD_NS;
+			next_flush = cgm_now_ns() + FLUSH_PERIOD_NS;
 		}
 	}
 	return NULL;

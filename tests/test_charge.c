@@ -129,11 +129,11 @@ static int hold_17_pages(struct cgm_acct *a, void *arg)
 	return sim_malloc(a, &a->h.threads[slot], 17 * PAGE, false) == 17 * PAGE ? 0 : -ENOMEM;
 }
 
-/* The step -> bin table malloc reads is mimalloc's rule, request size by size. */
-START_TEST(test_step_bin_table)
+/* The bin malloc is given is mimalloc's rule, request size by size. */
+START_TEST(test_small_bin)
 {
 	for (size_t n = 0; n <= CGM_SMALL_MAX; n++) {
-		unsigned int b = cgm_step_bin[(n + 7) >> 3];
+		unsigned int b = cgm_small_bin(n);
 
 		ck_assert_uint_lt(b, CGM_NR_BINS);
 		ck_assert_msg(cgm_bin_size(b) == cgm_small_block_size(n),
@@ -804,7 +804,7 @@ static void add_tests(TCase *tc, bool failing)
 	if (failing)
 		return;
 	tcase_add_test(tc, test_live_process_survives_reclaim);
-	tcase_add_test(tc, test_step_bin_table);
+	tcase_add_test(tc, test_small_bin);
 	tcase_add_test(tc, test_bins_are_the_block_sizes);
 	tcase_add_test(tc, test_alloc_free_restores_ancestors);
 	tcase_add_test(tc, test_threads_cross_frees);

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "acct_fixture.h"
+#include "cgm/clock.h"
 #include "cgm/config.h"
 #include "cgm/files.h"
 
@@ -120,14 +121,6 @@ START_TEST(test_monotone)
 }
 END_TEST
 
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /*
  * A charge that takes /h1 past its memory.high throttles the charging
  * thread by the penalty of its charge, accounts the stall in the thread's
@@ -175,9 +168,9 @@ START_TEST(test_high_throttles)
 	usage = page_counter_read(&a.h.groups[h1].memory) + 64;
 	want_ms = (int64_t)acct_high_delay_ms(usage, high, 64);
 	ck_assert_int_gt(want_ms, 100);
-	start = now_ns();
+	start = cgm_now_ns();
 	ck_assert_int_gt(sim_malloc(&a, t, 64 * CGM_PAGE_SIZE, true), 0);
-	elapsed = now_ns() - start;
+	elapsed = cgm_now_ns() - start;
 	/* At least the penalty; the upper bound only catches a sleep gone wrong (noisy machine). */
 	ck_assert_msg(elapsed >= want_ms * 1000000 && elapsed < want_ms * 1000000 + 5000000000LL,
 		      "slept %" PRId64 " ms for a penalty of %" PRId64 " ms", elapsed / 1000000, want_ms);

@@ -56,7 +56,6 @@ void *cgm_acct_malloc_careful(size_t n, bool zero);
 void cgm_acct_free_careful(void *p);
 /* Move this process to group @to with the moving key on; 0 or -errno. */
 int cgm_move_self(uint32_t to);
-unsigned long long cgm_careful_ops(void);
 struct cgm_proc *cgm_careful_lock(void);
 void cgm_careful_unlock(struct cgm_proc *p);
 
@@ -94,6 +93,13 @@ static inline __attribute__((always_inline)) void *cgm_acct_malloc(size_t n, boo
 	return zero ? mi_zalloc(n) : mi_malloc(n);
 }
 
+/* Count a free of a small block of @size bytes (a multiple of 8, 8..1024). */
+static inline __attribute__((always_inline)) void cgm_count_small_free(uint32_t size)
+{
+	/* freed_small[size / 8]: @size is a multiple of 8, so it is the byte offset. */
+	cgm_owner_add(*(uint64_t *)((char *)cgm_tslot->freed_small + size), 1);
+}
+
 static inline __attribute__((always_inline)) void cgm_acct_free(void *p)
 {
 	uint32_t size;
@@ -106,8 +112,7 @@ static inline __attribute__((always_inline)) void cgm_acct_free(void *p)
 		cgm_acct_free_big(p);
 		return;
 	}
-	/* freed_small[size / 8]: @size is a multiple of 8, so it is the byte offset. */
-	cgm_owner_add(*(uint64_t *)((char *)cgm_tslot->freed_small + size), 1);
+	cgm_count_small_free(size);
 	mi_free(p);
 }
 

@@ -212,6 +212,8 @@ struct cgm_group *hier_group(const struct cgm_hier *h, uint32_t idx);
 struct cgm_proc *hier_proc(const struct cgm_hier *h, uint32_t idx);
 struct cgm_thread_slot *hier_thread(const struct cgm_hier *h, uint32_t idx);
 uint32_t hier_group_index(const struct cgm_hier *h, const struct cgm_group *g);
+/* The index of @t, or CGM_NONE for a slot not in the table (the boot slot). */
+uint32_t hier_thread_index(const struct cgm_hier *h, const struct cgm_thread_slot *t);
 
 /* The robust shared mutexes: a lock left by a dead owner is recovered. */
 void hier_lock(pthread_mutex_t *m);

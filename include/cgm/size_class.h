@@ -47,21 +47,18 @@ static inline size_t cgm_bin_size(unsigned int bin)
 }
 
 /*
- * The bin of each 8-byte step (n + 7) >> 3 of a request, steps 0..128:
- * cgm_small_block_size() as a table (test_charge checks the two agree).
- * The shim expands it to one entry per request size for malloc.
+ * The bin of a small request of @n bytes (n <= 1024): the bin whose block
+ * cgm_small_block_size() gives.  A search, for start-up: the shim keeps
+ * the answer for every size in a table that malloc reads.
  */
-#define CGM_STEP_SIZES 129
-static const uint8_t cgm_step_bin[CGM_STEP_SIZES] = {
-	0, 0, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8,
-	8, 9, 9, 9, 9, 10, 10, 10, 10, 11, 11, 11, 11, 12, 12, 12,
-	12, 13, 13, 13, 13, 13, 13, 13, 13, 14, 14, 14, 14, 14, 14, 14,
-	14, 15, 15, 15, 15, 15, 15, 15, 15, 16, 16, 16, 16, 16, 16, 16,
-	16, 17, 17, 17, 17, 17, 17, 17, 17, 17, 17, 17, 17, 17, 17, 17,
-	17, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18,
-	18, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19,
-	19, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20,
-	20,
-};
+static inline unsigned int cgm_small_bin(size_t n)
+{
+	size_t step = cgm_small_block_size(n) / 8;
+	unsigned int b = 0;
+
+	while (b < CGM_NR_BINS - 1 && cgm_bin_step[b] < step)
+		b++;
+	return b;
+}
 
 #endif /* CGM_SIZE_CLASS_H */
