@@ -12,7 +12,6 @@ Run: CGM_BUILD=build /usr/bin/python3 tests/test_overhead.py
 import json
 import math
 import os
-import random
 import subprocess
 import sys
 import tempfile
@@ -22,12 +21,16 @@ TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(TOP, "scripts"))
 sys.dont_write_bytecode = True
 
-from cgm_overhead import callgrind, configs, schedule, stats  # noqa: E402
+from cgm_overhead import HarnessError, callgrind, configs, schedule, stats  # noqa: E402
+from cgm_overhead.cli import caller_environ  # noqa: E402
 
 BUILD = os.path.join(TOP, os.environ.get("CGM_BUILD", "build"))
 LIB = os.path.join(BUILD, "libcgmalloc.so")
 CHURN = os.path.join(BUILD, "bench", "churn")
 HARNESS = os.path.join(TOP, "scripts", "cgm-overhead")
+# A PATH without ministat (nor anything else): the harness must say it is
+# missing before it needs PATH for anything.
+NO_MINISTAT = os.path.join(TOP, "tests", "no-such-dir")
 
 # Known answer, checked by hand and printed by Debian's ministat 20150715
 # for these two files: "Difference at 95.0% confidence / 4.1 +/- 2.42952 /
@@ -56,19 +59,59 @@ def close(a, b, rel=2e-5):
 
 
 class Statistics(unittest.TestCase):
-    def check_known(self, v):
+    def check_known(self, v, known=KNOWN):
+        self.assertEqual(v["method"], "ministat")
         self.assertTrue(v["difference"])
-        bad = [k for k, want in KNOWN.items() if not close(v[k], want)]
+        bad = [k for k, want in known.items() if not close(v[k], want)]
         self.assertEqual(bad, [], "%s differ from the known answer: %s" % (bad, v))
 
-    def test_builtin_known_answer(self):
-        self.check_known(stats.compare_builtin(A, B, 95))
-
-    @unittest.skipUnless(stats.find_ministat(), "ministat is not installed")
     def test_ministat_known_answer(self):
-        v = stats.compare_ministat(A, B, 95)
-        self.assertEqual(v["method"], "ministat")
-        self.check_known(v)
+        self.check_known(stats.compare(A, B, 95))
+        self.assertEqual(stats.verdict_text(stats.compare(A, B, 95)),
+                         "Difference at 95.0% confidence: 4.1 +/- 2.42952 "
+                         "(136.667% +/- 80.9841%)")
+        # The other way round: a decrease, in percent of the other base
+        # (-4.1 / 7.1 and 2.42952 / 7.1).
+        self.check_known(stats.compare(B, A, 95), dict(
+            KNOWN, diff=-4.1, pct=-57.7465, pct_err=34.2186))
+
+    def test_verdict_is_ministats(self):
+        """The figures are whatever ministat prints, for the level asked:
+        a stand-in ministat with an answer no computation on A and B gives."""
+        with tempfile.TemporaryDirectory(prefix="test-overhead-") as d:
+            fake = os.path.join(d, "ministat")
+            with open(fake, "w") as f:
+                f.write('#!/bin/sh\n[ "$1 $2 $3" = "-A -c 99" ] || exit 9\n'
+                        'printf "Difference at 99.0%% confidence\\n\\t-1.5 +/- 0.25\\n'
+                        '\\t-12.5%% +/- 2.08333%%\\n\\t(Student\'s t, pooled s = 0.2)\\n"\n')
+            os.chmod(fake, 0o755)
+            v = stats.compare(A, B, 99, ministat=fake)
+        self.assertEqual((v["method"], v["confidence"], v["difference"]), ("ministat", 99, True))
+        self.assertEqual((v["diff"], v["err"], v["pct"], v["pct_err"], v["pooled_s"]),
+                         (-1.5, 0.25, -12.5, 2.08333, 0.2))
+
+    def test_ministat_without_verdict_is_an_error(self):
+        with tempfile.TemporaryDirectory(prefix="test-overhead-") as d:
+            for name, body, words in (("fails", "echo 'bad data' >&2; exit 1",
+                                       "ministat failed (status 1): bad data"),
+                                      ("mute", "echo hello", "ministat printed no verdict")):
+                fake = os.path.join(d, name)
+                with open(fake, "w") as f:
+                    f.write("#!/bin/sh\n%s\n" % body)
+                os.chmod(fake, 0o755)
+                with self.assertRaises(HarnessError) as e:
+                    stats.compare(A, B, 95, ministat=fake)
+                self.assertIn(words, str(e.exception))
+
+    def test_missing_ministat(self):
+        path = os.environ["PATH"]
+        os.environ["PATH"] = NO_MINISTAT
+        try:
+            with self.assertRaises(HarnessError) as e:
+                stats.compare(A, B, 95)
+        finally:
+            os.environ["PATH"] = path
+        self.assertEqual(str(e.exception), "ministat is not installed (Debian package ministat)")
 
     def test_parse_ministat_output(self):
         self.check_known(stats.parse_ministat(MINISTAT_OUTPUT, 95))
@@ -79,53 +122,39 @@ class Statistics(unittest.TestCase):
                                  "\t(Student's t, pooled s = 0)\n", 95)
         self.assertTrue(v["difference"])
         self.assertIsNone(v["pct"])
+        self.assertIsNone(stats.parse_ministat("x a\n+ b\n", 95))
 
     def test_identical_samples_no_difference(self):
         xs = [0.41, 0.43, 0.40, 0.44, 0.42]
-        self.assertFalse(stats.compare_builtin(xs, list(xs))["difference"])
         self.assertEqual(stats.verdict_text(stats.compare(xs, list(xs))),
                          "No difference proven at 95.0% confidence")
         # Constant samples: zero variance, zero difference.
-        self.assertFalse(stats.compare_builtin([3, 3, 3], [3, 3, 3])["difference"])
+        self.assertFalse(stats.compare([3, 3, 3], [3, 3, 3])["difference"])
 
     def test_too_few_runs(self):
         v = stats.compare([1, 2], [3, 4, 5])
         self.assertFalse(v["difference"])
         self.assertIn("too few runs", v["note"])
 
-    def test_t_values(self):
-        # Published two-sided critical values of Student's t.
-        table = [(95, 8, 2.306), (95, 1, 12.706), (99, 1, 63.657), (90, 10, 1.812),
-                 (80, 30, 1.310), (98, 100, 2.364), (95, 101, 1.960)]
-        bad = [(c, df, want, stats.ministat_t(c, df)) for c, df, want in table
-               if stats.ministat_t(c, df) != want]
-        self.assertEqual(bad, [])
-        # ministat's "99.5%" column holds the 99.8% values.
-        self.assertEqual(stats.ministat_t(99.5, 4), 7.173)
-        self.assertAlmostEqual(stats.z_quantile(95), 1.959964, places=5)
-
-    @unittest.skipUnless(stats.find_ministat(), "ministat is not installed")
-    def test_builtin_agrees_with_ministat(self):
-        rng = random.Random(7)
-        mismatches = []
-        for conf in stats.MINISTAT_LEVELS:
-            for n in (3, 4, 5, 8, 10, 17, 30, 51, 60):
-                a = [rng.gauss(10, 1) for _ in range(n)]
-                b = [rng.gauss(10.6, 1) for _ in range(n + n % 2)]
-                x = stats.compare_builtin(a, b, conf)
-                y = stats.compare_ministat(a, b, conf)
-                same = x["difference"] == y["difference"] and (
-                    not x["difference"] or (close(x["diff"], y["diff"], 1e-5)
-                                            and close(x["err"], y["err"], 1e-5)))
-                if not same:
-                    mismatches.append((conf, n, x, y))
-        self.assertEqual(mismatches, [])
-
     def test_summary(self):
         s = stats.summarize([4, 1, 3, 2])
         self.assertEqual((s["n"], s["median"], s["mean"], s["min"], s["max"]), (4, 2.5, 2.5, 1, 4))
         self.assertAlmostEqual(s["stddev"], math.sqrt(5 / 3))
         self.assertEqual((s["q1"], s["q3"]), (1.75, 3.25))
+        # Odd n: quartiles on the points; deviations -3.4 -2.4 -1.4 2.6 4.6.
+        s = stats.summarize([7, 1, 9, 3, 2])
+        self.assertEqual((s["median"], s["q1"], s["q3"], s["min"], s["max"]), (3, 2, 7, 1, 9))
+        self.assertAlmostEqual(s["mean"], 4.4)
+        self.assertAlmostEqual(s["stddev"], math.sqrt(47.2 / 4))
+        # Integer samples (max RSS) still have float means and medians, as
+        # the JSON record has always had them.
+        s = stats.summarize([1, 2, 6])
+        self.assertEqual((s["mean"], s["median"]), (3, 2))
+        self.assertEqual((type(s["mean"]), type(s["median"])), (float, float))
+        # One good run: no spread, all quantiles the point itself.
+        s = stats.summarize([5])
+        self.assertEqual((s["n"], s["median"], s["mean"], s["stddev"], s["q1"], s["q3"]),
+                         (1, 5, 5, 0, 5, 5))
 
 
 class Interleaving(unittest.TestCase):
@@ -191,9 +220,9 @@ class Parsing(unittest.TestCase):
         self.assertEqual(callgrind.allocator_share(p, "/x/libcgmalloc.so"), (True, 100))
 
 
-def harness(*args, cwd=None):
+def harness(*args, cwd=None, env=None):
     return subprocess.run([HARNESS] + list(args), capture_output=True, text=True,
-                          timeout=300, cwd=cwd)
+                          timeout=300, cwd=cwd, env=env)
 
 
 class BadInput(unittest.TestCase):
@@ -223,6 +252,44 @@ class BadInput(unittest.TestCase):
     def test_rejected_user_conf(self):
         self.one_line_error(harness("--lib", LIB, "-c", "x=nosuchkey=1", "--", "true"),
                             "rejected")
+
+    def test_missing_ministat(self):
+        r = harness("--lib", LIB, "-n", "3", "--", "/bin/true",
+                    env=dict(os.environ, PATH=NO_MINISTAT))
+        self.one_line_error(r, "ministat")
+        self.assertEqual(r.stderr, "cgm-overhead: ministat is not installed "
+                         "(Debian package ministat)\n")
+        self.assertEqual(r.stdout, "")
+
+
+class Launcher(unittest.TestCase):
+    """scripts/cgm-overhead puts the package on PYTHONPATH; the workload
+    must get the caller's PYTHONPATH back, unset when it was unset."""
+
+    def workload_pythonpath(self, pythonpath):
+        env = dict(os.environ)
+        env.pop("PYTHONPATH", None)
+        if pythonpath is not None:
+            env["PYTHONPATH"] = pythonpath
+        with tempfile.TemporaryDirectory(prefix="test-overhead-") as d:
+            seen = os.path.join(d, "seen")
+            r = harness("-q", "-n", "1", "-c", "glibc", "--", "sh", "-c",
+                        'printf %%s "${PYTHONPATH-unset}" > %s' % seen, env=env)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(seen) as f:
+                return f.read()
+
+    def test_workload_gets_callers_pythonpath(self):
+        self.assertEqual(self.workload_pythonpath(None), "unset")
+        self.assertEqual(self.workload_pythonpath("/x:/y"), "/x:/y")
+
+    def test_caller_environ(self):
+        scripts = os.path.join(TOP, "scripts")
+        self.assertEqual(caller_environ({"PYTHONPATH": scripts + ":/x", "A": "1"}),
+                         {"PYTHONPATH": "/x", "A": "1"})
+        self.assertEqual(caller_environ({"PYTHONPATH": scripts}), {})
+        self.assertEqual(caller_environ({"PYTHONPATH": "/x:" + scripts}),
+                         {"PYTHONPATH": "/x:" + scripts})
 
 
 @unittest.skipUnless(os.path.isfile(LIB) and os.path.isfile(CHURN),
@@ -310,9 +377,11 @@ class EndToEnd(unittest.TestCase):
                 if name == base:
                     continue
                 v = self.rec["comparisons"][base][name]["wall"]
-                if v["confidence"] != 95.0 or not isinstance(v["difference"], bool):
+                if v["confidence"] != 95.0 or not isinstance(v["difference"], bool) \
+                        or v["method"] != "ministat":
                     bad.append((base, name, v))
         self.assertEqual(bad, [])
+        self.assertIn("statistics: Debian's ministat at 95.0% confidence", self.r.stdout)
 
     def test_callgrind(self):
         cg = {r["config"]: r["callgrind"] for r in self.rec["runs"] if r["phase"] == "callgrind"}

@@ -33,8 +33,9 @@ faults, voluntary and involuntary context switches (wait4 rusage); perf stat
 counters where this machine has them (--perf); exact instruction counts with
 --callgrind (one run per configuration, under valgrind).
 
-exit status: 0 all runs succeeded; 1 a run failed (reported, not averaged) or
-the workload fails under the base; 2 bad usage; 130 interrupted.
+exit status: 0 all runs succeeded; 1 a run failed (reported, not averaged),
+the workload fails under the base, or ministat gives no verdict; 2 bad usage
+or a missing tool (ministat; valgrind with --callgrind); 130 interrupted.
 
 example:
   cgm-overhead -n 10 -c glibc,mimalloc,off,on -o out -- python3 script.py
@@ -100,9 +101,6 @@ def parser():
                    help="seed of --order shuffle (default 0)")
     p.add_argument("--confidence", type=_confidence, default=95.0, metavar="PCT",
                    help="confidence level: 80, 90, 95, 98, 99 or 99.5 (default 95)")
-    p.add_argument("--stats", choices=("auto", "ministat", "builtin"), default="auto",
-                   help="verdicts by Debian's ministat or built in (default: ministat "
-                   "when installed)")
     p.add_argument("--perf", choices=perf.MODES, default="auto",
                    help="wrap runs in perf stat: auto (when hardware counters work), on, off")
     p.add_argument("--callgrind", action="store_true",
@@ -146,6 +144,21 @@ def package_parent():
     return os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 
 
+def caller_environ(environ=None):
+    """The environment cgm-overhead was started in, for the workloads:
+    without the entry its launcher (scripts/cgm-overhead) put first in
+    PYTHONPATH to find this package, so that a Python workload imports,
+    and is recorded, as it runs without the harness."""
+    env = dict(os.environ if environ is None else environ)
+    first, _, rest = env.get("PYTHONPATH", "").partition(os.pathsep)
+    if first and os.path.realpath(first) == package_parent():
+        if rest:
+            env["PYTHONPATH"] = rest
+        else:
+            del env["PYTHONPATH"]
+    return env
+
+
 def select(opts, lib):
     """The configurations to run, bases first when -c did not name them."""
     bases = [b.strip() for b in opts.base.split(",") if b.strip()]
@@ -175,16 +188,17 @@ def list_configs(chosen):
 
 def run(argv):
     opts = parse(argv)
+    if opts.runs and not opts.list:
+        # Before anything is measured: the verdicts at the end need it.
+        stats.require_ministat()
     lib = configs.find_cgmalloc(package_parent(), opts.lib)
     chosen, bases = select(opts, lib)
     if opts.list:
         list_configs(chosen)
         return 0
-    workload = Workload(opts.command, opts.stdin, opts.timeout)
+    workload = Workload(opts.command, opts.stdin, opts.timeout, caller_environ())
     if opts.callgrind and not callgrind.valgrind_path():
         raise HarnessError("--callgrind: valgrind is not installed (Debian: valgrind)")
-    if opts.stats == "ministat" and not stats.find_ministat():
-        raise HarnessError("--stats ministat: ministat is not installed (Debian: ministat)")
     notes = []
     if workload.dropped:
         notes.append("ignored %s from the environment: each configuration sets its own"
@@ -197,7 +211,7 @@ def run(argv):
                      "(about 10 MB)" % measure.HELPER)
     started = record.now()
     h = Harness(workload, chosen, bases, runs=opts.runs, warmup=opts.warmup, order=opts.order,
-                seed=opts.seed, confidence=opts.confidence, stats_method=opts.stats,
+                seed=opts.seed, confidence=opts.confidence,
                 perf_info=perf_info, use_callgrind=opts.callgrind, cgmalloc_lib=lib, helper=helper,
                 progress=Progress(quiet=opts.quiet))
     duration = h.run()

@@ -61,7 +61,7 @@ def resolve_command(cmd, path):
 
 class Harness:
     def __init__(self, workload, configurations, bases, runs=10, warmup=1,
-                 order="rotate", seed=0, confidence=95.0, stats_method="auto",
+                 order="rotate", seed=0, confidence=95.0,
                  perf_info=None, use_callgrind=False, cgmalloc_lib=None,
                  helper=None, progress=None):
         self.w = workload
@@ -72,7 +72,6 @@ class Harness:
         self.order = order
         self.seed = seed
         self.confidence = confidence
-        self.stats_method = stats_method
         self.perf = perf_info or perf.Perf()
         self.use_callgrind = use_callgrind
         self.lib = cgmalloc_lib
@@ -260,7 +259,7 @@ class Harness:
                     continue
                 out[base][name] = {
                     key: stats.compare(self.samples(base, key), self.samples(name, key),
-                                       self.confidence, self.stats_method)
+                                       self.confidence)
                     for key, _, _ in self.measures()}
         return out
 

@@ -77,13 +77,10 @@ def _header_lines(rec):
         lines.append("  isolation: each cgmalloc run in its own group (group=/cgm-overhead/"
                      "CONFIG-SEQ) of a hierarchy made for this invocation")
     lines.append("  " + rec["perf"]["note"])
-    methods = {v["method"] for base in rec["comparisons"].values()
-               for cfg in base.values() for v in cfg.values()}
-    names = {"ministat": "Debian's ministat", "student-t": "the built-in computation"}
+    compared = any(cfg for base in rec["comparisons"].values() for cfg in base.values())
     lines.append("  statistics: %s at %.1f%% confidence (Student's t, pooled variance); "
                  "failed runs are reported, not averaged" % (
-                     " and ".join(names.get(m, m) for m in sorted(methods)) or "none",
-                     s["confidence"]))
+                     "Debian's ministat" if compared else "none", s["confidence"]))
     lines.extend("  note: " + n for n in rec["notes"])
     return lines
 
