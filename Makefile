@@ -8,7 +8,10 @@
 #   make stress          long stress runs
 #   make install PREFIX=/usr/local DESTDIR=
 #
-# Every module adds its sources and tests in its own .mk fragment.
+# The modules are static archives built once per flavour (below) and
+# linked by the library, the tools, the tests, the fuzzers and the
+# benches.  Each module and each test area adds its sources and targets in
+# its own .mk fragment; MODULE_MKS says in which order they are read.
 
 ifeq ($(origin CC),default)
 CC := gcc
@@ -26,9 +29,12 @@ DESTDIR ?=
 B := build
 LIB := $(B)/libcgmalloc.so
 
+# C code must declare in a header every function it uses across files:
+# -Wmissing-prototypes makes the compiler check it.
 WARN := -Wall -Wextra -Werror
+CWARN := $(WARN) -Wmissing-prototypes
 CPPFLAGS_BASE := -Iinclude -D_GNU_SOURCE
-CFLAGS_BASE := -std=c11 -O2 -g -fPIC -fvisibility=hidden $(WARN)
+CFLAGS_BASE := -std=c11 -O2 -g -fPIC -fvisibility=hidden $(CWARN)
 CXXFLAGS_BASE := -std=c++17 -O2 -g $(WARN)
 # The library's own calls into mimalloc go through the GOT, not a PLT stub
 # (one instruction less on every malloc), and every symbol is bound at load
@@ -52,38 +58,102 @@ CLEAN_FILES :=
 
 all: $(LIB)
 
-# Shared by every module's tests.
-T := $(B)/tests
-CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
-CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
-TEST_CFLAGS := -std=c11 -O1 -g $(WARN) $(CPPFLAGS_BASE)
+# ---- flavours of the module archives ----
+#
+# plain: the library, the tools and most tests (the library's own flags);
+# asan: gcc with AddressSanitizer+UBSan; tsan: clang with ThreadSanitizer;
+# fuzz: clang with libFuzzer's coverage and ASan+UBSan.  A module is
+# compiled once per flavour that some target links: $(call archives,
+# FLAVOUR,MODULES) names the archives, in link order.
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
-# Tests that run the shim with accounting use a hierarchy file of their own,
-# never the user's /dev/shm/cgmalloc.<uid>; make check starts it afresh.
-TEST_HIER := $(abspath $(B))/test-hierarchy
-TEST_CONF := hierarchy=$(TEST_HIER)
-# Linked against the shim: libcgmalloc.so precedes libc in the search
-# order, exactly as under LD_PRELOAD.
-SHIM_LINK := -L$(B) -Wl,-rpath,$(abspath $(B)) -lcgmalloc -lmimalloc
+FUZZ_CC ?= clang
+OBJDIR_plain := $(B)/obj
+OBJDIR_asan := $(B)/obj-asan
+OBJDIR_tsan := $(B)/obj-tsan
+OBJDIR_fuzz := $(B)/obj-fuzz
+ARDIR_plain := $(B)
+ARDIR_asan := $(B)/asan
+ARDIR_tsan := $(B)/tsan
+ARDIR_fuzz := $(B)/fuzz
+FLAVOUR_CC_asan = $(CC)
+FLAVOUR_CC_tsan = clang
+FLAVOUR_CC_fuzz = $(FUZZ_CC)
+FLAVOUR_FLAGS := -std=c11 -O1 -g -fPIC $(CWARN) -fno-omit-frame-pointer
+FLAVOUR_FLAGS_asan := $(ASAN_FLAGS)
+FLAVOUR_FLAGS_tsan := -fsanitize=thread
+FLAVOUR_FLAGS_fuzz := -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
 
-# Each module brings its own fragment; a new one is picked up by this list.
-MODULE_MKS := $(sort $(wildcard shim/*.mk accounting/*.mk zpool/*.mk \
-	tools/*/*.mk tools/*.mk tests/*.mk tests/*/*.mk bench/*.mk scripts/*.mk))
-include $(MODULE_MKS)
+archives = $(foreach m,$(2),$(ARDIR_$(1))/libcgm$(m).a)
 
-LIB_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(LIB_SRCS))
+# A newline, to run a command per item of a list: $(foreach x,L,cmd $(x)$(newline)).
+define newline
 
-# `make` builds the tools that are installed with the library (cgmctl).
-all: $(TOOLS)
+
+endef
 
 $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS_BASE) $(CFLAGS_BASE) $(LIB_CFLAGS) $(CFLAGS_$(subst /,_,$*)) $(CFLAGS) -MMD -MP -c -o $@ $<
 
-$(LIB): $(LIB_OBJS)
-	$(CC) $(LIB_LDFLAGS) $(LDFLAGS) -o $@ $(LIB_OBJS) $(LIB_LIBS)
+define flavour_objects
+$(OBJDIR_$(1))/%.o: %.c
+	@mkdir -p $$(dir $$@)
+	$$(FLAVOUR_CC_$(1)) $$(CPPFLAGS_BASE) $$(FLAVOUR_FLAGS) $$(FLAVOUR_FLAGS_$(1)) -MMD -MP -c -o $$@ $$<
+endef
+$(foreach f,asan tsan fuzz,$(eval $(call flavour_objects,$(f))))
 
--include $(LIB_OBJS:.o=.d)
+# $(call module_archive,MODULE,FLAVOUR): the rule of one archive; the
+# module's sources are $(MODULE_SRCS), set by its fragment.
+define module_archive
+$(ARDIR_$(2))/libcgm$(1).a: $$(patsubst %.c,$(OBJDIR_$(2))/%.o,$$($(1)_SRCS))
+	@mkdir -p $$(dir $$@)
+	rm -f $$@
+	$$(AR) rcs $$@ $$^
+endef
+MODULES :=
+
+# Shared by every module's tests.
+T := $(B)/tests
+CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
+CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
+TEST_CFLAGS := -std=c11 -O1 -g $(CWARN) $(CPPFLAGS_BASE)
+# Test programs list their headers through the compiler, like objects.
+TEST_DEPFLAGS = -MMD -MP -MF $@.d
+# Linked against the shim: libcgmalloc.so precedes libc in the search
+# order, exactly as under LD_PRELOAD.
+SHIM_LINK := -L$(B) -Wl,-rpath,$(abspath $(B)) -lcgmalloc -lmimalloc
+
+# Every test command runs through tests/run-test: exit 0 passes, 77 is a
+# skip (reported as one, never counted as passed), anything else fails.
+# Each target that runs the shim with accounting gets a hierarchy file of
+# its own, which run-test removes first: a test never sees another's
+# groups, and `make -j` runs them side by side.
+TEST_HIER_DIR := $(abspath $(B))/test-hier
+TEST_HIER = $(TEST_HIER_DIR)/$@
+TEST_CONF = hierarchy=$(TEST_HIER)
+CHECK_RESULTS := $(abspath $(B))/check-results
+RUN = @CGM_CHECK_RESULTS=$(CHECK_RESULTS) CGM_TEST_HIER=$(TEST_HIER) tests/run-test $@ --
+
+# The fragments, in the order that their variables need: the base below
+# everything, then accounting, the pool, the shim on top, the tools, and
+# the tests and benches that use them all.
+MODULE_MKS := base/base.mk accounting/accounting.mk zpool/zpool.mk shim/shim.mk \
+	tools/cgmctl/cgmctl.mk scripts/overhead.mk \
+	tests/tests.mk tests/static_key.mk tests/accounting.mk tests/zpool.mk \
+	tests/runtime.mk tests/preload/preload.mk tests/fuzz/fuzz.mk \
+	bench/bench.mk bench/insn.mk bench/zpool.mk
+include $(MODULE_MKS)
+
+$(foreach m,$(MODULES),$(foreach f,plain asan tsan fuzz,$(eval $(call module_archive,$(m),$(f)))))
+
+LIB_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(LIB_SRCS))
+LIB_ARCHIVES := $(call archives,plain,acct base)
+
+# `make` builds the tools that are installed with the library (cgmctl).
+all: $(TOOLS)
+
+$(LIB): $(LIB_OBJS) $(LIB_ARCHIVES)
+	$(CC) $(LIB_LDFLAGS) $(LDFLAGS) -o $@ $(LIB_OBJS) $(LIB_ARCHIVES) $(LIB_LIBS)
 
 deps:
 	@scripts/install-deps
@@ -96,11 +166,14 @@ check: deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory check-run
 
-check-run: check-fresh-hierarchy $(CHECK_TARGETS)
-	@echo "make check: all tests passed"
+# check-start comes first (order-only: it never makes a test out of date).
+$(CHECK_TARGETS): | check-start
+check-start:
+	@mkdir -p $(B) $(TEST_HIER_DIR)
+	@rm -f $(CHECK_RESULTS)
 
-check-fresh-hierarchy:
-	rm -f $(TEST_HIER)
+check-run: $(CHECK_TARGETS)
+	@tests/check-summary $(CHECK_RESULTS)
 
 check-asan: deps $(ASAN_TARGETS)
 	@echo "make check-asan: all tests passed"
@@ -124,5 +197,8 @@ VERSION := $(shell sed -n 's/^\#define CGMALLOC_VERSION "\(.*\)"/\1/p' include/c
 clean:
 	rm -rf $(B) $(CLEAN_FILES)
 
-.PHONY: all deps run check check-run check-fresh-hierarchy check-asan bench stress install clean
+# What every object and test program was built from (-MMD).
+-include $(shell find $(B) -name '*.d' 2>/dev/null)
+
+.PHONY: all deps run check check-run check-start check-asan bench stress install clean
 .DELETE_ON_ERROR:

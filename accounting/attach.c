@@ -21,44 +21,6 @@
 #include "cgm/hier.h"
 #include "cgm/size_class.h"
 
-/*
- * The bytes of @a blocks of bin @b, @a clamped to what 21 bins and a
- * stock can add up without overflow: a slot read from a scribbled file
- * may hold anything, and must not make this undefined.
- */
-static int64_t allowance_bytes(int64_t a, unsigned int b)
-{
-	const int64_t most = INT64_MAX / 4 / CGM_NR_BINS / CGM_SMALL_MAX;
-
-	return (a <= 0 ? 0 : a < most ? a : most) * (int64_t)cgm_bin_size(b);
-}
-
-int64_t acct_slot_precharge(const struct cgm_thread_slot *t)
-{
-	int64_t bytes = t->stock > INT64_MAX / 2 ? INT64_MAX / 2 : t->stock > 0 ? t->stock : 0;
-
-	/* Branch-free: in a mixed workload most bins hold some allowance. */
-	for (unsigned int b = 0; b < CGM_NR_BINS; b++)
-		bytes += allowance_bytes(__atomic_load_n(&t->allow[b], __ATOMIC_RELAXED), b);
-	return bytes;
-}
-
-void acct_slot_unprecharge(struct cgm_thread_slot *t)
-{
-	__atomic_store_n(&t->refill_seq, t->refill_seq + 1, __ATOMIC_RELEASE);
-	__atomic_thread_fence(__ATOMIC_RELEASE);
-	for (unsigned int b = 0; b < CGM_NR_BINS; b++) {
-		if (t->allow[b] > 0) {
-			t->stock = cgm_wrap_add(t->stock, (uint64_t)allowance_bytes(t->allow[b], b));
-			/* allocations = refilled - allow stays what it was */
-			cgm_owner_add(t->refilled[b], -((uint64_t)t->allow[b]));
-			t->allow[b] = 0;
-		}
-		t->next_refill[b] = 0;
-	}
-	__atomic_store_n(&t->refill_seq, t->refill_seq + 1, __ATOMIC_RELEASE);
-}
-
 uint64_t acct_proc_start_time(int pid)
 {
 	char path[64], buf[1024], *p;
@@ -114,8 +76,9 @@ static void free_thread_slot(struct cgm_hier *h, uint32_t idx)
 static void release_proc(struct cgm_hier *h, uint32_t idx)
 {
 	struct cgm_proc *p = hier_proc(h, idx);
+	struct cgm_thread_slot *ts;
 	struct cgm_group *g;
-	uint32_t t, guard = 0;
+	uint32_t t;
 
 	if (!p || p->state == CGM_SLOT_FREE)
 		return;
@@ -129,15 +92,8 @@ static void release_proc(struct cgm_hier *h, uint32_t idx)
 		if (g->nr_procs)
 			g->nr_procs--;
 	}
-	for (t = p->first_thread; t != CGM_NONE && guard++ < CGM_MAX_THREADS;) {
-		struct cgm_thread_slot *ts = hier_thread(h, t);
-		uint32_t next = ts ? ts->next : CGM_NONE;
-
-		if (!ts || ts->proc != idx)
-			break;
+	for_each_proc_thread(h, p, idx, t, ts)
 		free_thread_slot(h, t);
-		t = next;
-	}
 	p->first_thread = CGM_NONE;
 	p->held_pages = 0;
 	p->free_pool = 0;
@@ -156,7 +112,9 @@ static void release_proc(struct cgm_hier *h, uint32_t idx)
  */
 static void resync_usage(struct cgm_hier *h)
 {
-	uint32_t g = CGM_ROOT, steps = 0;
+	uint32_t g = CGM_ROOT, steps = 0, i;
+	struct cgm_group *grp;
+	struct cgm_proc *p;
 
 	for (uint32_t i = 0; i < CGM_MAX_PROCS; i++)
 		hier_lock(&h->procs[i].lock);
@@ -166,8 +124,7 @@ static void resync_usage(struct cgm_hier *h)
 	 * a corrupt link cannot make the walk run for ever.
 	 */
 	while (g != CGM_NONE && steps++ < 3 * CGM_MAX_GROUPS) {
-		struct cgm_group *grp = hier_group(h, g);
-
+		grp = hier_group(h, g);
 		if (!grp)
 			break;
 		__atomic_store_n(&grp->memory.usage, 0, __ATOMIC_RELAXED);
@@ -183,18 +140,12 @@ static void resync_usage(struct cgm_hier *h)
 		g = (g == CGM_ROOT || !grp) ? CGM_NONE : grp->next_sibling;
 	}
 	/* Then each live process adds what it holds to its group and ancestors. */
-	for (uint32_t i = 0; i < CGM_MAX_PROCS; i++) {
-		struct cgm_proc *p = &h->procs[i];
-
-		g = p->group;
-		if (p->state != CGM_SLOT_LIVE || p->held_pages <= 0)
+	for_each_live_proc(h, i, p) {
+		if (p->held_pages <= 0)
 			continue;
-		for (int d = 0; d < 70 && hier_group(h, g); d++) {
-			__atomic_add_fetch(&h->groups[g].memory.usage, p->held_pages, __ATOMIC_RELAXED);
-			if (g == CGM_ROOT)
-				break;
-			g = h->groups[g].parent;
-		}
+		g = p->group;
+		for_each_ancestor(h, g, grp)
+			__atomic_add_fetch(&grp->memory.usage, p->held_pages, __ATOMIC_RELAXED);
 	}
 	for (uint32_t i = CGM_MAX_PROCS; i-- > 0;)
 		hier_unlock(&h->procs[i].lock);
@@ -203,14 +154,13 @@ static void resync_usage(struct cgm_hier *h)
 /* Caller holds tree_lock.  @self_pid: a slot with this pid is a stale one of ours (exec). */
 static int reclaim_dead_locked(struct cgm_hier *h, int self_pid)
 {
+	struct cgm_proc *p;
+	uint32_t i;
 	int n = 0;
 
-	for (uint32_t i = 0; i < CGM_MAX_PROCS; i++) {
-		struct cgm_proc *p = &h->procs[i];
+	for_each_live_proc(h, i, p) {
 		uint64_t start;
 
-		if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != CGM_SLOT_LIVE)
-			continue;
 		if (p->pid == self_pid) {
 			release_proc(h, i);
 			n++;
@@ -410,11 +360,6 @@ void acct_thread_exit(struct cgm_acct *a, uint32_t slot)
 	acct_harvest(h, a->proc);
 }
 
-/*
- * Unlink and free the slots of threads that have exited, after their last
- * frees were harvested and their statistics flushed.  Caller holds the
- * flush lock and the proc lock.
- */
 /* Have harvest and flush both seen every small free of @t? */
 static bool small_frees_settled(const struct cgm_thread_slot *t)
 {
@@ -427,32 +372,35 @@ static bool small_frees_settled(const struct cgm_thread_slot *t)
 	return true;
 }
 
+/*
+ * Unlink and free the slots of threads that have exited, after their last
+ * frees were harvested and their statistics flushed.  Caller holds the
+ * flush lock and the proc lock.
+ */
 void acct_reap_threads(struct cgm_hier *h, uint32_t proc)
 {
 	struct cgm_proc *p = hier_proc(h, proc);
-	uint32_t *link, guard = 0;
+	struct cgm_thread_slot *t;
+	uint32_t idx, prev = CGM_NONE;
 
 	if (!p)
 		return;
-	for (link = &p->first_thread; *link != CGM_NONE && guard++ < CGM_MAX_THREADS;) {
-		struct cgm_thread_slot *t = hier_thread(h, *link);
-		uint32_t idx = *link;
-
-		if (!t)
-			break;
-		if (t->state == CGM_SLOT_EXITING && !thread_alive(p->pid, t->tid) &&
-		    t->freed_bytes == t->harvested_freed_bytes &&
-		    t->frees == t->snap_frees &&
-		    small_frees_settled(t)) {
-			/* Charged by mallocs after the exit hook ran: give it back. */
-			acct_slot_unprecharge(t);
-			if (t->stock > 0)
-				p->free_pool += t->stock;
-			*link = t->next;
-			free_thread_slot(h, idx);
+	for_each_proc_thread(h, p, proc, idx, t) {
+		if (t->state != CGM_SLOT_EXITING || thread_alive(p->pid, t->tid) ||
+		    t->freed_bytes != t->harvested_freed_bytes ||
+		    t->frees != t->snap_frees || !small_frees_settled(t)) {
+			prev = idx;
 			continue;
 		}
-		link = &t->next;
+		/* Charged by mallocs after the exit hook ran: give it back. */
+		acct_slot_unprecharge(t);
+		if (t->stock > 0)
+			p->free_pool += t->stock;
+		if (prev == CGM_NONE)
+			p->first_thread = t->next;
+		else
+			h->threads[prev].next = t->next;
+		free_thread_slot(h, idx);
 	}
 }
 
@@ -460,9 +408,10 @@ int acct_fork_child(struct cgm_acct *a, uint32_t *thread_slot)
 {
 	struct cgm_hier *h = &a->h;
 	struct cgm_proc *parent = hier_proc(h, a->proc);
+	struct cgm_thread_slot *ts;
 	struct cgm_group *g;
 	int64_t held, others = 0, inherited_bytes, inherited_objects;
-	uint32_t idx, group, t, guard = 0;
+	uint32_t idx, group, t;
 
 	if (!parent)
 		return -EINVAL;
@@ -478,14 +427,8 @@ int acct_fork_child(struct cgm_acct *a, uint32_t *thread_slot)
 	 * parent holds, less what the parent's threads had precharged (their
 	 * slots stay the parent's; the child's thread starts with none).
 	 */
-	for (t = parent->first_thread; t != CGM_NONE && guard++ < CGM_MAX_THREADS;) {
-		struct cgm_thread_slot *ts = hier_thread(h, t);
-
-		if (!ts)
-			break;
+	for_each_proc_thread(h, parent, a->proc, t, ts)
 		others += acct_slot_precharge(ts);
-		t = ts->next;
-	}
 	held = parent->held_pages - others / CGM_PAGE_SIZE;
 	if (held < 0)
 		held = 0;

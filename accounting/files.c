@@ -1,7 +1,7 @@
 /*
- * memory.* and cgroup.procs: rendering and parsing in the cgroup v2
- * formats, so that what cgmctl prints can be compared with a real cgroup
- * and a value that works there works here.
+ * The interface files of a group, in cgroup v2's names and formats, so
+ * that what cgmctl prints can be compared with a real cgroup and a value
+ * that works there works here.  cgm_files[] is the one list of them.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -11,15 +11,8 @@
 #include <time.h>
 
 #include "cgm/acct.h"
-#include "cgm/config.h"
 #include "cgm/files.h"
-
-const char *const cgm_file_names[] = {
-	"memory.current", "memory.peak", "memory.max", "memory.high",
-	"memory.low", "memory.min", "memory.stat", "memory.stat.local",
-	"memory.events", "memory.events.local", "memory.oom.group",
-	"cgroup.procs", NULL,
-};
+#include "cgm/size.h"
 
 static const char *const event_names[CGM_NR_EVENTS] = {
 	"low", "high", "max", "oom", "oom_kill", "oom_group_kill",
@@ -47,8 +40,40 @@ void cgm_files_flush(struct cgm_hier *h, uint32_t group)
 #define OUT(...) (n += snprintf(buf + (n < (int)len ? n : (int)len), \
 			       n < (int)len ? len - (size_t)n : 0, __VA_ARGS__))
 
-static int render_limit(char *buf, size_t len, int64_t pages)
+/* ---- the handlers ---- */
+
+/* memory.current and memory.peak: private says which (0: usage, 1: peak). */
+static int show_usage(const struct cgm_file *f, struct cgm_hier *h, uint32_t group,
+		      char *buf, size_t len)
 {
+	const struct cgm_group *g = hier_group(h, group);
+	const int64_t *pages = f->private ? &g->memory.watermark : &g->memory.usage;
+	int n = 0;
+
+	OUT("%" PRIu64 "\n", page_counter_bytes(__atomic_load_n(pages, __ATOMIC_RELAXED)));
+	return n;
+}
+
+/* The counter field of limit @which. */
+static const int64_t *limit_field(const struct cgm_group *g, int which)
+{
+	switch (which) {
+	case CGM_LIMIT_MAX:
+		return &g->memory.max;
+	case CGM_LIMIT_HIGH:
+		return &g->memory.high;
+	case CGM_LIMIT_LOW:
+		return &g->memory.low;
+	default:
+		return &g->memory.min;
+	}
+}
+
+static int show_limit(const struct cgm_file *f, struct cgm_hier *h, uint32_t group,
+		      char *buf, size_t len)
+{
+	const struct cgm_group *g = hier_group(h, group);
+	int64_t pages = __atomic_load_n(limit_field(g, f->private), __ATOMIC_RELAXED);
 	char tmp[32];
 	int n = 0;
 
@@ -56,13 +81,33 @@ static int render_limit(char *buf, size_t len, int64_t pages)
 	return n;
 }
 
-static int render_stat(const int64_t *stat, char *buf, size_t len)
+static int parse_limit(const char *v, uint64_t *bytes, char *why, size_t whylen)
 {
+	if (cgm_parse_size(v, bytes) == 0)
+		return 0;
+	snprintf(why, whylen, "bad value '%s' (expected a size like 512M or 'max')", v);
+	return -EINVAL;
+}
+
+static int write_limit(const struct cgm_file *f, struct cgm_hier *h, uint32_t group,
+		       uint64_t bytes, char *why, size_t whylen)
+{
+	(void)why;
+	(void)whylen;
+	return acct_set_limit(h, group, (enum acct_limit)f->private, bytes);
+}
+
+/* memory.stat and memory.stat.local: private says which. */
+static int show_stat(const struct cgm_file *f, struct cgm_hier *h, uint32_t group,
+		     char *buf, size_t len)
+{
+	const struct cgm_group *g = hier_group(h, group);
+	const int64_t *stat = f->private ? g->stat_local : g->stat;
 	char name[48];
 	int n = 0;
 
 	for (int i = 0; i < CGM_NR_STATS; i++) {
-		int64_t v = stat[i];
+		int64_t v = __atomic_load_n(&stat[i], __ATOMIC_RELAXED);
 
 		if (i == CGM_STAT_THROTTLE_NS)
 			v /= 1000;
@@ -71,8 +116,12 @@ static int render_stat(const int64_t *stat, char *buf, size_t len)
 	return n;
 }
 
-static int render_events(const int64_t *ev, char *buf, size_t len)
+/* memory.events and memory.events.local: private says which. */
+static int show_events(const struct cgm_file *f, struct cgm_hier *h, uint32_t group,
+		       char *buf, size_t len)
 {
+	const struct cgm_group *g = hier_group(h, group);
+	const int64_t *ev = f->private ? g->events_local : g->events;
 	int n = 0;
 
 	for (int i = 0; i < CGM_NR_EVENTS; i++)
@@ -80,109 +129,76 @@ static int render_events(const int64_t *ev, char *buf, size_t len)
 	return n;
 }
 
-static int render_procs(struct cgm_hier *h, uint32_t group, char *buf, size_t len)
+static int show_oom_group(const struct cgm_file *f, struct cgm_hier *h, uint32_t group,
+			  char *buf, size_t len)
 {
 	int n = 0;
 
-	for (uint32_t i = 0; i < CGM_MAX_PROCS; i++) {
-		struct cgm_proc *p = &h->procs[i];
+	(void)f;
+	OUT("%u\n", hier_group(h, group)->oom_group);
+	return n;
+}
 
-		if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) == CGM_SLOT_LIVE &&
-		    p->group == group && acct_proc_start_time(p->pid) == p->start_time)
+static int parse_bool01(const char *v, uint64_t *out, char *why, size_t whylen)
+{
+	if (!strcmp(v, "0") || !strcmp(v, "1")) {
+		*out = v[0] == '1';
+		return 0;
+	}
+	snprintf(why, whylen, "bad value '%s' (expected 0 or 1)", v);
+	return -EINVAL;
+}
+
+static int write_oom_group(const struct cgm_file *f, struct cgm_hier *h, uint32_t group,
+			   uint64_t v, char *why, size_t whylen)
+{
+	(void)f;
+	(void)why;
+	(void)whylen;
+	hier_group(h, group)->oom_group = v != 0;
+	return 0;
+}
+
+static int show_procs(const struct cgm_file *f, struct cgm_hier *h, uint32_t group,
+		      char *buf, size_t len)
+{
+	struct cgm_proc *p;
+	uint32_t i;
+	int n = 0;
+
+	(void)f;
+	for_each_live_proc(h, i, p)
+		if (p->group == group && acct_proc_start_time(p->pid) == p->start_time)
 			OUT("%d\n", p->pid);
-	}
 	return n;
 }
 
-int cgm_file_read(struct cgm_hier *h, uint32_t group, const char *name,
-		  char *buf, size_t len)
-{
-	if (!hier_group(h, group))
-		return -ENOENT;
-	if (!strcmp(name, "memory.current") || !strcmp(name, "memory.peak") ||
-	    !strncmp(name, "memory.stat", 11))
-		cgm_files_flush(h, group);
-	return cgm_file_render(h, group, name, buf, len);
-}
-
-int cgm_file_render(struct cgm_hier *h, uint32_t group, const char *name,
-		    char *buf, size_t len)
-{
-	struct cgm_group *g = hier_group(h, group);
-	int n = 0;
-
-	if (!g)
-		return -ENOENT;
-	if (len)
-		buf[0] = '\0';
-	if (!strcmp(name, "memory.current"))
-		OUT("%" PRIu64 "\n", page_counter_bytes(page_counter_read(&g->memory)));
-	else if (!strcmp(name, "memory.peak"))
-		OUT("%" PRIu64 "\n", page_counter_bytes(__atomic_load_n(&g->memory.watermark, __ATOMIC_RELAXED)));
-	else if (!strcmp(name, "memory.max"))
-		n = render_limit(buf, len, g->memory.max);
-	else if (!strcmp(name, "memory.high"))
-		n = render_limit(buf, len, g->memory.high);
-	else if (!strcmp(name, "memory.low"))
-		n = render_limit(buf, len, g->memory.low);
-	else if (!strcmp(name, "memory.min"))
-		n = render_limit(buf, len, g->memory.min);
-	else if (!strcmp(name, "memory.stat"))
-		n = render_stat(g->stat, buf, len);
-	else if (!strcmp(name, "memory.stat.local"))
-		n = render_stat(g->stat_local, buf, len);
-	else if (!strcmp(name, "memory.events"))
-		n = render_events(g->events, buf, len);
-	else if (!strcmp(name, "memory.events.local"))
-		n = render_events(g->events_local, buf, len);
-	else if (!strcmp(name, "memory.oom.group"))
-		OUT("%u\n", g->oom_group);
-	else if (!strcmp(name, "cgroup.procs"))
-		n = render_procs(h, group, buf, len);
-	else
-		return -ENOENT;
-	return n;
-}
-
-/* Trim one trailing newline, as `echo 1G > memory.max` sends. */
-static void chomp(char *s)
-{
-	size_t l = strlen(s);
-
-	while (l && (s[l - 1] == '\n' || s[l - 1] == ' '))
-		s[--l] = '\0';
-}
-
-static int write_limit(struct cgm_hier *h, uint32_t group, int which, const char *v,
-		       char *why, size_t whylen)
-{
-	uint64_t bytes;
-
-	if (cgm_parse_size(v, &bytes) < 0) {
-		snprintf(why, whylen, "bad value '%s' (expected a size like 512M or 'max')", v);
-		return -EINVAL;
-	}
-	return acct_set_limit(h, group, which, bytes);
-}
-
-/* cgroup.procs: move the process with this pid into @group. */
-static int write_procs(struct cgm_hier *h, uint32_t group, const char *v,
-		       char *why, size_t whylen)
+static int parse_pid(const char *v, uint64_t *out, char *why, size_t whylen)
 {
 	char *end;
 	long pid = strtol(v, &end, 10);
-	int err;
 
 	if (*v == '\0' || *end != '\0' || pid <= 0 || pid > INT32_MAX) {
 		snprintf(why, whylen, "bad value '%s' (expected a pid)", v);
 		return -EINVAL;
 	}
-	for (uint32_t i = 0; i < CGM_MAX_PROCS; i++) {
-		struct cgm_proc *p = &h->procs[i];
+	*out = (uint64_t)pid;
+	return 0;
+}
+
+/* cgroup.procs: move the process with this pid into @group. */
+static int write_procs(const struct cgm_file *f, struct cgm_hier *h, uint32_t group,
+		       uint64_t pid, char *why, size_t whylen)
+{
+	struct cgm_proc *p;
+	uint32_t i;
+	int err;
+
+	(void)f;
+	for_each_live_proc(h, i, p) {
 		struct timespec ts = { 0, 5000000 };
 
-		if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != CGM_SLOT_LIVE || p->pid != pid ||
-		    acct_proc_start_time(p->pid) != p->start_time)
+		if (p->pid != (int64_t)pid || acct_proc_start_time(p->pid) != p->start_time)
 			continue;
 		/*
 		 * Ask the process to move itself (its watcher does it); if it
@@ -202,51 +218,149 @@ static int write_procs(struct cgm_hier *h, uint32_t group, const char *v,
 				 p->held_pages);
 		return err;
 	}
-	snprintf(why, whylen, "no process %ld is attached to the hierarchy", pid);
+	snprintf(why, whylen, "no process %" PRIu64 " is attached to the hierarchy", pid);
 	return -ESRCH;
+}
+
+/* ---- the table ---- */
+
+const struct cgm_file cgm_files[] = {
+	{ .name = "memory.current", .flags = CGM_FILE_FLUSH, .show = show_usage,
+	  .help = "bytes charged to the group and its descendants" },
+	{ .name = "memory.peak", .flags = CGM_FILE_FLUSH, .private = 1, .show = show_usage,
+	  .help = "the highest memory.current seen" },
+	{ .name = "memory.max", .private = CGM_LIMIT_MAX, .show = show_limit,
+	  .parse = parse_limit, .write = write_limit,
+	  .help = "hard limit: at it, reclaim, then fail the allocation or OOM-kill" },
+	{ .name = "memory.high", .private = CGM_LIMIT_HIGH, .show = show_limit,
+	  .parse = parse_limit, .write = write_limit,
+	  .help = "throttle limit: allocating threads above it sleep" },
+	{ .name = "memory.low", .private = CGM_LIMIT_LOW, .show = show_limit,
+	  .parse = parse_limit, .write = write_limit,
+	  .help = "best-effort protection (stored; not yet honoured: nothing is reclaimed)" },
+	{ .name = "memory.min", .private = CGM_LIMIT_MIN, .show = show_limit,
+	  .parse = parse_limit, .write = write_limit,
+	  .help = "hard protection (stored; not yet honoured: nothing is reclaimed)" },
+	{ .name = "memory.stat", .flags = CGM_FILE_FLUSH, .show = show_stat,
+	  .help = "statistics of the group and its descendants" },
+	{ .name = "memory.stat.local", .flags = CGM_FILE_FLUSH, .private = 1, .show = show_stat,
+	  .help = "statistics of the group's own processes" },
+	{ .name = "memory.events", .show = show_events,
+	  .help = "low/high/max/oom/oom_kill/oom_group_kill counts, descendants included" },
+	{ .name = "memory.events.local", .private = 1, .show = show_events,
+	  .help = "the same events, of the group itself" },
+	{ .name = "memory.oom.group", .show = show_oom_group, .parse = parse_bool01,
+	  .write = write_oom_group,
+	  .help = "1: an OOM kill takes every process of the group" },
+	{ .name = "cgroup.procs", .show = show_procs, .parse = parse_pid, .write = write_procs,
+	  .help = "the attached processes; writing a pid moves it here with its charge" },
+};
+
+const size_t cgm_nfiles = CGM_ARRAY_SIZE(cgm_files);
+
+const struct cgm_file *cgm_file_find(const char *name)
+{
+	for (size_t i = 0; i < cgm_nfiles; i++)
+		if (!strcmp(name, cgm_files[i].name))
+			return &cgm_files[i];
+	return NULL;
+}
+
+bool cgm_file_exists(const struct cgm_file *f, uint32_t group)
+{
+	if (f->flags & CGM_FILE_NOT_ON_ROOT)
+		return group != CGM_ROOT;
+	if (f->flags & CGM_FILE_ONLY_ON_ROOT)
+		return group == CGM_ROOT;
+	return true;
+}
+
+int cgm_file_render(struct cgm_hier *h, uint32_t group, const char *name,
+		    char *buf, size_t len)
+{
+	const struct cgm_file *f = cgm_file_find(name);
+
+	if (!hier_group(h, group) || !f || !cgm_file_exists(f, group))
+		return -ENOENT;
+	if (len)
+		buf[0] = '\0';
+	return f->show(f, h, group, buf, len);
+}
+
+int cgm_file_read(struct cgm_hier *h, uint32_t group, const char *name,
+		  char *buf, size_t len)
+{
+	const struct cgm_file *f = cgm_file_find(name);
+
+	if (!hier_group(h, group) || !f)
+		return -ENOENT;
+	if (f->flags & CGM_FILE_FLUSH)
+		cgm_files_flush(h, group);
+	return cgm_file_render(h, group, name, buf, len);
+}
+
+/*
+ * The file of @name and @value as its parser sees it (one trailing newline
+ * or blank dropped, as `echo 1G > memory.max` sends one), parsed into
+ * *@val.  Returns the file, or NULL with *@err and @why set.
+ */
+static const struct cgm_file *parse_write(const char *name, const char *value, uint64_t *val,
+					  int *err, char *why, size_t whylen)
+{
+	const struct cgm_file *f = cgm_file_find(name);
+	char v[128];
+	size_t l;
+
+	snprintf(why, whylen, "failed");
+	if (!f) {
+		snprintf(why, whylen, "no file %s (files: memory.current, memory.max, ...)", name);
+		*err = -ENOENT;
+		return NULL;
+	}
+	if (!f->write) {
+		snprintf(why, whylen, "%s is read-only", name);
+		*err = -EACCES;
+		return NULL;
+	}
+	if (strlen(value) >= sizeof(v)) {
+		snprintf(why, whylen, "value too long");
+		*err = -EINVAL;
+		return NULL;
+	}
+	strcpy(v, value);
+	l = strlen(v);
+	while (l && (v[l - 1] == '\n' || v[l - 1] == ' '))
+		v[--l] = '\0';
+	*err = f->parse(v, val, why, whylen);
+	return *err ? NULL : f;
+}
+
+int cgm_file_check(const char *name, const char *value, char *why, size_t whylen)
+{
+	uint64_t val;
+	int err;
+
+	parse_write(name, value, &val, &err, why, whylen);
+	return err;
 }
 
 int cgm_file_write(struct cgm_hier *h, uint32_t group, const char *name,
 		   const char *value, char *why, size_t whylen)
 {
-	char v[128];
-	struct cgm_group *g = hier_group(h, group);
+	const struct cgm_file *f;
+	uint64_t val;
+	int err;
 
-	snprintf(why, whylen, "failed");
-	if (!g) {
+	if (!hier_group(h, group)) {
 		snprintf(why, whylen, "no such group");
 		return -ENOENT;
 	}
-	if (strlen(value) >= sizeof(v)) {
-		snprintf(why, whylen, "value too long");
-		return -EINVAL;
+	f = parse_write(name, value, &val, &err, why, whylen);
+	if (!f)
+		return err;
+	if (!cgm_file_exists(f, group)) {
+		snprintf(why, whylen, "the root group has no %s", name);
+		return -ENOENT;
 	}
-	strcpy(v, value);
-	chomp(v);
-	if (!strcmp(name, "memory.max"))
-		return write_limit(h, group, CGM_LIMIT_MAX, v, why, whylen);
-	if (!strcmp(name, "memory.high"))
-		return write_limit(h, group, CGM_LIMIT_HIGH, v, why, whylen);
-	if (!strcmp(name, "memory.low"))
-		return write_limit(h, group, CGM_LIMIT_LOW, v, why, whylen);
-	if (!strcmp(name, "memory.min"))
-		return write_limit(h, group, CGM_LIMIT_MIN, v, why, whylen);
-	if (!strcmp(name, "memory.oom.group")) {
-		if (strcmp(v, "0") && strcmp(v, "1")) {
-			snprintf(why, whylen, "bad value '%s' (expected 0 or 1)", v);
-			return -EINVAL;
-		}
-		g->oom_group = v[0] == '1';
-		return 0;
-	}
-	if (!strcmp(name, "cgroup.procs"))
-		return write_procs(h, group, v, why, whylen);
-	for (int i = 0; cgm_file_names[i]; i++) {
-		if (!strcmp(name, cgm_file_names[i])) {
-			snprintf(why, whylen, "%s is read-only", name);
-			return -EACCES;
-		}
-	}
-	snprintf(why, whylen, "no file %s (files: memory.current, memory.max, ...)", name);
-	return -ENOENT;
+	return f->write(f, h, group, val, why, whylen);
 }

@@ -11,8 +11,6 @@
 
 #include "cgm/hier.h"
 
-#define CGM_MAX_DEPTH 64
-
 static bool name_char_ok(char c)
 {
 	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
@@ -191,17 +189,18 @@ int group_rmdir(struct cgm_hier *h, const char *path)
 int group_path(const struct cgm_hier *h, uint32_t idx, char *buf, size_t len)
 {
 	uint32_t chain[CGM_MAX_DEPTH + 1];
+	const struct cgm_group *g;
 	int n = 0;
 	size_t off = 0;
 
-	while (idx != CGM_ROOT) {
-		const struct cgm_group *g = hier_group(h, idx);
-
-		if (!g || n > CGM_MAX_DEPTH)
-			return -EINVAL;
+	for_each_ancestor(h, idx, g) {
+		if (idx == CGM_ROOT)
+			break;
 		chain[n++] = idx;
-		idx = g->parent;
 	}
+	/* The walk ended before the root: a dead group or a broken link. */
+	if (idx != CGM_ROOT || !g)
+		return -EINVAL;
 	if (n == 0)
 		return snprintf(buf, len, "/") < (int)len ? 0 : -ENAMETOOLONG;
 	while (n-- > 0) {
@@ -221,27 +220,32 @@ void group_event(struct cgm_hier *h, uint32_t idx, enum cgm_event ev)
 	if (!g)
 		return;
 	__atomic_add_fetch(&g->events_local[ev], 1, __ATOMIC_RELAXED);
-	for (int d = 0; g && idx != CGM_ROOT && d <= CGM_MAX_DEPTH; d++) {
+	/* The root's memory.events stay zero, as in cgroup v2. */
+	for_each_ancestor(h, idx, g) {
+		if (idx == CGM_ROOT)
+			break;
 		__atomic_add_fetch(&g->events[ev], 1, __ATOMIC_RELAXED);
-		idx = g->parent;
-		g = hier_group(h, idx);
 	}
 	hier_bump_epoch(h);
 }
 
 bool group_limited(const struct cgm_hier *h, uint32_t idx)
 {
-	for (int d = 0; d <= CGM_MAX_DEPTH; d++) {
-		const struct cgm_group *g = hier_group(h, idx);
+	const struct cgm_group *g;
 
-		if (!g)
-			return false;
+	for_each_ancestor(h, idx, g)
 		if (__atomic_load_n(&g->memory.max, __ATOMIC_RELAXED) != PAGE_COUNTER_MAX ||
 		    __atomic_load_n(&g->memory.high, __ATOMIC_RELAXED) != PAGE_COUNTER_MAX)
 			return true;
-		if (idx == CGM_ROOT)
-			return false;
-		idx = g->parent;
-	}
+	return false;
+}
+
+bool group_in_subtree(const struct cgm_hier *h, uint32_t idx, uint32_t root)
+{
+	const struct cgm_group *g;
+
+	for_each_ancestor(h, idx, g)
+		if (idx == root)
+			return true;
 	return false;
 }

@@ -388,6 +388,11 @@ uint32_t hier_group_index(const struct cgm_hier *h, const struct cgm_group *g)
 	return (uint32_t)(g - h->groups);
 }
 
+uint32_t hier_proc_index(const struct cgm_hier *h, const struct cgm_proc *p)
+{
+	return (uint32_t)(p - h->procs);
+}
+
 uint32_t hier_thread_index(const struct cgm_hier *h, const struct cgm_thread_slot *t)
 {
 	uintptr_t off = (uintptr_t)t - (uintptr_t)h->threads;

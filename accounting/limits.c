@@ -9,14 +9,13 @@
 #include <errno.h>
 
 #include "cgm/acct.h"
-#include "cgm/config.h"
 
 static bool is_limited(const struct cgm_group *g)
 {
 	return g->memory.max != PAGE_COUNTER_MAX || g->memory.high != PAGE_COUNTER_MAX;
 }
 
-int acct_set_limit(struct cgm_hier *h, uint32_t group, int which, uint64_t bytes)
+int acct_set_limit(struct cgm_hier *h, uint32_t group, enum acct_limit which, uint64_t bytes)
 {
 	struct cgm_group *g;
 	int64_t pages = page_counter_pages(bytes);

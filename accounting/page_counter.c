@@ -11,14 +11,10 @@
 #include <errno.h>
 
 #include "cgm/compiler.h"
-#include "cgm/config.h"
 #include "cgm/page_counter.h"
 
-/*
- * No tree is deeper than this; a walk that goes further is following a
- * corrupted parent link round a cycle and stops instead.
- */
-#define PAGE_COUNTER_MAX_DEPTH 128
+/* Counters on a path from any counter up to the root, that counter included. */
+#define PAGE_COUNTER_MAX_DEPTH (CGM_MAX_DEPTH + 1)
 
 #define LOAD(x)		__atomic_load_n(&(x), __ATOMIC_RELAXED)
 #define STORE(x, v)	__atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
@@ -317,7 +313,7 @@ void page_counter_calculate_protection(struct page_counter *root,
 
 int64_t page_counter_pages(uint64_t bytes)
 {
-	if (bytes == CGM_SIZE_MAX || bytes / CGM_PAGE_SIZE >= (uint64_t)PAGE_COUNTER_MAX)
+	if (bytes == UINT64_MAX || bytes / CGM_PAGE_SIZE >= (uint64_t)PAGE_COUNTER_MAX)
 		return PAGE_COUNTER_MAX;
 	/* memory.max is rounded down to whole pages, as the kernel does. */
 	return (int64_t)(bytes / CGM_PAGE_SIZE);
@@ -326,6 +322,6 @@ int64_t page_counter_pages(uint64_t bytes)
 uint64_t page_counter_bytes(int64_t pages)
 {
 	if (pages >= PAGE_COUNTER_MAX / CGM_PAGE_SIZE)
-		return CGM_SIZE_MAX;
+		return UINT64_MAX;
 	return (uint64_t)pages * CGM_PAGE_SIZE;
 }

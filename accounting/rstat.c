@@ -123,15 +123,10 @@ static void fold(struct cgm_hier *h, uint32_t group, const int64_t d[CGM_NR_STAT
 	for (int i = 0; i < CGM_NR_STATS; i++)
 		if (d[i])
 			__atomic_add_fetch(&g->stat_local[i], d[i], __ATOMIC_RELAXED);
-	for (int depth = 0; g && depth < 70; depth++) {
+	for_each_ancestor(h, group, g)
 		for (int i = 0; i < CGM_NR_STATS; i++)
 			if (d[i])
 				__atomic_add_fetch(&g->stat[i], d[i], __ATOMIC_RELAXED);
-		if (group == CGM_ROOT)
-			break;
-		group = g->parent;
-		g = hier_group(h, group);
-	}
 }
 
 /*
@@ -247,7 +242,8 @@ void rstat_fold_exit(struct cgm_hier *h, struct cgm_proc *p)
 
 void rstat_switch_group(struct cgm_hier *h, struct cgm_proc *p, uint32_t to)
 {
-	uint32_t t = p->first_thread, guard = 0;
+	struct cgm_thread_slot *ts;
+	uint32_t t;
 
 	/*
 	 * Caller holds the flush lock and p->lock: no flush sees half a move.
@@ -258,10 +254,8 @@ void rstat_switch_group(struct cgm_hier *h, struct cgm_proc *p, uint32_t to)
 	 * already past its site when the key came on can land on the other
 	 * side -- on one side, never lost.
 	 */
-	while (t != CGM_NONE && guard++ < CGM_MAX_THREADS && hier_thread(h, t)) {
+	for_each_proc_thread(h, p, hier_proc_index(h, p), t, ts)
 		(void)flush_slot(h, t);
-		t = h->threads[t].next;
-	}
 	shift_live(h, p->group, to, p->live_bytes);
 	__atomic_store_n(&p->group, to, __ATOMIC_RELEASE);
 }

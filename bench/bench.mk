@@ -7,15 +7,15 @@ BENCH_BIN := $(B)/bench
 BENCH_C := churn threads prodcons realloc large
 BENCH_CXX := cxxmap
 BENCH_PROGS := $(addprefix $(BENCH_BIN)/,$(BENCH_C) $(BENCH_CXX))
-BENCH_CFLAGS := -std=c11 -O2 -g -pthread $(WARN) $(CPPFLAGS_BASE)
+BENCH_CFLAGS = -std=c11 -O2 -g -pthread $(CWARN) $(CPPFLAGS_BASE) $(TEST_DEPFLAGS)
 
-$(addprefix $(BENCH_BIN)/,$(BENCH_C)): $(BENCH_BIN)/%: bench/%.c bench/bench_common.h
+$(addprefix $(BENCH_BIN)/,$(BENCH_C)): $(BENCH_BIN)/%: bench/%.c
 	@mkdir -p $(BENCH_BIN)
 	$(CC) $(BENCH_CFLAGS) $(CFLAGS) -o $@ $<
 
-$(BENCH_BIN)/cxxmap: bench/cxxmap.cc bench/bench_common.h
+$(BENCH_BIN)/cxxmap: bench/cxxmap.cc
 	@mkdir -p $(BENCH_BIN)
-	$(CXX) $(CXXFLAGS_BASE) $(CPPFLAGS_BASE) -o $@ $<
+	$(CXX) $(CXXFLAGS_BASE) $(CPPFLAGS_BASE) $(TEST_DEPFLAGS) -o $@ $<
 
 bench-progs: $(BENCH_PROGS)
 

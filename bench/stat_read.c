@@ -1,5 +1,5 @@
 /*
- * Reading a group's memory.stat with many groups (issue 4's benchmark; the
+ * Reading a group's memory.stat with many groups (the
  * kernel anchor: root's memory.numa_stat with 10,000 memcgs took 0.700 s
  * walking the tree, 0.001 s once it read the already-hierarchical value).
  *

@@ -2,13 +2,10 @@
 # throughput against raw lz4, memory per compressed byte, lz4 vs zstd,
 # instructions per store/load (callgrind).  Results: bench/RESULTS-zpool.md.
 
-ZPB_CFLAGS = -std=c11 -O2 -g $(WARN) $(CPPFLAGS_BASE) $(ZPOOL_CFLAGS) -Itests
-
-$(B)/bench/zpool_bench: bench/zpool_bench.c tests/zpool_pages.c \
-		tests/zpool_pages.h include/cgm/zpool.h $(B)/libcgmzpool.a
+$(B)/bench/zpool_bench: bench/zpool_bench.c tests/zpool_pages.c $(call archives,plain,zpool base)
 	@mkdir -p $(dir $@)
-	$(CC) $(ZPB_CFLAGS) -o $@ $< tests/zpool_pages.c shim/log.c \
-		$(B)/libcgmzpool.a $(ZPOOL_LIBS)
+	$(CC) -std=c11 -O2 -g $(CWARN) $(CPPFLAGS_BASE) $(TEST_DEPFLAGS) -Itests -o $@ $< \
+		tests/zpool_pages.c $(call archives,plain,zpool base) $(ZPOOL_LIBS)
 
 bench-zpool: $(B)/bench/zpool_bench
 	bench/zpool_bench.sh $(B)

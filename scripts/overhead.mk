@@ -7,7 +7,7 @@ OVERHEAD_SPAWN := $(B)/cgm-overhead-spawn
 # The harness looks for the helper next to the libcgmalloc.so it measures.
 $(OVERHEAD_SPAWN): $(OVERHEAD_PKG)/spawn.c
 	@mkdir -p $(B)
-	$(CC) -std=c11 -O2 -g $(WARN) -D_GNU_SOURCE $(CFLAGS) -o $@ $<
+	$(CC) -std=c11 -O2 -g $(CWARN) $(TEST_DEPFLAGS) -D_GNU_SOURCE $(CFLAGS) -o $@ $<
 
 all: $(OVERHEAD_SPAWN)
 
@@ -26,7 +26,7 @@ install-overhead: $(OVERHEAD_SPAWN)
 # Tests of the harness: statistics against known answers, the interleaving,
 # bad input, and a tiny workload end to end under every configuration.
 check-overhead: $(LIB) $(OVERHEAD_SPAWN) $(B)/bench/churn
-	CGM_BUILD=$(B) /usr/bin/python3 tests/test_overhead.py
+	$(RUN) env CGM_BUILD=$(B) /usr/bin/python3 tests/test_overhead.py
 
 CHECK_TARGETS += check-overhead
 .PHONY: check-overhead

@@ -84,110 +84,29 @@ void cgm_thread_register(void)
 	thread_slot();
 }
 
-/*
- * Statistics past a threshold: a thread folds its own deltas up the tree
- * after this many stock refills (16 charge batches of allocation, 4 MiB
- * by default), besides the watcher's flush every 2 s and readers' flushes.
- */
-#define FLUSH_REFILLS 16
-static CGM_TLS unsigned int refills_since_flush;
-
-/* The stock ran short by -t->stock after taking @bytes: charge, or undo. */
-static CGM_NOINLINE int stock_refill(struct cgm_thread_slot *t, int64_t bytes)
-{
-	if (acct_charge(&cgm_acct, t, -t->stock, static_branch_unlikely(&cgm_limits_key)) < 0) {
-		cgm_owner_add(t->stock, bytes);
-		return -ENOMEM;
-	}
-	/* Busy flush lock: somebody is flushing; try again at the next refill. */
-	if (++refills_since_flush >= FLUSH_REFILLS &&
-	    rstat_flush_thread(&cgm_acct.h, hier_thread_index(&cgm_acct.h, t)))
-		refills_since_flush = 0;
-	return 0;
-}
-
-/* Take @bytes from the stock, refilling it; -ENOMEM if a limit refuses. */
+/* The limits key says whether stocks must watch for limits. */
 static inline int stock_take(struct cgm_thread_slot *t, int64_t bytes)
 {
-	cgm_owner_add(t->stock, -bytes);
-	if (cgm_likely(t->stock >= 0))
-		return 0;
-	return stock_refill(t, bytes);
+	return acct_stock_take(&cgm_acct, t, bytes, static_branch_unlikely(&cgm_limits_key));
 }
 
-/*
- * Per bin: the most blocks a refill takes at once -- an eighth of a
- * charge batch.  A thread that uses all 21 bins could hoard 2.6 batches
- * that way; acct_charge() gives allowances back beyond two before it
- * charges more.  Filled once at start-up, with the request size -> bin
- * table.
- */
-static int64_t bin_cap[CGM_NR_BINS];
-
-static void class_tables_init(void)
+/* The request size -> bin table that malloc reads, filled before accounting is on. */
+static void size_bin_init(void)
 {
-	for (unsigned int b = 0; b < CGM_NR_BINS; b++) {
-		bin_cap[b] = cgm_acct.batch_pages * CGM_PAGE_SIZE / 8 / (int64_t)cgm_bin_size(b);
-		if (bin_cap[b] < 1)
-			bin_cap[b] = 1;
-		if (bin_cap[b] > UINT16_MAX)
-			bin_cap[b] = UINT16_MAX;
-	}
 	for (size_t n = 0; n <= CGM_SMALL_MAX; n++)
 		cgm_size_bin[n] = (uint8_t)cgm_small_bin(n);
 }
-
-/*
- * Precharge another batch of bin @bin: k blocks from the byte stock, k
- * doubling on every refill of the bin up to its cap, and only what is
- * needed while a group of ours is near a limit.
- */
-static int refill_bin(struct cgm_thread_slot *t, unsigned int bin)
-{
-	int64_t size = (int64_t)cgm_bin_size(bin);
-	int64_t k = t->next_refill[bin] ? 2 * (int64_t)t->next_refill[bin] : 8;
-
-	if (k > bin_cap[bin])
-		k = bin_cap[bin];
-	/* Near a limit, precharge nothing: other processes may need the room. */
-	if (static_branch_unlikely(&cgm_limits_key) && k > 1 &&
-	    acct_limit_near(&cgm_acct, (k * size + CGM_PAGE_SIZE - 1) / CGM_PAGE_SIZE))
-		k = 1;
-	if (stock_take(t, k * size) < 0) {
-		k = 1;
-		if (stock_take(t, size) < 0)
-			return -ENOMEM;
-	}
-	t->next_refill[bin] = (uint16_t)k;
-	/* A flusher reads refilled[] - allow[]: change them as a pair. */
-	__atomic_store_n(&t->refill_seq, t->refill_seq + 1, __ATOMIC_RELEASE);
-	__atomic_thread_fence(__ATOMIC_RELEASE);
-	cgm_owner_add(t->allow[bin], k);
-	cgm_owner_add(t->refilled[bin], (uint64_t)k);
-	__atomic_store_n(&t->refill_seq, t->refill_seq + 1, __ATOMIC_RELEASE);
-	return 0;
-}
-
-/* The drain_gen this thread last answered (see acct_charge). */
-static CGM_TLS uint32_t drained_gen;
 
 void *cgm_acct_refill(size_t n, bool zero)
 {
 	struct cgm_thread_slot *t = cgm_tslot;
 	unsigned int bin = cgm_size_bin[n];
-	uint32_t gen;
 
 	cgm_owner_add(t->allow[bin], 1);	/* undo the fast path's take */
 	t = thread_slot();
 	if (!t)
 		return zero ? mi_zalloc(n) : mi_malloc(n);
-	/* Some group hit memory.max: give back what this thread precharged. */
-	gen = __atomic_load_n(&cgm_acct.h.hdr->drain_gen, __ATOMIC_ACQUIRE);
-	if (cgm_unlikely(gen != drained_gen)) {
-		drained_gen = gen;
-		acct_stock_drain(&cgm_acct, t);
-	}
-	if (t->allow[bin] <= 0 && refill_bin(t, bin) < 0) {
+	if (acct_refill_bin(&cgm_acct, t, bin, static_branch_unlikely(&cgm_limits_key)) < 0) {
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -339,7 +258,7 @@ void *cgm_acct_realloc(void *p, size_t n)
 /* Set up once, in the constructor, before accounting is switched on. */
 void cgm_accounted_init(void)
 {
-	class_tables_init();
+	size_bin_init();
 	thread_exit_key_ok = pthread_key_create(&thread_exit_key, thread_exit_hook) == 0;
 }
 

@@ -23,14 +23,6 @@
 #include "cgm/log.h"
 #include "cgm/shim.h"
 
-void cgm_accounted_init(void);
-void cgm_accounted_fork_child(void);
-void cgm_watcher_start(void);
-void cgm_watcher_stop(void);
-void cgm_watch_limits(void);
-void cgm_exit_report(void);
-void cgm_thread_start_init(void);
-
 static void reclaim_heap(void)
 {
 	mi_collect(true);
@@ -81,7 +73,7 @@ static void accounting_stop(void)
 	acct_detach(&cgm_acct);
 }
 
-static void apply_limit(uint32_t group, int which, uint64_t bytes, const char *name)
+static void apply_limit(uint32_t group, enum acct_limit which, uint64_t bytes, const char *name)
 {
 	int err;
 
@@ -92,10 +84,6 @@ static void apply_limit(uint32_t group, int which, uint64_t bytes, const char *n
 		cgm_log("accounting: cannot set memory.%s: %s", name, strerror(-err));
 }
 
-/*
- * Returns what became of it, for the verbose line: "on (group ..., hierarchy
- * ...)" or "off (why)".
- */
 const char *cgm_accounting_start(void)
 {
 	static char status[CGM_PATH_MAX * 2 + 64];
@@ -130,7 +118,7 @@ const char *cgm_accounting_start(void)
 		kernel_memcg_path(group, sizeof(group));
 	}
 	cgm_acct.batch_pages = (int64_t)cgm_conf.charge_batch;
-	cgm_acct.oom_policy = cgm_conf.oom;
+	cgm_acct.oom_policy = cgm_conf.oom == CGM_OOM_KILL ? ACCT_OOM_KILL : ACCT_OOM_ENOMEM;
 	cgm_acct.reclaim = reclaim_heap;
 	err = acct_attach(&cgm_acct, group);
 	if (err) {

@@ -11,11 +11,10 @@
 #include <string.h>
 
 #include "cgm/accounted.h"
+#include "cgm/shim.h"
 #include "cgm/compiler.h"
 #include "cgm/files.h"
 #include "cgmalloc.h"
-
-void cgm_watch_limits(void);
 
 /* Our slot, or CGM_NONE when accounting is off or we have detached. */
 static uint32_t own_proc(void)

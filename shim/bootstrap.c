@@ -20,8 +20,6 @@
 #include "cgm/static_key.h"
 #include "cgmalloc.h"
 
-const char *cgm_accounting_start(void);
-
 struct cgm_config cgm_conf;
 bool cgm_initialized_flag;
 

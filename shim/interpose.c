@@ -30,10 +30,6 @@
 #include "cgm/shim.h"
 
 /*
- * malloc, free and realloc have hidden names too, so that calls from
- * inside the library (reallocarray, operator delete) bind directly.
- */
-/*
  * The accounted sides are separate functions, so that the yes side of each
  * site is a bare tail call, which the patcher turns into a direct jump
  * (shim/static_key_x86_64.c): accounting on costs no extra jump.
@@ -245,22 +241,27 @@ CGM_EXPORT void free_aligned_sized(void *p, size_t align, size_t n)
 	cgm_free(p);
 }
 
-/* The exported names; every one is an alias of the hidden implementation. */
 /*
- * glibc's internal names, which a few programs and tools call directly.
- * Left to glibc they would hand out glibc memory that our free() would
- * then be given.
+ * The exported names; every one is an alias of the hidden implementation
+ * (the hidden names, cgm/shim.h, let calls from inside the library --
+ * reallocarray, operator delete -- bind directly).
  */
 CGM_EXPORT void *malloc(size_t n) __attribute__((alias("cgm_malloc")));
 CGM_EXPORT void free(void *p) __attribute__((alias("cgm_free")));
 CGM_EXPORT void *realloc(void *p, size_t n) __attribute__((alias("cgm_realloc")));
-CGM_EXPORT void *__libc_malloc(size_t n) __attribute__((alias("cgm_malloc")));
-CGM_EXPORT void __libc_free(void *p) __attribute__((alias("cgm_free")));
 CGM_EXPORT void *calloc(size_t c, size_t n) __attribute__((alias("cgm_calloc")));
 CGM_EXPORT void *memalign(size_t a, size_t n) __attribute__((alias("cgm_memalign")));
 CGM_EXPORT int posix_memalign(void **o, size_t a, size_t n) __attribute__((alias("cgm_posix_memalign")));
 CGM_EXPORT void *valloc(size_t n) __attribute__((alias("cgm_valloc")));
 CGM_EXPORT void *pvalloc(size_t n) __attribute__((alias("cgm_pvalloc")));
+
+/*
+ * glibc's internal names, which a few programs and tools call directly.
+ * Left to glibc they would hand out glibc memory that our free() would
+ * then be given.
+ */
+CGM_EXPORT void *__libc_malloc(size_t n) __attribute__((alias("cgm_malloc")));
+CGM_EXPORT void __libc_free(void *p) __attribute__((alias("cgm_free")));
 CGM_EXPORT void *__libc_calloc(size_t c, size_t n) __attribute__((alias("cgm_calloc")));
 CGM_EXPORT void *__libc_realloc(void *p, size_t n) __attribute__((alias("cgm_realloc")));
 CGM_EXPORT void *__libc_memalign(size_t a, size_t n) __attribute__((alias("cgm_memalign")));

@@ -15,9 +15,8 @@
 #include <pthread.h>
 
 #include "cgm/accounted.h"
+#include "cgm/shim.h"
 #include "cgm/compiler.h"
-
-void cgm_thread_register(void);
 
 typedef int (*pthread_create_fn)(pthread_t *, const pthread_attr_t *,
 				 void *(*)(void *), void *);

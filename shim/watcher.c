@@ -20,11 +20,9 @@
 #include <unistd.h>
 
 #include "cgm/accounted.h"
+#include "cgm/shim.h"
 #include "cgm/clock.h"
 #include "cgm/log.h"
-
-int cgm_pthread_create_unaccounted(pthread_t *th, const pthread_attr_t *attr,
-				   void *(*fn)(void *), void *arg);
 
 #define FLUSH_PERIOD_NS 2000000000LL
 

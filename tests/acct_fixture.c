@@ -16,6 +16,7 @@
 
 #include "acct_fixture.h"
 #include "cgm/size_class.h"
+#include "check_run.h"
 
 /*
  * Set by acct_suite_main(): every test's directory is made in it, and it
@@ -112,12 +113,8 @@ int64_t sim_malloc(struct cgm_acct *a, struct cgm_thread_slot *t, size_t n,
 {
 	int64_t size = sim_block_size(n);
 
-	/* stock_take() in shim/accounted.c */
-	cgm_owner_add(t->stock, -size);
-	if (t->stock < 0 && acct_charge(a, t, -t->stock, check_limits) < 0) {
-		cgm_owner_add(t->stock, size);
+	if (acct_stock_take(a, t, size, check_limits) < 0)
 		return -ENOMEM;
-	}
 	cgm_owner_add(t->big_allocs, 1);
 	cgm_owner_add(t->big_alloc_bytes, (uint64_t)size);
 	cgm_owner_add(t->big_hist[rstat_hist_bucket((uint64_t)size)], 1);
@@ -136,11 +133,8 @@ int64_t sim_realloc(struct cgm_acct *a, struct cgm_thread_slot *t, int64_t old, 
 	int64_t size = sim_block_size(n);
 
 	if (size > old) {
-		cgm_owner_add(t->stock, -(size - old));
-		if (t->stock < 0 && acct_charge(a, t, -t->stock, check_limits) < 0) {
-			cgm_owner_add(t->stock, size - old);
+		if (acct_stock_take(a, t, size - old, check_limits) < 0)
 			return -ENOMEM;
-		}
 	} else {
 		cgm_owner_add(t->stock, old - size);
 		acct_stock_trim(a, t);
@@ -180,22 +174,6 @@ void acct_drain(struct cgm_hier *h)
 	rstat_flush(h);
 }
 
-bool acct_in_subtree(const struct cgm_hier *h, uint32_t idx, uint32_t root)
-{
-	for (int d = 0; d < 80; d++) {
-		const struct cgm_group *g = hier_group(h, idx);
-
-		if (!g)
-			return false;
-		if (idx == root)
-			return true;
-		if (idx == CGM_ROOT)
-			return false;
-		idx = g->parent;
-	}
-	return false;
-}
-
 int64_t acct_subtree_held(const struct cgm_hier *h, uint32_t group)
 {
 	int64_t sum = 0;
@@ -204,7 +182,7 @@ int64_t acct_subtree_held(const struct cgm_hier *h, uint32_t group)
 		const struct cgm_proc *p = &h->procs[i];
 
 		if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) == CGM_SLOT_LIVE &&
-		    acct_in_subtree(h, p->group, group))
+		    group_in_subtree(h, p->group, group))
 			sum += __atomic_load_n(&p->held_pages, __ATOMIC_RELAXED);
 	}
 	return sum;
@@ -438,29 +416,25 @@ void *acct_shared_alloc(size_t size)
 
 int acct_suite_main(int argc, char **argv, const char *name, uint64_t *seed,
 		    void (*setup)(void), void (*teardown)(void),
-		    void (*add)(TCase *tc, bool failing))
+		    void (*add)(TCase *tc, bool regressions))
 {
-	bool failing = argc > 1 && !strcmp(argv[1], "failing");
+	bool regressions = argc > 1 && !strcmp(argv[1], "regressions");
 	Suite *s = suite_create(name);
-	TCase *tc = tcase_create(failing ? "known bugs" : name);
-	SRunner *sr;
-	int failed;
+	TCase *tc = tcase_create(regressions ? "regressions" : name);
+	int status;
 
-	if (argc > 1 + failing)
-		*seed = strtoull(argv[1 + failing], NULL, 0);
+	if (argc > 1 + regressions)
+		*seed = strtoull(argv[1 + regressions], NULL, 0);
 	snprintf(tmp_base, sizeof(tmp_base), "%s/cgm-acct-test-XXXXXX", tmp_parent());
 	if (!mkdtemp(tmp_base))
 		tmp_base[0] = '\0';
 	if (setup || teardown)
 		tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 60);
-	add(tc, failing);
+	add(tc, regressions);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
+	status = check_run(s);
 	if (tmp_base[0])
 		nftw(tmp_base, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
-	return failed ? 1 : 0;
+	return status;
 }

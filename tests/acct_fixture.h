@@ -46,7 +46,7 @@ int64_t sim_block_size(size_t n);
 
 /*
  * cgm_acct_alloc_slow() on @t: take the block size of an @n-byte request
- * from the byte stock, refilling through acct_charge(), and count it.
+ * from the byte stock (acct_stock_take(), refilling it), and count it.
  * Every size goes this way (the shim's per-class allowances for small
  * sizes are a fast-path detail that the preloaded tests exercise).
  * Returns the charged block size, or -ENOMEM with the stock as it was.
@@ -71,9 +71,6 @@ int acct_random_tree(struct cgm_hier *h, uint64_t *rng, int n, uint32_t *idx);
 
 /* Harvest every attached process and flush the statistics. */
 void acct_drain(struct cgm_hier *h);
-
-/* Is group @idx @root or below it?  Bounded walk. */
-bool acct_in_subtree(const struct cgm_hier *h, uint32_t idx, uint32_t root);
 
 /* Sum of held_pages over the live process slots in the subtree of @group. */
 int64_t acct_subtree_held(const struct cgm_hier *h, uint32_t group);
@@ -130,12 +127,13 @@ int64_t acct_file_value(const char *text, const char *key);
 void *acct_shared_alloc(size_t size);
 
 /*
- * main() of a test program: "failing" as the first argument runs only the
- * tests of known bugs (@add is told which set to add); a number after it
+ * main() of a test program: "regressions" as the first argument runs only
+ * the cases of bugs these tests found, all fixed (@add is told which set
+ * to add); a number after it
  * sets *@seed.  @setup/@teardown may be NULL.  Returns the exit status.
  */
 int acct_suite_main(int argc, char **argv, const char *name, uint64_t *seed,
 		    void (*setup)(void), void (*teardown)(void),
-		    void (*add)(TCase *tc, bool failing));
+		    void (*add)(TCase *tc, bool regressions));
 
 #endif /* ACCT_FIXTURE_H */

@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "libdlalloc.h"
+
 #define TABLE_N 256
 
 static char **table;		/* made by the constructor */

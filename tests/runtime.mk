@@ -5,15 +5,12 @@
 # checks that the shim is really active.  tests/preload/ has the tests on
 # unmodified programs.
 
-# This fragment is read before tests/tests.mk (fragments are included in
-# sorted order): targets use their own directory variable, and flags that
-# build on tests.mk's are recursively expanded.
 RT := $(B)/tests
-RT_CFLAGS = $(TEST_CFLAGS) -pthread
+RT_CFLAGS = $(TEST_CFLAGS) $(TEST_DEPFLAGS) -pthread
 # -fsized-deallocation: clang 14 leaves sized delete off by default; g++ has it on.
-RT_CXXFLAGS = -std=c++17 -O1 -g $(WARN) $(CPPFLAGS_BASE) -pthread -fsized-deallocation
+RT_CXXFLAGS = -std=c++17 -O1 -g $(WARN) $(CPPFLAGS_BASE) $(TEST_DEPFLAGS) -pthread -fsized-deallocation
 # Helper libraries: position independent, default visibility.
-RT_SOFLAGS = -std=c11 -O1 -g -fPIC -shared $(WARN) $(CPPFLAGS_BASE)
+RT_SOFLAGS = -std=c11 -O1 -g -fPIC -shared $(CWARN) $(CPPFLAGS_BASE) $(TEST_DEPFLAGS)
 
 # Operations per stress thread: ~7 s in `make check` on a quiet machine,
 # about 6 minutes in `make stress` (a fresh seed each time, printed on failure
@@ -27,9 +24,10 @@ $(RT)/stress_malloc: tests/stress_malloc.c include/cgmalloc.h $(LIB)
 	$(CC) $(RT_CFLAGS) -o $@ $< $(SHIM_LINK)
 
 check-stress: $(RT)/stress_malloc
-	CGMALLOC_CONF=$(TEST_CONF) $(RT)/stress_malloc $(STRESS_OPS_CHECK) 4 1
+	$(RUN) env CGMALLOC_CONF=$(TEST_CONF) $(RT)/stress_malloc $(STRESS_OPS_CHECK) 4 1
 
 stress-malloc-long: $(RT)/stress_malloc
+	rm -f $(TEST_HIER)
 	CGMALLOC_CONF=$(TEST_CONF) $(RT)/stress_malloc $(STRESS_OPS_LONG) $(STRESS_FORKS_LONG) $$(date +%s)
 
 .PHONY: check-stress stress-malloc-long
@@ -51,7 +49,8 @@ $(RT)/test_runtime: tests/test_runtime.c tests/libearly.h include/cgmalloc.h $(L
 
 # libearly.so is preloaded after the shim: glibc runs its constructor first.
 check-runtime: $(RT)/test_runtime
-	CGMALLOC_CONF=$(TEST_CONF) LD_PRELOAD=$(abspath $(LIB)):$(abspath $(RT))/libearly.so $(RT)/test_runtime
+	$(RUN) env CGMALLOC_CONF=$(TEST_CONF) LD_PRELOAD=$(abspath $(LIB)):$(abspath $(RT))/libearly.so \
+		$(RT)/test_runtime
 
 .PHONY: check-runtime
 
@@ -62,7 +61,7 @@ $(RT)/test_new: tests/test_new.cc include/cgmalloc.h $(LIB)
 	$(CXX) $(RT_CXXFLAGS) -o $@ $< $(SHIM_LINK)
 
 check-new: $(RT)/test_new
-	CGMALLOC_CONF=$(TEST_CONF) $(RT)/test_new
+	$(RUN) env CGMALLOC_CONF=$(TEST_CONF) $(RT)/test_new
 
 .PHONY: check-new
 

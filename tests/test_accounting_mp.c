@@ -5,7 +5,7 @@
  * the hierarchy through the accounting API while they run and after
  * they are gone.
  *
- * usage: test_accounting_mp [failing]
+ * usage: test_accounting_mp [regressions]
  */
 #include <check.h>
 #include <errno.h>
@@ -654,9 +654,9 @@ START_TEST(test_threshold_flush)
 }
 END_TEST
 
-static void add_tests(TCase *tc, bool failing)
+static void add_tests(TCase *tc, bool regressions)
 {
-	if (failing) {
+	if (regressions) {
 		tcase_add_test(tc, test_sigkill_while_allocating);
 		return;
 	}

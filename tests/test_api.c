@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cgmalloc.h"
+#include "check_run.h"
 
 #define MiB (1L << 20)
 
@@ -234,8 +235,6 @@ int main(void)
 {
 	Suite *s = suite_create("api");
 	TCase *tc = tcase_create("api");
-	SRunner *sr;
-	int failed;
 
 	if (getenv("CGM_TEST_API_OFF")) {
 		tcase_add_test(tc, test_accounting_off);
@@ -250,9 +249,5 @@ int main(void)
 	}
 	tcase_set_timeout(tc, 30);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(s);
 }

@@ -233,8 +233,16 @@ done
 ok "$CGMCTL" help conf --markdown
 [ "$(sed -n 1p "$T/out")" = "| Key | Type | Default | Meaning |" ] || fail "help conf --markdown: header"
 [ "$(grep -c '^| `' "$T/out")" = "$(($(wc -l <"$T/out") - 2))" ] || fail "help conf --markdown: rows"
-CGMCTL=$CGMCTL sh "$HERE/cgmctl/readme_conf.sh" "$HERE/../README.md" >/dev/null ||
-	fail "README.md's configuration table is not cgmctl help conf --markdown"
+# help files: every file of the table, the same list as cat accepts.
+ok "$CGMCTL" help files
+for f in memory.current memory.peak memory.max memory.high memory.low memory.min memory.stat \
+	memory.stat.local memory.events memory.events.local memory.oom.group cgroup.procs; do
+	grep -q "^$f " "$T/out" || fail "help files does not list $f"
+done
+ok "$CGMCTL" help files --markdown
+[ "$(sed -n 1p "$T/out")" = "| File | Access | Meaning |" ] || fail "help files --markdown: header"
+CGMCTL=$CGMCTL sh "$HERE/cgmctl/readme_tables.sh" "$HERE/../README.md" >/dev/null ||
+	fail "README.md's tables are not cgmctl help conf/files --markdown"
 CHECKS=$((CHECKS + 1))
 
 echo "test_cgmctl: $CHECKS checks passed"

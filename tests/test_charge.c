@@ -7,7 +7,7 @@
  * at thread exit, limits hold and refuse without side effects, moves and
  * fork carry their charge.
  *
- * usage: test_charge [failing] [seed]
+ * usage: test_charge [regressions] [seed]
  */
 #include <check.h>
 #include <errno.h>
@@ -21,7 +21,6 @@
 #include <unistd.h>
 
 #include "acct_fixture.h"
-#include "cgm/config.h"
 #include "cgm/files.h"
 #include "cgm/size_class.h"
 
@@ -38,7 +37,7 @@ static void setup(void)
 	memset(&ac, 0, sizeof(ac));
 	ac.proc = CGM_NONE;
 	ac.batch_pages = BATCH;
-	ac.oom_policy = CGM_OOM_ENOMEM;
+	ac.oom_policy = ACCT_OOM_ENOMEM;
 	acct_tmp_open(&tmp, &ac.h);
 }
 
@@ -799,9 +798,9 @@ START_TEST(test_live_process_survives_reclaim)
 }
 END_TEST
 
-static void add_tests(TCase *tc, bool failing)
+static void add_tests(TCase *tc, bool regressions)
 {
-	if (failing)
+	if (regressions)
 		return;
 	tcase_add_test(tc, test_live_process_survives_reclaim);
 	tcase_add_test(tc, test_small_bin);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cgm/config.h"
+#include "check_run.h"
 
 /* Run cgm_conf_parse with stderr captured into @err. */
 static int parse_capture(struct cgm_config *c, const char *text, char *err,
@@ -252,8 +253,6 @@ int main(void)
 {
 	Suite *s = suite_create("config");
 	TCase *tc = tcase_create("parse");
-	SRunner *sr;
-	int failed;
 
 	tcase_add_test(tc, test_defaults_parse);
 	tcase_add_test(tc, test_table_is_well_formed);
@@ -267,9 +266,5 @@ int main(void)
 	tcase_add_test(tc, test_whole_text_too_long);
 	tcase_add_test(tc, test_format_roundtrip);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(s);
 }

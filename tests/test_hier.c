@@ -5,7 +5,7 @@
  * garbage written into the indices inside an accepted file crashes or
  * hangs none of the functions that walk them.
  *
- * usage: test_hier [failing] [seed]
+ * usage: test_hier [regressions] [seed]
  */
 #include <check.h>
 #include <errno.h>
@@ -461,8 +461,8 @@ static void walk_everything(struct cgm_hier *h, const uint32_t *idx, int n, uint
 		acct_harvest(h, p);
 	acct_harvest_subtree(h, CGM_ROOT);
 	acct_harvest_subtree(h, idx[acct_rand_below(rng, (uint64_t)n)]);
-	for (int f = 0; cgm_file_names[f]; f++)
-		(void)cgm_file_read(h, idx[acct_rand_below(rng, (uint64_t)n)], cgm_file_names[f],
+	for (size_t f = 0; f < cgm_nfiles; f++)
+		(void)cgm_file_read(h, idx[acct_rand_below(rng, (uint64_t)n)], cgm_files[f].name,
 				    buf, sizeof(buf));
 	(void)cgm_file_write(h, idx[0], "memory.high", "max", why, sizeof(why));
 	(void)acct_reclaim_dead(h);
@@ -605,9 +605,9 @@ START_TEST(test_corrupt_parent_offset)
 }
 END_TEST
 
-static void add_tests(TCase *tc, bool failing)
+static void add_tests(TCase *tc, bool regressions)
 {
-	if (failing) {
+	if (regressions) {
 		tcase_add_test(tc, test_corrupt_counts);
 		return;
 	}

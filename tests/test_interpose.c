@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cgmalloc.h"
+#include "check_run.h"
 
 /* Keep the compiler from folding away calls with constant arguments. */
 static volatile size_t vsize;
@@ -463,8 +464,6 @@ int main(void)
 {
 	Suite *s = suite_create("interpose");
 	TCase *tc = tcase_create("api");
-	SRunner *sr;
-	int failed;
 
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_library_is_active);
@@ -489,9 +488,5 @@ int main(void)
 	tcase_add_test(tc, test_malloc_stats_goes_to_stderr);
 	tcase_add_test(tc, test_libc_internal_names);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(s);
 }

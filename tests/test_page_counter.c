@@ -6,8 +6,9 @@
  * decrease; protected usage adds up; effective protection matches an
  * independent, plain transcription of the kernel's effective_protection().
  *
- * usage: test_page_counter [failing] [seed]
- *   "failing" runs only the tests of known bugs (check-accounting-failing).
+ * usage: test_page_counter [regressions] [seed]
+ *   "regressions" runs only the cases of bugs found and fixed
+ *   (check-accounting-regressions).
  */
 #include <check.h>
 #include <errno.h>
@@ -18,7 +19,7 @@
 #include <string.h>
 
 #include "acct_fixture.h"
-#include "cgm/config.h"
+#include "cgm/size.h"
 #include "cgm/page_counter.h"
 
 #define NMAX 48
@@ -617,9 +618,9 @@ START_TEST(test_effective_protection_example)
 }
 END_TEST
 
-static void add_tests(TCase *tc, bool failing)
+static void add_tests(TCase *tc, bool regressions)
 {
-	if (failing)
+	if (regressions)
 		return;
 	tcase_add_test(tc, test_peak_within_max_under_concurrency);
 	tcase_add_test(tc, test_try_charge_failure_watermark);

@@ -6,7 +6,7 @@
  * hierarchical counter is the group's local one plus its children's
  * hierarchical ones.  memory.stat renders the same numbers.
  *
- * usage: test_rstat [failing] [seed]
+ * usage: test_rstat [regressions] [seed]
  */
 #include <check.h>
 #include <errno.h>
@@ -125,7 +125,7 @@ static void expected_of(const struct cgm_hier *h, const struct expect *e, int np
 {
 	memset(sum, 0, sizeof(int64_t) * CGM_NR_STATS);
 	for (int p = 0; p < nprocs; p++) {
-		if (hierarchical ? !acct_in_subtree(h, e[p].group, g) : e[p].group != g)
+		if (hierarchical ? !group_in_subtree(h, e[p].group, g) : e[p].group != g)
 			continue;
 		for (int s = 0; s < CGM_NR_STATS; s++)
 			sum[s] += e[p].stat[s];
@@ -207,7 +207,7 @@ START_TEST(test_flush_sums)
 		int64_t live = 0, sum[CGM_NR_STATS];
 
 		for (int p = 0; p < NPROCS; p++)
-			if (acct_in_subtree(&a.h, e[p].group, idx[i]))
+			if (group_in_subtree(&a.h, e[p].group, idx[i]))
 				live += e[p].live;
 		expected_of(&a.h, e, NPROCS, idx[i], true, sum);
 		ck_assert_int_gt(cgm_file_read(&a.h, idx[i], "memory.stat", buf, sizeof(buf)), 0);
@@ -369,9 +369,9 @@ START_TEST(test_hist_bucket)
 }
 END_TEST
 
-static void add_tests(TCase *tc, bool failing)
+static void add_tests(TCase *tc, bool regressions)
 {
-	if (failing)
+	if (regressions)
 		return;
 	tcase_add_test(tc, test_anon_follows_move);
 	tcase_add_test(tc, test_flush_sums);

@@ -27,6 +27,7 @@
 
 #include "cgmalloc.h"
 #include "libearly.h"
+#include "check_run.h"
 
 #ifndef DLALLOC_PATH
 #error "DLALLOC_PATH must name libdlalloc.so"
@@ -661,11 +662,5 @@ static Suite *runtime_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(runtime_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(runtime_suite());
 }

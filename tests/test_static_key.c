@@ -30,6 +30,7 @@
 
 #include "cgm/static_key.h"
 #include "sk_test.h"
+#include "check_run.h"
 
 DEFINE_STATIC_KEY_TRUE(sk_main_true);
 DEFINE_STATIC_KEY_FALSE(sk_false);
@@ -72,8 +73,8 @@ static inline void cpu_relax(void)
 }
 
 /*
- * Toggles in the concurrency tests: 100,000 for the plain case (as the
- * issue asks), a fifth of that for the variants that fork or block
+ * Toggles in the concurrency tests: 100,000 for the plain case (enough
+ * to hit the patch windows), a fifth of that for the variants that fork or block
  * SIGTRAP, and a few dozen under valgrind.  SK_TEST_TOGGLES overrides.
  */
 static unsigned long toggles(unsigned long full)
@@ -567,8 +568,6 @@ int main(int argc, char **argv)
 	TCase *patched = tcase_create("patched");
 	TCase *conf = tcase_create("fallback_conf");
 	TCase *sec = tcase_create("fallback_seccomp");
-	SRunner *sr;
-	int failed;
 
 	if (argc > 1 && strcmp(argv[1], "--report") == 0) {
 		static char buf[1 << 16];
@@ -594,9 +593,5 @@ int main(int argc, char **argv)
 	suite_add_tcase(s, patched);
 	suite_add_tcase(s, conf);
 	suite_add_tcase(s, sec);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return check_run(s);
 }

@@ -5,7 +5,7 @@
  * 2 s; and a charge over memory.high really sleeps about that long,
  * accounts the stall and counts the high event where the kernel would.
  *
- * usage: test_throttle [failing] [seed]
+ * usage: test_throttle [regressions] [seed]
  */
 #include <check.h>
 #include <errno.h>
@@ -19,7 +19,6 @@
 
 #include "acct_fixture.h"
 #include "cgm/clock.h"
-#include "cgm/config.h"
 #include "cgm/files.h"
 
 #define MB_PAGES(mb) ((int64_t)(mb) * 1024 * 1024 / CGM_PAGE_SIZE)
@@ -53,7 +52,7 @@ START_TEST(test_kernel_table)
 {
 	int64_t high = MB_PAGES(100);
 
-	/* The table: high = 100M, one MEMCG_CHARGE_BATCH charge. */
+	/* The kernel's figures for high = 100M, one MEMCG_CHARGE_BATCH charge. */
 	ck_assert_int_eq(acct_high_delay_ms(MB_PAGES(100), high, CGM_CHARGE_BATCH), 0);
 	ck_assert_int_eq(acct_high_delay_ms(MB_PAGES(100) + 1, high, CGM_CHARGE_BATCH), 0);
 	ck_assert_int_eq(acct_high_delay_ms(MB_PAGES(101), high, CGM_CHARGE_BATCH), 6);
@@ -205,9 +204,9 @@ START_TEST(test_high_throttles)
 }
 END_TEST
 
-static void add_tests(TCase *tc, bool failing)
+static void add_tests(TCase *tc, bool regressions)
 {
-	if (failing)
+	if (regressions)
 		return;
 	tcase_add_test(tc, test_kernel_table);
 	tcase_add_test(tc, test_matches_kernel_formula);

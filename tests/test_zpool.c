@@ -13,6 +13,7 @@
 
 #include "cgm/zpool.h"
 #include "zpool_pages.h"
+#include "check_run.h"
 
 static struct zp_pool *new_pool(const struct zp_options *o)
 {
@@ -531,8 +532,6 @@ int main(void)
 {
 	Suite *s = suite_create("zpool");
 	TCase *tc = tcase_create("core");
-	SRunner *sr;
-	int failed;
 
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_class_geometry);
@@ -549,9 +548,5 @@ int main(void)
 	tcase_add_test(tc, test_limit_without_backing);
 	tcase_add_test(tc, test_limit_writes_back);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return check_run(s);
 }

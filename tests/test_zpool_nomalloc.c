@@ -6,6 +6,7 @@
  * and fails if there is any.
  */
 #include <errno.h>
+#include <malloc.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,71 +1,56 @@
-# tests/: zpool's unit, model, stress and fault-injection tests.
-# Linked with libcgmzpool.a and shim/log.c (cgm_log); no shim needed.
-# This fragment is read before zpool/zpool.mk: prerequisites name files
-# directly, and flags from there are expanded late (=).
+# tests/: zpool's unit, model, stress and fault-injection tests, linked
+# with the pool's archive and the base; no shim needed.
 
 ZPT := $(B)/tests/zpool
-ZPT_LIB := $(B)/libcgmzpool.a
-ZPT_SUPPORT := tests/zpool_pages.c shim/log.c
-ZPT_DEPS := $(ZPT_SUPPORT) tests/zpool_pages.h include/cgm/zpool.h \
-	include/cgm/zp_types.h
-ZPT_CFLAGS = -std=c11 -O2 -g $(WARN) $(CPPFLAGS_BASE) $(ZPOOL_CFLAGS) -Itests
-ZPT_LIBS = $(ZPOOL_LIBS)
+ZPT_CFLAGS = -std=c11 -O2 -g $(CWARN) $(CPPFLAGS_BASE) $(TEST_DEPFLAGS) -Itests
+# What a zpool test of flavour F links.
+zpool_test_link = tests/zpool_pages.c $(call archives,$(1),zpool base) $(ZPOOL_LIBS)
+ZPT_DEPS = tests/zpool_pages.c $(call archives,plain,zpool base)
 
-$(ZPT)/test_zpool: tests/test_zpool.c $(ZPT_LIB) $(ZPT_DEPS)
+$(ZPT)/test_zpool: tests/test_zpool.c $(ZPT_DEPS)
 	@mkdir -p $(dir $@)
-	$(CC) $(ZPT_CFLAGS) $(CHECK_CFLAGS) -o $@ $< $(ZPT_SUPPORT) $(ZPT_LIB) $(ZPT_LIBS) $(CHECK_LIBS)
+	$(CC) $(ZPT_CFLAGS) $(CHECK_CFLAGS) -o $@ $< $(call zpool_test_link,plain) $(CHECK_LIBS)
+
+$(ZPT)/test_zpool_model $(ZPT)/test_zpool_fault $(ZPT)/test_zpool_nomalloc: \
+		$(ZPT)/%: tests/%.c $(ZPT_DEPS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ZPT_CFLAGS) -o $@ $< $(call zpool_test_link,plain)
+
+$(ZPT)/test_zpool_stress: tests/test_zpool_stress.c $(ZPT_DEPS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ZPT_CFLAGS) -pthread -o $@ $< $(call zpool_test_link,plain)
 
 check-zpool: $(ZPT)/test_zpool
-	$(ZPT)/test_zpool
-
-.PHONY: check-zpool
-
-$(ZPT)/test_zpool_model: tests/test_zpool_model.c $(ZPT_LIB) $(ZPT_DEPS)
-	@mkdir -p $(dir $@)
-	$(CC) $(ZPT_CFLAGS) -o $@ $< $(ZPT_SUPPORT) $(ZPT_LIB) $(ZPT_LIBS)
+	$(RUN) $(ZPT)/test_zpool
 
 check-zpool-model: $(ZPT)/test_zpool_model
-	$(ZPT)/test_zpool_model
-
-.PHONY: check-zpool-model
-
-$(ZPT)/test_zpool_stress: tests/test_zpool_stress.c $(ZPT_LIB) $(ZPT_DEPS)
-	@mkdir -p $(dir $@)
-	$(CC) $(ZPT_CFLAGS) -pthread -o $@ $< $(ZPT_SUPPORT) $(ZPT_LIB) $(ZPT_LIBS)
+	$(RUN) $(ZPT)/test_zpool_model
 
 check-zpool-stress: $(ZPT)/test_zpool_stress
-	$(ZPT)/test_zpool_stress
-
-.PHONY: check-zpool-stress
-
-# The stress test and the pool itself under ThreadSanitizer (clang).
-ZPT_TSAN_FLAGS := -fsanitize=thread -O1 -g -fno-omit-frame-pointer
-$(ZPT)/tsan/test_zpool_stress: tests/test_zpool_stress.c $(ZPT_DEPS) \
-		$(wildcard zpool/*.c)
-	@mkdir -p $(dir $@)
-	clang $(ZPT_CFLAGS) $(ZPT_TSAN_FLAGS) -pthread -o $@ $< $(ZPT_SUPPORT) \
-		$(ZPOOL_SRCS) $(ZPT_LIBS)
-
-check-tsan-zpool: $(ZPT)/tsan/test_zpool_stress
-	TSAN_OPTIONS="halt_on_error=1 exitcode=66" $(ZPT)/tsan/test_zpool_stress 20000
-
-.PHONY: check-tsan-zpool
-
-$(ZPT)/test_zpool_fault: tests/test_zpool_fault.c $(ZPT_LIB) $(ZPT_DEPS)
-	@mkdir -p $(dir $@)
-	$(CC) $(ZPT_CFLAGS) -o $@ $< $(ZPT_SUPPORT) $(ZPT_LIB) $(ZPT_LIBS)
+	$(RUN) $(ZPT)/test_zpool_stress
 
 check-zpool-fault: $(ZPT)/test_zpool_fault
-	$(ZPT)/test_zpool_fault
+	$(RUN) $(ZPT)/test_zpool_fault
 
-.PHONY: check-zpool-fault
+# The pool never calls malloc: it runs inside it.
+check-zpool-nomalloc: $(ZPT)/test_zpool_nomalloc
+	$(RUN) sh -c '$(ZPT)/test_zpool_nomalloc 2>/dev/null'
 
-# The unit, model and fault tests with the pool built under ASan+UBSan.
-ZPT_ASAN_SRCS = $(ZPT_SUPPORT) $(ZPOOL_SRCS)
-$(ZPT)/asan/%: tests/%.c $(ZPT_DEPS) $(wildcard zpool/*.c)
+# The stress test and the pool itself under ThreadSanitizer (clang).
+$(ZPT)/tsan/test_zpool_stress: tests/test_zpool_stress.c tests/zpool_pages.c \
+		$(call archives,tsan,zpool base)
+	@mkdir -p $(dir $@)
+	clang $(ZPT_CFLAGS) -fsanitize=thread -O1 -fno-omit-frame-pointer -pthread -o $@ $< \
+		$(call zpool_test_link,tsan)
+
+check-tsan-zpool: $(ZPT)/tsan/test_zpool_stress
+	$(RUN) env TSAN_OPTIONS="halt_on_error=1 exitcode=66" $(ZPT)/tsan/test_zpool_stress 20000
+
+# The unit, model, fault and stress tests with the pool under ASan+UBSan.
+$(ZPT)/asan/%: tests/%.c tests/zpool_pages.c $(call archives,asan,zpool base)
 	@mkdir -p $(dir $@)
 	$(CC) $(ZPT_CFLAGS) $(ASAN_FLAGS) $(CHECK_CFLAGS) -pthread -o $@ $< \
-		$(ZPT_ASAN_SRCS) $(ZPT_LIBS) $(CHECK_LIBS)
+		$(call zpool_test_link,asan) $(CHECK_LIBS)
 
 check-asan-zpool: $(ZPT)/asan/test_zpool $(ZPT)/asan/test_zpool_model \
 		$(ZPT)/asan/test_zpool_fault $(ZPT)/asan/test_zpool_stress
@@ -74,8 +59,6 @@ check-asan-zpool: $(ZPT)/asan/test_zpool $(ZPT)/asan/test_zpool_model \
 	$(ZPT)/asan/test_zpool_fault
 	$(ZPT)/asan/test_zpool_stress 10000
 
-.PHONY: check-asan-zpool
-
 # Long runs for `make stress`.
 stress-zpool: $(ZPT)/test_zpool_model $(ZPT)/test_zpool_stress \
 		$(ZPT)/tsan/test_zpool_stress
@@ -83,18 +66,9 @@ stress-zpool: $(ZPT)/test_zpool_model $(ZPT)/test_zpool_stress \
 	$(ZPT)/test_zpool_stress 1000000 $$(date +%s)
 	TSAN_OPTIONS="halt_on_error=1 exitcode=66" $(ZPT)/tsan/test_zpool_stress 200000
 
-CHECK_TARGETS += check-zpool check-zpool-model check-zpool-stress \
-	check-zpool-fault check-tsan-zpool
+CHECK_TARGETS += check-zpool check-zpool-model check-zpool-stress check-zpool-fault \
+	check-zpool-nomalloc check-tsan-zpool
 ASAN_TARGETS += check-asan-zpool
 STRESS_TARGETS += stress-zpool
-.PHONY: stress-zpool
-
-$(ZPT)/test_zpool_nomalloc: tests/test_zpool_nomalloc.c $(ZPT_LIB) $(ZPT_DEPS)
-	@mkdir -p $(dir $@)
-	$(CC) $(ZPT_CFLAGS) -o $@ $< $(ZPT_SUPPORT) $(ZPT_LIB) $(ZPT_LIBS)
-
-check-zpool-nomalloc: $(ZPT)/test_zpool_nomalloc
-	$(ZPT)/test_zpool_nomalloc 2>/dev/null
-
-CHECK_TARGETS += check-zpool-nomalloc
-.PHONY: check-zpool-nomalloc
+.PHONY: check-zpool check-zpool-model check-zpool-stress check-zpool-fault \
+	check-zpool-nomalloc check-tsan-zpool check-asan-zpool stress-zpool

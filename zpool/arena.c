@@ -21,7 +21,7 @@
 #include <errno.h>
 #include <sys/mman.h>
 
-#include "cgm/zp_types.h"
+#include "zp_types.h"
 
 int zp_arena_init(struct zp_pool *pool, size_t bytes)
 {

@@ -15,7 +15,7 @@
  * space they waste inside each slot, so, as zsmalloc does, the smaller
  * ones are merged into the largest: one set of zspages, lists and locks.
  */
-#include "cgm/zp_types.h"
+#include "zp_types.h"
 
 /* Tail waste, in thousandths of the zspage. */
 static unsigned waste_permille(unsigned size, unsigned n)

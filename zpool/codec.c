@@ -18,7 +18,7 @@
 #include <zstd.h>
 
 #include "cgm/log.h"
-#include "cgm/zp_types.h"
+#include "zp_types.h"
 
 #define ZP_SCRATCH	(2 * ZP_PAGE_SIZE)
 

@@ -13,7 +13,7 @@
  */
 #include <string.h>
 
-#include "cgm/zp_types.h"
+#include "zp_types.h"
 
 /* Pages that moving objects could free: whole zspages' worth of free
  * slots, as zsmalloc's zs_can_compact. */

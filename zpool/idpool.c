@@ -9,7 +9,7 @@
  */
 #include <errno.h>
 
-#include "cgm/zp_types.h"
+#include "zp_types.h"
 
 int zp_idpool_init(struct zp_idpool *ip, uint32_t cap)
 {

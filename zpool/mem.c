@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "cgm/zp_types.h"
+#include "zp_types.h"
 
 size_t zp_page_align(size_t bytes)
 {

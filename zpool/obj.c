@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "cgm/log.h"
-#include "cgm/zp_types.h"
+#include "zp_types.h"
 
 static int zp_bad_handle_logged;
 

@@ -11,7 +11,7 @@
 #include <zstd.h>
 
 #include "cgm/log.h"
-#include "cgm/zp_types.h"
+#include "zp_types.h"
 
 #define ZP_DEFAULT_ARENA	(4ull << 30)
 #define ZP_DEFAULT_BACKING_MAX	(16ull << 30)

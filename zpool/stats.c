@@ -10,7 +10,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "cgm/zp_types.h"
+#include "zp_types.h"
 
 #define LOAD(pool, f) atomic_load_explicit(&(pool)->f, memory_order_relaxed)
 

@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "cgm/log.h"
-#include "cgm/zp_types.h"
+#include "zp_types.h"
 
 static int zp_bad_entry_logged;
 

@@ -30,7 +30,7 @@
 #include <liburing.h>
 
 #include "cgm/log.h"
-#include "cgm/zp_types.h"
+#include "zp_types.h"
 
 #define ZP_SECTOR_SHIFT		8
 #define ZP_SECTOR		(1u << ZP_SECTOR_SHIFT)

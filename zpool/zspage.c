@@ -8,7 +8,7 @@
  * for pinned readers to leave (see zp_drain_deferred).  Compaction takes a
  * zspage off every list while it owns it.
  */
-#include "cgm/zp_types.h"
+#include "zp_types.h"
 
 static unsigned fullness_group(const struct zp_class *cls, unsigned inuse)
 {

@@ -32,9 +32,12 @@ DECLARE_STATIC_KEY_FALSE(cgm_moving_key);
 extern struct cgm_acct cgm_acct;
 
 /*
- * The calling thread's slot.  Until the thread's first charge it points at
- * a shared boot slot whose stock is hugely negative, so the first malloc
- * takes the slow path, which gives the thread a slot of its own.
+ * The calling thread's slot.  Until the thread has one of its own it
+ * points at a shared boot slot whose bin allowances and stock are hugely
+ * negative, so that its first malloc of any size takes a slow path, which
+ * gives the thread its slot.  Threads started through pthread_create get
+ * theirs before they run (shim/thread_start.c); the main thread and
+ * threads started some other way get theirs at their first allocation.
  */
 extern CGM_TLS struct cgm_thread_slot *cgm_tslot;
 

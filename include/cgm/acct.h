@@ -1,10 +1,13 @@
 /*
  * The accounting of one process: its slot in the hierarchy, its threads'
- * slots, charging, harvesting frees, flushing statistics, limits.
+ * slots and their charge stocks, harvesting frees, flushing statistics,
+ * limits, the OOM policy.
  *
  * The shim owns one struct cgm_acct for the process (cgm_acct) and calls
  * these from its slow paths; cgmctl uses the same functions on behalf of
- * other processes (flush, reclaim of dead processes, moves).
+ * other processes (flush, reclaim of dead processes, moves).  Nothing
+ * here knows about the shim: configuration comes in through struct
+ * cgm_acct, and the only call back out is a->reclaim.
  */
 #ifndef CGM_ACCT_H
 #define CGM_ACCT_H
@@ -12,15 +15,21 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "cgm/compiler.h"
 #include "cgm/hier.h"
+
+/* What happens at memory.max once reclaim has failed. */
+enum acct_oom_policy {
+	ACCT_OOM_ENOMEM,	/* the allocation fails */
+	ACCT_OOM_KILL,		/* the largest process (or the oom.group) is killed */
+};
 
 struct cgm_acct {
 	struct cgm_hier h;
 	uint32_t proc;			/* our slot; CGM_NONE when detached */
 	int64_t batch_pages;		/* MEMCG_CHARGE_BATCH */
-	int oom_policy;			/* enum cgm_oom_policy (cgm/config.h) */
+	enum acct_oom_policy oom_policy;
 	void (*reclaim)(void);		/* give memory back to the OS (mi_collect) */
-	void (*limits_changed)(bool limited);	/* flip the limits static key */
 };
 
 /* MAX_RECLAIM_RETRIES in the kernel. */
@@ -32,7 +41,7 @@ struct cgm_acct {
 #define CGM_CHARGE_BATCH 64
 #define CGM_MAX_HIGH_DELAY_MS 2000
 
-/* ---- attach.c ---- */
+/* ---- attach.c: process and thread slots ---- */
 
 /*
  * Attach this process to the group at @path (created if missing).  Dead
@@ -49,12 +58,6 @@ void acct_detach(struct cgm_acct *a);
  * inherited heap), and give the calling thread a fresh slot.
  */
 int acct_fork_child(struct cgm_acct *a, uint32_t *thread_slot);
-
-/* Bytes a thread slot has precharged: its stock and unused class allowances. */
-int64_t acct_slot_precharge(const struct cgm_thread_slot *t);
-
-/* Return a slot's precharge to its stock (allowances to zero, counts kept). */
-void acct_slot_unprecharge(struct cgm_thread_slot *t);
 
 /* A slot for the calling thread (tid), or CGM_NONE if the table is full. */
 uint32_t acct_thread_register(struct cgm_acct *a, int tid);
@@ -79,22 +82,41 @@ uint64_t acct_proc_start_time(int pid);
 /* Free the slots of exited, fully harvested threads (flush lock + proc lock held). */
 void acct_reap_threads(struct cgm_hier *h, uint32_t proc);
 
-/* ---- charge.c ---- */
+/* ---- stock.c: per-thread charge stocks (the kernel's memcg_stock) ---- */
+
+/* Bytes a thread slot has precharged: its stock and unused bin allowances. */
+int64_t acct_slot_precharge(const struct cgm_thread_slot *t);
+
+/* Return a slot's allowances to its stock (allocation counts kept). */
+void acct_slot_unprecharge(struct cgm_thread_slot *t);
 
 /*
- * Refill the stock of thread slot @t (called by its own thread) so that
- * it covers @need more bytes, @need being what the stock lacks
- * (-t->stock): first from the process's frees, else -- after giving back
- * hoarded allowances -- by charging, in the kernel's try_charge_memcg()
- * order (batch, then exact; reclaim and retry; OOM policy).  Returns 0,
- * or -ENOMEM when the allocation must fail.  May sleep (memory.high
- * throttling).
+ * The stock of @t (the calling thread's slot) ran short after taking
+ * @bytes: refill it -- from the process's frees, else by charging -- or,
+ * when a limit refuses, give the @bytes back.  Returns 0 or -ENOMEM.  May
+ * sleep (memory.high throttling).
  */
-int acct_charge(struct cgm_acct *a, struct cgm_thread_slot *t, int64_t need,
-		bool check_limits);
+int acct_stock_refill(struct cgm_acct *a, struct cgm_thread_slot *t, int64_t bytes,
+		      bool check_limits);
 
-/* Would @pages more (plus a batch) bring a group of ours to its max or high? */
-bool acct_limit_near(struct cgm_acct *a, int64_t pages);
+/* Take @bytes from @t's stock (consume_stock), refilling it when it runs short. */
+static inline int acct_stock_take(struct cgm_acct *a, struct cgm_thread_slot *t,
+				  int64_t bytes, bool check_limits)
+{
+	cgm_owner_add(t->stock, -bytes);
+	if (cgm_likely(t->stock >= 0))
+		return 0;
+	return acct_stock_refill(a, t, bytes, check_limits);
+}
+
+/*
+ * Precharge another run of blocks of bin @bin from @t's stock (the
+ * allowance that malloc's fast path counts down): the run doubles on
+ * every refill of the bin up to an eighth of a charge batch, and is one
+ * block while a group of ours is near a limit.  Returns 0 or -ENOMEM.
+ */
+int acct_refill_bin(struct cgm_acct *a, struct cgm_thread_slot *t, unsigned int bin,
+		    bool check_limits);
 
 /* Charge @bytes to the process whatever the limits (memory already in use). */
 void acct_force_charge(struct cgm_acct *a, struct cgm_thread_slot *t, int64_t bytes);
@@ -109,6 +131,8 @@ void acct_stock_drain(struct cgm_acct *a, struct cgm_thread_slot *t);
 /* Give back stock above two batches (after a realloc shrink, or at exit). */
 void acct_stock_trim(struct cgm_acct *a, struct cgm_thread_slot *t);
 
+/* ---- harvest.c: returning freed bytes ---- */
+
 /*
  * Uncharge whole pages of the process's freed bytes (harvested from all
  * its threads' slots).  Called from slow paths, flushers and readers.
@@ -118,8 +142,31 @@ void acct_harvest(struct cgm_hier *h, uint32_t proc);
 /* Harvest every process attached in the subtree of @group. */
 void acct_harvest_subtree(struct cgm_hier *h, uint32_t group);
 
+/* ---- charge.c: try_charge, memory.high ---- */
+
+/*
+ * Charge at least @need bytes into @t's stock (the caller's own slot), in
+ * the kernel's try_charge_memcg() order: a batch, else exactly what is
+ * needed; at a refusal, reclaim and retry, then the OOM policy.  Returns
+ * 0, or -ENOMEM when the allocation must fail.  May sleep (memory.high).
+ */
+int acct_try_charge(struct cgm_acct *a, struct cgm_thread_slot *t, int64_t need,
+		    bool check_limits);
+
+/* Would @pages more (plus a batch) bring a group of ours to its max or high? */
+bool acct_limit_near(struct cgm_acct *a, int64_t pages);
+
 /* Throttle delay in ms for @usage over @high pages (0: no penalty). */
 uint64_t acct_high_delay_ms(int64_t usage, int64_t high, int64_t nr_pages);
+
+/* ---- oom.c: the OOM policy ---- */
+
+/*
+ * Group @over is at its memory.max and reclaim did not help: apply the
+ * OOM policy.  Returns true if processes other than this one were killed
+ * and their charge returned (the charge is worth retrying).
+ */
+bool acct_out_of_memory(struct cgm_acct *a, uint32_t over);
 
 /* ---- rstat.c ---- */
 
@@ -164,10 +211,11 @@ unsigned int rstat_hist_bucket(uint64_t size);
 /* Move process slot @proc to @group, migrating its charge. */
 int acct_move(struct cgm_hier *h, uint32_t proc, uint32_t group);
 
-/* ---- limits (files.c) ---- */
+/* ---- limits.c ---- */
 
-/* Set memory.max/high/low/min of @group (bytes; CGM_SIZE_MAX = max). */
-int acct_set_limit(struct cgm_hier *h, uint32_t group, int which, uint64_t bytes);
-enum { CGM_LIMIT_MAX, CGM_LIMIT_HIGH, CGM_LIMIT_LOW, CGM_LIMIT_MIN };
+enum acct_limit { CGM_LIMIT_MAX, CGM_LIMIT_HIGH, CGM_LIMIT_LOW, CGM_LIMIT_MIN };
+
+/* Set memory.max/high/low/min of @group (bytes; UINT64_MAX: "max"). */
+int acct_set_limit(struct cgm_hier *h, uint32_t group, enum acct_limit which, uint64_t bytes);
 
 #endif /* CGM_ACCT_H */

@@ -16,8 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* A size of "max": no limit. */
-#define CGM_SIZE_MAX	UINT64_MAX
+#include "cgm/size.h"
 
 /* Longest string value (paths included), terminating NUL included. */
 #define CGM_CONF_STR_MAX 1024
@@ -91,15 +90,5 @@ int cgm_conf_parse(struct cgm_config *conf, const char *text, bool quiet);
 const char *cgm_conf_format(const struct cgm_config *conf,
 			    const struct cgm_conf_key *k, char *buf,
 			    size_t len);
-
-/*
- * Parse a size: digits with an optional K/M/G/T suffix (powers of 1024) or
- * the word "max" (CGM_SIZE_MAX).  Shared with cgmctl and the memory.* file
- * parsers.  Returns 0 or -EINVAL (not a size) or -ERANGE (overflow).
- */
-int cgm_parse_size(const char *s, uint64_t *out);
-
-/* Format a size as bytes, or "max". */
-const char *cgm_format_size(uint64_t v, char *buf, size_t len);
 
 #endif /* CGM_CONFIG_H */

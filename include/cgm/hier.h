@@ -129,7 +129,7 @@ struct cgm_thread_slot {
 	int64_t stock;			/* precharged bytes not given to a bin */
 	uint64_t refilled[CGM_NR_BINS];
 	uint32_t refill_seq;		/* odd while allow[]/refilled[] change together */
-	uint32_t pad0;
+	uint32_t drained_gen;		/* owner: the hdr->drain_gen it last answered */
 	uint64_t frees;			/* frees of blocks above 1 KiB */
 	uint64_t freed_bytes;		/* their bytes */
 	uint64_t big_allocs;
@@ -140,6 +140,7 @@ struct cgm_thread_slot {
 	uint64_t realloc_old_bytes;
 	uint64_t big_hist[CGM_HIST_BUCKETS];
 	uint16_t next_refill[CGM_NR_BINS];	/* owner: growing refill size */
+	uint16_t refills_unflushed;	/* owner: stock refills since it folded its statistics */
 
 	uint32_t state;			/* enum cgm_slot_state */
 	uint32_t proc;
@@ -207,13 +208,61 @@ void hier_close(struct cgm_hier *h);
 /* FNV-1a over the header's fields before uid: what hdr->checksum must hold. */
 uint64_t hier_header_checksum(const struct cgm_hier_header *hd);
 
-/* Bounds-checked accessors: NULL for an index out of range or a free slot. */
+/*
+ * Bounds-checked accessors: NULL for an index out of range, and
+ * hier_group() also for a group that is not live.  A process or thread
+ * slot may be free: its state says so.
+ */
 struct cgm_group *hier_group(const struct cgm_hier *h, uint32_t idx);
 struct cgm_proc *hier_proc(const struct cgm_hier *h, uint32_t idx);
 struct cgm_thread_slot *hier_thread(const struct cgm_hier *h, uint32_t idx);
 uint32_t hier_group_index(const struct cgm_hier *h, const struct cgm_group *g);
 /* The index of @t, or CGM_NONE for a slot not in the table (the boot slot). */
 uint32_t hier_thread_index(const struct cgm_hier *h, const struct cgm_thread_slot *t);
+
+uint32_t hier_proc_index(const struct cgm_hier *h, const struct cgm_proc *p);
+
+/*
+ * Walks of the shared file.  Every link they follow may be garbage: each
+ * index is checked by the accessors above, and each walk is bounded, so a
+ * corrupt link can neither leave the mapping nor go round a cycle.
+ */
+
+/*
+ * for_each_ancestor - @g is group @idx, then each ancestor, the root last.
+ * @idx is a uint32_t variable of the caller's, advanced by the walk: it is
+ * the index of @g in the body.  Stops at a link that names no live group
+ * and after CGM_MAX_DEPTH + 1 groups.
+ */
+#define for_each_ancestor(h, idx, g)						\
+	for (unsigned int cgm_level_ = 0;					\
+	     cgm_level_ <= CGM_MAX_DEPTH && ((g) = hier_group((h), (idx))) != NULL; \
+	     cgm_level_++, (idx) = (idx) == CGM_ROOT ? CGM_NONE : (g)->parent)
+
+/*
+ * for_each_proc_thread - @t is each thread slot of process slot @owner
+ * (@p), @idx (a uint32_t of the caller's) its index.  The next link is
+ * read before the body runs, so the body may free @t.  Stops at a slot
+ * that names another owner and after CGM_MAX_THREADS slots.
+ */
+#define for_each_proc_thread(h, p, owner, idx, t)				\
+	for (uint32_t cgm_next_ = (p)->first_thread, cgm_n_ = 0;		\
+	     cgm_n_ < CGM_MAX_THREADS &&					\
+	     ((idx) = cgm_next_, (t) = hier_thread((h), (idx))) != NULL &&	\
+	     __atomic_load_n(&(t)->proc, __ATOMIC_ACQUIRE) == (owner) &&	\
+	     (cgm_next_ = (t)->next, 1);					\
+	     cgm_n_++)
+
+/*
+ * for_each_live_proc - @p is each attached process slot, @i (a uint32_t
+ * of the caller's) its index.
+ */
+#define for_each_live_proc(h, i, p)						\
+	for ((i) = 0; (i) < CGM_MAX_PROCS; (i)++)				\
+		if (((p) = &(h)->procs[(i)]),					\
+		    __atomic_load_n(&(p)->state, __ATOMIC_ACQUIRE) != CGM_SLOT_LIVE) \
+			continue;						\
+		else
 
 /* The robust shared mutexes: a lock left by a dead owner is recovered. */
 void hier_lock(pthread_mutex_t *m);
@@ -249,5 +298,8 @@ void group_event(struct cgm_hier *h, uint32_t idx, enum cgm_event ev);
 
 /* Is @idx or one of its ancestors limited (finite max or high)? */
 bool group_limited(const struct cgm_hier *h, uint32_t idx);
+
+/* Is group @idx @root or below it? */
+bool group_in_subtree(const struct cgm_hier *h, uint32_t idx, uint32_t root);
 
 #endif /* CGM_HIER_H */

@@ -24,15 +24,22 @@
 #define MI209_XBLOCK_SIZE_AT	28
 #define MI209_HUGE_BLOCK	0x80000000u	/* blocks of 2 GiB and more */
 
-/* The block size of non-NULL pointer @p (MI209_HUGE_BLOCK: look it up). */
-static inline uint32_t mi209_block_size(const void *p)
+/* The segment header's mi_page_t entry of the slice that holds @p. */
+static inline const char *mi209_slice(const void *p)
 {
 	uintptr_t a = (uintptr_t)p;
 	const char *seg = (const char *)(a & ~MI209_SEGMENT_MASK);
+
 	/* slice index * 80 = ((a >> 12) & (511 << 4)) * 5: three instructions */
-	const char *slice = seg + MI209_SLICES_OFFSET +
-		((a >> (MI209_SLICE_SHIFT - 4)) & ((MI209_SEGMENT_MASK >> MI209_SLICE_SHIFT) << 4)) *
-		(MI209_PAGE_SIZE / 16);
+	return seg + MI209_SLICES_OFFSET +
+	       ((a >> (MI209_SLICE_SHIFT - 4)) & ((MI209_SEGMENT_MASK >> MI209_SLICE_SHIFT) << 4)) *
+	       (MI209_PAGE_SIZE / 16);
+}
+
+/* The block size of non-NULL pointer @p (MI209_HUGE_BLOCK: look it up). */
+static inline uint32_t mi209_block_size(const void *p)
+{
+	const char *slice = mi209_slice(p);
 	const char *page = slice - *(const uint32_t *)(slice + MI209_SLICE_OFFSET_AT);
 
 	return *(const uint32_t *)(page + MI209_XBLOCK_SIZE_AT);
@@ -48,13 +55,7 @@ static inline uint32_t mi209_block_size(const void *p)
  */
 static inline uint32_t mi209_slice_block_size(const void *p)
 {
-	uintptr_t a = (uintptr_t)p;
-	const char *seg = (const char *)(a & ~MI209_SEGMENT_MASK);
-	const char *slice = seg + MI209_SLICES_OFFSET +
-		((a >> (MI209_SLICE_SHIFT - 4)) & ((MI209_SEGMENT_MASK >> MI209_SLICE_SHIFT) << 4)) *
-		(MI209_PAGE_SIZE / 16);
-
-	return *(const uint32_t *)(slice + MI209_XBLOCK_SIZE_AT);
+	return *(const uint32_t *)(mi209_slice(p) + MI209_XBLOCK_SIZE_AT);
 }
 
 /*

@@ -18,6 +18,14 @@
 
 #define PAGE_COUNTER_MAX INT64_MAX
 
+/*
+ * The deepest a counter may sit below the root of its tree (a group's
+ * depth: the components of its path).  Every walk up a tree stops after
+ * CGM_MAX_DEPTH + 1 counters: a longer chain is a corrupt parent link
+ * going round a cycle.
+ */
+#define CGM_MAX_DEPTH 64
+
 struct page_counter {
 	int64_t usage;			/* atomic */
 	int64_t parent_off;		/* byte offset to the parent; 0 = root */
@@ -109,7 +117,7 @@ void page_counter_calculate_protection(struct page_counter *root,
 				       struct page_counter *c,
 				       bool recursive_protection);
 
-/* Convert a byte limit (CGM_SIZE_MAX = none) to pages, and back. */
+/* Convert a byte limit (UINT64_MAX, "max" = none) to pages, and back. */
 int64_t page_counter_pages(uint64_t bytes);
 uint64_t page_counter_bytes(int64_t pages);
 

@@ -4,6 +4,7 @@
 #ifndef CGM_SHIM_H
 #define CGM_SHIM_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -41,6 +42,10 @@ int cgm_posix_memalign(void **out, size_t align, size_t n);
 void *cgm_valloc(size_t n);
 void *cgm_pvalloc(size_t n);
 
+/* C23's sized frees, which glibc 2.36's <stdlib.h> does not declare yet. */
+void free_sized(void *p, size_t n);
+void free_aligned_sized(void *p, size_t align, size_t n);
+
 /* Aligned allocation, @align a power of two (accounted when accounting is on). */
 void *cgm_aligned_alloc_checked(size_t align, size_t n);
 
@@ -49,5 +54,43 @@ void *cgm_memalign(size_t align, size_t n);
 
 /* The C++ runtime's std::__throw_bad_alloc, found lazily; NULL if absent. */
 void (*cgm_find_throw_bad_alloc(void))(void);
+
+/* ---- acct_setup.c: accounting on at start-up, off at exit ---- */
+
+/*
+ * Switch accounting on as the configuration asks.  Returns what became
+ * of it, for the verbose line: "on (group ..., hierarchy ...)" or
+ * "off (why)".
+ */
+const char *cgm_accounting_start(void);
+
+/* ---- accounted.c: the accounted slow paths ---- */
+
+/* Tables and the thread-exit hook, before accounting is switched on. */
+void cgm_accounted_init(void);
+/* In the child of fork(): own slots, and the inherited heap charged. */
+void cgm_accounted_fork_child(void);
+/* A slot for the calling thread, before its own code runs. */
+void cgm_thread_register(void);
+
+/* ---- watcher.c: what other processes change in the hierarchy ---- */
+
+void cgm_watcher_start(void);
+void cgm_watcher_stop(void);
+/* Bring the limits static key in line with the hierarchy. */
+void cgm_watch_limits(void);
+
+/* ---- exit_report.c ---- */
+
+/* stats=exit: the group's files to stderr or stats_file=. */
+void cgm_exit_report(void);
+
+/* ---- thread_start.c ---- */
+
+/* Find the real pthread_create (in the constructor: dlsym may allocate). */
+void cgm_thread_start_init(void);
+/* A thread of the library's own, which gets no accounting slot. */
+int cgm_pthread_create_unaccounted(pthread_t *th, const pthread_attr_t *attr,
+				   void *(*fn)(void *), void *arg);
 
 #endif /* CGM_SHIM_H */

@@ -4,7 +4,7 @@
  *	DEFINE_STATIC_KEY_FALSE(cgm_accounting_key);
  *	...
  *	if (static_branch_unlikely(&cgm_accounting_key))
- *		return cgm_accounted_malloc(n);
+ *		return cgm_acct_malloc(n, false);
  *
  * Each test is a "site": one 5-byte instruction on x86-64 (4 bytes on
  * aarch64) that is patched at run time into a NOP (fall through) or a JMP

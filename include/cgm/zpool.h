@@ -48,17 +48,17 @@ enum zp_huge_policy {
 };
 
 /*
- * Pool options.  A zeroed struct means "all defaults".  The shim's
- * configuration keys map onto the first three fields:
+ * Pool options.  A zeroed struct means "all defaults".  No configuration
+ * key sets them yet: nothing in libcgmalloc.so creates a pool until the
+ * spiller exists.
  *
- *   zpool_backing=PATH  -> backing   file for writeback (created, truncated);
- *                                    NULL or "" means no writeback
- *   zpool_max=SIZE      -> max_bytes limit on pool memory; past it the oldest
- *                                    entries are written back, or, without a
- *                                    backing file, stores are refused with
- *                                    -ENOSPC (0: no limit)
- *   codec=lz4|zstd      -> codec, with level (lz4: acceleration, default 1;
- *                                    zstd: level, default 3)
+ *   backing     file for writeback (created, truncated); NULL or "" means
+ *               no writeback
+ *   max_bytes   limit on pool memory; past it the oldest entries are
+ *               written back, or, without a backing file, stores are
+ *               refused with -ENOSPC (0: no limit)
+ *   codec       lz4 or zstd, with level (lz4: acceleration, default 1;
+ *               zstd: level, default 3)
  */
 struct zp_options {
 	const char *backing;

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "cgm/config.h"
+#include "fuzz/fuzz.h"
 
 /* A formatted value: the longest string plus room for any number. */
 #define VALUE_MAX (CGM_CONF_STR_MAX + 64)

@@ -43,7 +43,8 @@
 #include <unistd.h>
 
 #include "cgm/acct.h"
-#include "cgm/config.h"
+#include "fuzz/fuzz.h"
+#include "cgm/size.h"
 #include "cgm/files.h"
 #include "cgm/hier.h"
 #include "cgm/size_class.h"
@@ -169,7 +170,7 @@ static void reset(void)
 	for (int i = 0; i < npristine; i++)
 		memcpy((char *)me.h.hdr + pristine[i].off, pristine[i].data, pristine[i].len);
 	me.proc = CGM_NONE;
-	me.oom_policy = CGM_OOM_ENOMEM;
+	me.oom_policy = ACCT_OOM_ENOMEM;
 }
 
 /* ---- what one input has done so far ---- */
@@ -364,14 +365,11 @@ static void op_event(struct run *r)
 
 static const char *pick_file(struct run *r)
 {
-	static unsigned int nfiles;
 	uint8_t b = (uint8_t)take(&r->in, 1);
 
-	while (cgm_file_names[nfiles])
-		nfiles++;
 	if (b == 0xff)
 		return "memory.nonesuch";
-	return cgm_file_names[b % nfiles];
+	return cgm_files[b % cgm_nfiles].name;
 }
 
 /* Read into a buffer of exactly @len bytes: the text must end inside it. */
@@ -493,13 +491,13 @@ static void op_charge(struct run *r)
 
 	if (!t)
 		return;
-	/* The stock may be scribbled: wrap as the shim's plain arithmetic would not. */
-	t->stock = (int64_t)((uint64_t)t->stock - (uint64_t)size);
-	if (t->stock < 0 && acct_charge(&me, t, -(t->stock < -INT64_MAX ? INT64_MAX : t->stock),
-					false) < 0) {
-		t->stock = (int64_t)((uint64_t)t->stock + (uint64_t)size);
+	/*
+	 * acct_stock_take() with the subtraction wrapping: the stock may be
+	 * scribbled, and the shim's plain arithmetic would overflow on it.
+	 */
+	t->stock = cgm_wrap_sub(t->stock, size);
+	if (t->stock < 0 && acct_stock_refill(&me, t, size, false) < 0)
 		return;
-	}
 	t->big_allocs++;
 	t->big_alloc_bytes += (uint64_t)size;
 	t->big_hist[rstat_hist_bucket((uint64_t)size)]++;

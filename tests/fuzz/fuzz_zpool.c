@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cgm/zpool.h"
+#include "fuzz/fuzz.h"
 #include "zpool_pages.h"
 
 #define MAX_OBJS 48

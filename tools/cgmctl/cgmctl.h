@@ -71,6 +71,9 @@ uint32_t ctl_find_group(struct ctl *c, const char *path);
 
 /* ---- files.c ---- */
 
+/* The names of a group's files, separated by spaces, in @buf. */
+const char *ctl_file_list(char *buf, size_t len);
+
 /* Is @name one of the files of a group?  -1 after saying it is not. */
 int ctl_check_file(struct ctl *c, const char *name);
 

@@ -12,12 +12,11 @@
 
 int ctl_check_file(struct ctl *c, const char *name)
 {
-	for (int i = 0; cgm_file_names[i]; i++)
-		if (strcmp(name, cgm_file_names[i]) == 0)
-			return 0;
-	ctl_err("%s: no file '%s' (files: memory.current memory.peak memory.max memory.high "
-		"memory.low memory.min memory.stat memory.stat.local memory.events "
-		"memory.events.local memory.oom.group cgroup.procs)", c->cmd, name);
+	char list[512];
+
+	if (cgm_file_find(name))
+		return 0;
+	ctl_err("%s: no file '%s' (files: %s)", c->cmd, name, ctl_file_list(list, sizeof(list)));
 	return -1;
 }
 

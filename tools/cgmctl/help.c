@@ -1,12 +1,14 @@
 /*
- * cgmctl help: the usage, and the CGMALLOC_CONF keys straight from
- * cgm_conf_keys[] (shim/config_table.c) -- as a table for the terminal,
- * or with --markdown as the README's table, which a test compares.
+ * cgmctl help: the usage, the CGMALLOC_CONF keys straight from
+ * cgm_conf_keys[] (base/config_table.c) and a group's files straight from
+ * cgm_files[] (accounting/files.c) -- as tables for the terminal, or with
+ * --markdown as the README's tables, which a test compares.
  */
 #include <inttypes.h>
 #include <string.h>
 
 #include "cgm/config.h"
+#include "cgm/files.h"
 #include "cgmctl.h"
 
 /* The type column: what a value looks like. */
@@ -88,6 +90,55 @@ static void print_conf(bool markdown)
 	}
 }
 
+/* How a file may be used, in a few words. */
+static const char *access_text(const struct cgm_file *f)
+{
+	if (f->flags & CGM_FILE_NOT_ON_ROOT)
+		return f->write ? "read-write, not on /" : "read-only, not on /";
+	if (f->flags & CGM_FILE_ONLY_ON_ROOT)
+		return f->write ? "read-write, / only" : "read-only, / only";
+	return f->write ? "read-write" : "read-only";
+}
+
+static void print_files(bool markdown)
+{
+	int wname = 4, wacc = 6;
+
+	for (size_t i = 0; i < cgm_nfiles; i++) {
+		if ((int)strlen(cgm_files[i].name) > wname)
+			wname = (int)strlen(cgm_files[i].name);
+		if ((int)strlen(access_text(&cgm_files[i])) > wacc)
+			wacc = (int)strlen(access_text(&cgm_files[i]));
+	}
+	if (markdown)
+		printf("| File | Access | Meaning |\n|---|---|---|\n");
+	else
+		printf("%-*s  %-*s  %s\n", wname, "FILE", wacc, "ACCESS", "MEANING");
+	for (size_t i = 0; i < cgm_nfiles; i++) {
+		const struct cgm_file *f = &cgm_files[i];
+
+		if (!markdown) {
+			printf("%-*s  %-*s  %s\n", wname, f->name, wacc, access_text(f), f->help);
+			continue;
+		}
+		putchar('|');
+		md_cell(f->name, true);
+		md_cell(access_text(f), false);
+		md_cell(f->help, false);
+		putchar('\n');
+	}
+}
+
+const char *ctl_file_list(char *buf, size_t len)
+{
+	size_t n = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < cgm_nfiles && n < len; i++)
+		n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? " " : "", cgm_files[i].name);
+	return buf;
+}
+
 int cmd_help(struct ctl *c, int argc, char **argv)
 {
 	bool markdown = false;
@@ -102,10 +153,14 @@ int cmd_help(struct ctl *c, int argc, char **argv)
 		ctl_usage(stdout);
 		return CTL_OK;
 	}
-	if (argc - optind != 1 || strcmp(argv[optind], "conf") != 0) {
-		ctl_err("help: the topics are: conf (usage: cgmctl help [conf [--markdown]])");
-		return CTL_USAGE;
+	if (argc - optind == 1 && strcmp(argv[optind], "conf") == 0) {
+		print_conf(markdown);
+		return CTL_OK;
 	}
-	print_conf(markdown);
-	return CTL_OK;
+	if (argc - optind == 1 && strcmp(argv[optind], "files") == 0) {
+		print_files(markdown);
+		return CTL_OK;
+	}
+	ctl_err("help: the topics are: conf, files (usage: cgmctl help [conf|files [--markdown]])");
+	return CTL_USAGE;
 }

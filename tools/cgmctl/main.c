@@ -16,6 +16,8 @@
 
 void ctl_usage(FILE *f)
 {
+	char files[512];
+
 	fputs("usage: cgmctl [--hierarchy PATH] [--json] COMMAND [ARGS]\n"
 	      "\n"
 	      "  ls [-r] [GROUP]              GROUP (default /) and its child groups (-r: all below)\n"
@@ -27,15 +29,14 @@ void ctl_usage(FILE *f)
 	      "  run [-g GROUP] [-s FILE=VALUE]... [--] CMD [ARGS]\n"
 	      "                               run CMD under libcgmalloc.so in GROUP (default /run-PID),\n"
 	      "                               after setting the files given with -s\n"
-	      "  help [conf [--markdown]]     this text; the CGMALLOC_CONF keys\n"
+	      "  help [conf|files [--markdown]]  this text; the CGMALLOC_CONF keys; a group's files\n"
 	      "\n"
 	      "  --hierarchy PATH   the hierarchy file (default: hierarchy= of CGMALLOC_CONF,\n"
 	      "                     else /dev/shm/cgmalloc.UID)\n"
 	      "  --json             ls and cat print JSON\n"
-	      "\n"
-	      "Files: memory.current memory.peak memory.max memory.high memory.low memory.min\n"
-	      "memory.stat memory.stat.local memory.events memory.events.local memory.oom.group\n"
-	      "cgroup.procs.  Exit status: 0 done, 1 failed, 2 bad command line.\n", f);
+	      "\n", f);
+	fprintf(f, "Files: %s.\nExit status: 0 done, 1 failed, 2 bad command line.\n",
+		ctl_file_list(files, sizeof(files)));
 }
 
 void ctl_err(const char *fmt, ...)

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cgm/config.h"
+#include "cgm/files.h"
 #include "cgmctl.h"
 
 #ifndef CGM_LIBDIR
@@ -55,14 +56,12 @@ static int find_lib(char *out, size_t len)
 
 /*
  * Check a -s FILE=VALUE before anything is applied, so that a bad one
- * leaves the group as it was.  Sizes and 0/1 are parsed by the same
- * functions cgm_file_write() uses.
+ * leaves the group as it was: the file's own parser, as a write uses it.
  */
 static int check_setting(struct ctl *c, const char *s, char *file, size_t len)
 {
 	const char *eq = strchr(s, '=');
-	const char *v = eq ? eq + 1 : "";
-	uint64_t bytes;
+	char why[256];
 
 	if (!eq || (size_t)(eq - s) >= len) {
 		ctl_err("run: -s '%s': expected FILE=VALUE, like memory.max=512M", s);
@@ -72,24 +71,15 @@ static int check_setting(struct ctl *c, const char *s, char *file, size_t len)
 	file[eq - s] = '\0';
 	if (ctl_check_file(c, file) < 0)
 		return -1;
-	if (!strcmp(file, "memory.max") || !strcmp(file, "memory.high") ||
-	    !strcmp(file, "memory.low") || !strcmp(file, "memory.min")) {
-		if (cgm_parse_size(v, &bytes) == 0)
-			return 0;
-		ctl_err("run: -s %s: bad value '%s' (expected a size like 512M or 'max')", file, v);
-		return -1;
-	}
-	if (!strcmp(file, "memory.oom.group")) {
-		if (!strcmp(v, "0") || !strcmp(v, "1"))
-			return 0;
-		ctl_err("run: -s %s: bad value '%s' (expected 0 or 1)", file, v);
-		return -1;
-	}
-	if (!strcmp(file, "cgroup.procs"))
+	if (!strcmp(file, "cgroup.procs")) {
 		ctl_err("run: -s cgroup.procs: the command joins the group by itself");
-	else
-		ctl_err("run: -s %s: %s is read-only", file, file);
-	return -1;
+		return -1;
+	}
+	if (cgm_file_check(file, eq + 1, why, sizeof(why)) < 0) {
+		ctl_err("run: -s %s: %s", file, why);
+		return -1;
+	}
+	return 0;
 }
 
 /* LD_PRELOAD and CGMALLOC_CONF for the command. */

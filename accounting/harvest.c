@@ -1,0 +1,98 @@
+/*
+ * Harvest: returning what a process's threads have freed.
+ *
+ * Frees do not touch the page counters: the free fast path only counts
+ * into its thread's slot.  Those counts are harvested -- summed over the
+ * process's threads into the process's pool of freed bytes, whose whole
+ * pages are uncharged -- by charge slow paths, flushers and readers, the
+ * way rstat folds per-cpu deltas.  Stocks refill from the pool before
+ * they charge anything new (stock.c).  A process never uncharges more
+ * pages than it holds: frees of memory that was allocated before it
+ * attached are counted as untracked instead.
+ */
+#include "cgm/size_class.h"
+#include "internal.h"
+
+void harvest_pool_add(struct cgm_proc *p, uint64_t bytes)
+{
+	const int64_t cap = INT64_MAX / 2;
+
+	if (p->free_pool < 0 || p->free_pool > cap)
+		p->free_pool = p->free_pool < 0 ? 0 : cap;
+	p->free_pool = bytes > (uint64_t)(cap - p->free_pool) ? cap : p->free_pool + (int64_t)bytes;
+}
+
+void harvest_collect(struct cgm_hier *h, uint32_t proc, struct cgm_proc *p)
+{
+	struct cgm_thread_slot *ts;
+	uint32_t t;
+
+	for_each_proc_thread(h, p, proc, t, ts) {
+		uint64_t freed, small = 0;
+
+		freed = __atomic_load_n(&ts->freed_bytes, __ATOMIC_RELAXED);
+		harvest_pool_add(p, freed - ts->harvested_freed_bytes);
+		ts->harvested_freed_bytes = freed;
+		/*
+		 * freed_small[s] counts frees of blocks of s * 8 bytes: only
+		 * the indices of mimalloc's block sizes ever change.  Summed
+		 * here, added to the pool once (garbage counts from a scribbled
+		 * file wrap the sum; harvest_pool_add saturates).
+		 */
+		for (unsigned int b = 0; b < CGM_NR_BINS; b++) {
+			unsigned int s = cgm_bin_step[b];
+			uint64_t n = __atomic_load_n(&ts->freed_small[s], __ATOMIC_RELAXED);
+
+			if (n != ts->harvested_small[b]) {
+				small += (n - ts->harvested_small[b]) * s * 8;
+				ts->harvested_small[b] = n;
+			}
+		}
+		harvest_pool_add(p, small);
+	}
+	harvest_pool_add(p, 0);
+}
+
+void harvest_uncharge(struct cgm_hier *h, struct cgm_proc *p)
+{
+	struct cgm_group *g = hier_group(h, p->group);
+	int64_t pages;
+
+	if (p->held_pages < 0)
+		p->held_pages = 0;
+	pages = p->free_pool / CGM_PAGE_SIZE;
+	if (pages > p->held_pages) {
+		/* Freed memory that was never charged to us. */
+		p->untracked_bytes = (int64_t)((uint64_t)p->untracked_bytes +
+					       (uint64_t)(pages - p->held_pages) * CGM_PAGE_SIZE);
+		p->free_pool -= (pages - p->held_pages) * CGM_PAGE_SIZE;
+		pages = p->held_pages;
+	}
+	if (pages > 0 && g) {
+		page_counter_uncharge(&g->memory, pages);
+		p->held_pages -= pages;
+		p->free_pool -= pages * CGM_PAGE_SIZE;
+	}
+}
+
+void acct_harvest(struct cgm_hier *h, uint32_t proc)
+{
+	struct cgm_proc *p = hier_proc(h, proc);
+
+	if (!p || __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != CGM_SLOT_LIVE)
+		return;
+	hier_lock(&p->lock);
+	harvest_collect(h, proc, p);
+	harvest_uncharge(h, p);
+	hier_unlock(&p->lock);
+}
+
+void acct_harvest_subtree(struct cgm_hier *h, uint32_t group)
+{
+	struct cgm_proc *p;
+	uint32_t i;
+
+	for_each_live_proc(h, i, p)
+		if (group_in_subtree(h, p->group, group))
+			acct_harvest(h, i);
+}

@@ -1,0 +1,32 @@
+/*
+ * What one file of accounting/ offers another, and nothing outside
+ * accounting/ includes: the process's pool of freed bytes (harvest.c) and
+ * the limit checks that stocks and charges share (charge.c).
+ */
+#ifndef CGM_ACCT_INTERNAL_H
+#define CGM_ACCT_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cgm/acct.h"
+
+/* Add freed bytes to @p's pool, saturating: the counts come from the shared file. */
+void harvest_pool_add(struct cgm_proc *p, uint64_t bytes);
+
+/* Collect the frees of @proc's threads since the last harvest into its pool.  p->lock held. */
+void harvest_collect(struct cgm_hier *h, uint32_t proc, struct cgm_proc *p);
+
+/* Uncharge the whole pages of @p's pool.  p->lock held. */
+void harvest_uncharge(struct cgm_hier *h, struct cgm_proc *p);
+
+/* Is some counter from @group up within @pages (plus a batch) of its max or high? */
+bool charge_limit_near(const struct cgm_hier *h, uint32_t group, int64_t pages);
+
+/* What a negative stock lacks, bounded (a scribbled slot may hold INT64_MIN). */
+static inline int64_t stock_lack(const struct cgm_thread_slot *t)
+{
+	return t->stock < -(INT64_MAX / 2) ? INT64_MAX / 2 : -t->stock;
+}
+
+#endif /* CGM_ACCT_INTERNAL_H */
