@@ -55,7 +55,7 @@ static struct zp_pool *make_pool(enum zp_codec codec)
 /* ---- the measured loops (callgrind toggles collection on these) ---- */
 
 /* Store pages first .. first + n - 1 into e[0 .. n - 1]. */
-__attribute__((noinline)) void measured_store_loop(struct zp_pool *pool,
+static __attribute__((noinline)) void measured_store_loop(struct zp_pool *pool,
 						    zp_entry_t *e, long first,
 						    long n)
 {
@@ -64,7 +64,7 @@ __attribute__((noinline)) void measured_store_loop(struct zp_pool *pool,
 			abort();
 }
 
-__attribute__((noinline)) void measured_load_loop(struct zp_pool *pool,
+static __attribute__((noinline)) void measured_load_loop(struct zp_pool *pool,
 						   const zp_entry_t *e, long n,
 						   unsigned char *dst)
 {
@@ -75,7 +75,7 @@ __attribute__((noinline)) void measured_load_loop(struct zp_pool *pool,
 
 /* The same pages compressed by plain LZ4_compress_default, output to one
  * scratch buffer as zswap's per-CPU buffer. */
-__attribute__((noinline)) void measured_raw_compress_loop_at(long first, long n,
+static __attribute__((noinline)) void measured_raw_compress_loop_at(long first, long n,
 							      char *dst, int *lens)
 {
 	for (long i = 0; i < n; i++)
@@ -84,7 +84,7 @@ __attribute__((noinline)) void measured_raw_compress_loop_at(long first, long n,
 					       LZ4_compressBound(ZPT_PAGE));
 }
 
-__attribute__((noinline)) void measured_raw_decompress_loop(long n,
+static __attribute__((noinline)) void measured_raw_decompress_loop(long n,
 							     char *const *src,
 							     const int *lens,
 							     char *dst)
