@@ -31,6 +31,26 @@ extern const struct jump_entry __stop___cgm_jump_table[]
 #define SK_BATCH 64
 
 static pthread_mutex_t sk_lock = PTHREAD_MUTEX_INITIALIZER;
+/*
+ * Whether the calling thread holds sk_lock: fork() from a signal handler
+ * that interrupted a rewrite must not wait for the lock its own thread
+ * holds (the prefork handler takes it).
+ */
+static CGM_TLS bool sk_lock_mine;
+/* The prefork handler took sk_lock (and the postfork ones release it). */
+static bool sk_fork_locked;
+
+static void sk_lock_take(void)
+{
+	pthread_mutex_lock(&sk_lock);
+	sk_lock_mine = true;
+}
+
+static void sk_lock_give(void)
+{
+	sk_lock_mine = false;
+	pthread_mutex_unlock(&sk_lock);
+}
 static enum static_keys_mode sk_mode = STATIC_KEYS_FALLBACK;
 static const char *sk_reason = "not initialised yet";
 static char sk_reason_buf[160];
@@ -81,11 +101,11 @@ enum static_keys_mode static_keys_mode(const char **reason)
 {
 	enum static_keys_mode mode;
 
-	pthread_mutex_lock(&sk_lock);
+	sk_lock_take();
 	mode = sk_mode;
 	if (reason)
 		*reason = sk_reason;
-	pthread_mutex_unlock(&sk_lock);
+	sk_lock_give();
 	return mode;
 }
 
@@ -220,57 +240,69 @@ static void key_set(struct static_key *key, int value)
 
 void static_key_slow_inc(struct static_key *key)
 {
-	pthread_mutex_lock(&sk_lock);
+	sk_lock_take();
 	key_set(key, key->enabled + 1);
-	pthread_mutex_unlock(&sk_lock);
+	sk_lock_give();
 }
 
 void static_key_slow_dec(struct static_key *key)
 {
 	static int warned;
 
-	pthread_mutex_lock(&sk_lock);
+	sk_lock_take();
 	if (key->enabled <= 0)
 		cgm_log_once(&warned, "static key %s: more decrements than increments (ignored)",
 			     key->name ? key->name : "?");
 	else
 		key_set(key, key->enabled - 1);
-	pthread_mutex_unlock(&sk_lock);
+	sk_lock_give();
 }
 
 void static_key_enable(struct static_key *key)
 {
-	pthread_mutex_lock(&sk_lock);
+	sk_lock_take();
 	if (key->enabled == 0)
 		key_set(key, 1);
-	pthread_mutex_unlock(&sk_lock);
+	sk_lock_give();
 }
 
 void static_key_disable(struct static_key *key)
 {
-	pthread_mutex_lock(&sk_lock);
+	sk_lock_take();
 	if (key->enabled != 0)
 		key_set(key, 0);
-	pthread_mutex_unlock(&sk_lock);
+	sk_lock_give();
 }
 
-/* No key changes across fork(): the child never inherits a half-written site. */
+/*
+ * No key changes across fork(): the child never inherits a half-written
+ * site -- unless this very thread is in the middle of one (a signal
+ * handler that forks), where waiting would deadlock; the child then
+ * inherits the rewrite half done, and the trap handler finishes it.
+ */
 static void sk_prefork(void)
 {
-	pthread_mutex_lock(&sk_lock);
+	sk_fork_locked = !sk_lock_mine;
+	if (sk_fork_locked)
+		pthread_mutex_lock(&sk_lock);
 }
 
 static void sk_postfork_parent(void)
 {
-	pthread_mutex_unlock(&sk_lock);
+	if (sk_fork_locked)
+		pthread_mutex_unlock(&sk_lock);
 }
 
 static void sk_postfork_child(void)
 {
+	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+
 	/* membarrier registration belongs to the address space, not inherited. */
 	if (sk_mode == STATIC_KEYS_PATCHED)
 		sk_arch_after_fork();
-	pthread_mutex_unlock(&sk_lock);
+	/* The child's only thread: whoever held the lock is not here. */
+	sk_lock = fresh;
+	sk_lock_mine = false;
 }
 
 /* Can this process make a site's page writable and executable? */
@@ -300,7 +332,7 @@ enum static_keys_mode static_keys_init(bool want_patching)
 	const char *reason = NULL;
 	enum static_keys_mode mode;
 
-	pthread_mutex_lock(&sk_lock);
+	sk_lock_take();
 	if (sk_initialised)
 		goto out;
 	sk_initialised = true;
@@ -322,7 +354,7 @@ enum static_keys_mode static_keys_init(bool want_patching)
 	update_sites(NULL);
 out:
 	mode = sk_mode;
-	pthread_mutex_unlock(&sk_lock);
+	sk_lock_give();
 	return mode;
 }
 

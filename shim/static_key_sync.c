@@ -7,6 +7,7 @@
 #if (defined(__x86_64__) || defined(__aarch64__)) && !defined(CGM_STATIC_KEYS_GENERIC)
 
 #include <errno.h>
+#include <stdbool.h>
 #include <linux/membarrier.h>
 #include <stdio.h>
 #include <string.h>
@@ -20,14 +21,25 @@ static int membarrier(int cmd)
 	return (int)syscall(__NR_membarrier, cmd, 0, 0);
 }
 
+/*
+ * Registered in this address space?  A forked child registers at its
+ * first rewrite rather than in fork(): most children never rewrite a site,
+ * and fork-heavy programs should not pay a system call per fork.
+ */
+static bool registered = true;
+
 void sk_arch_sync_cores(void)
 {
+	if (!registered) {
+		membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE);
+		registered = true;
+	}
 	membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE);
 }
 
 void sk_arch_after_fork(void)
 {
-	membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE);
+	registered = false;
 }
 
 int sk_sync_register(const char **reason)

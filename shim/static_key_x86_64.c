@@ -110,10 +110,13 @@ static void sk_trap(int sig, siginfo_t *si, void *ctx)
 	}
 	/*
 	 * A thread that trapped on a site and was only scheduled into this
-	 * handler after the rewrite finished: the site now holds a whole
-	 * instruction, so run it.
+	 * handler after the rewrite finished -- or after it finished and the
+	 * next one put its guard there again, a window that reading the
+	 * guard byte here cannot close -- runs the site again: a whole
+	 * instruction runs, a guard traps it back here until its rewrite is
+	 * done.  Only an int3 that is not at a site is the program's.
 	 */
-	if (is_site(ip - 1) && *(volatile unsigned char *)(ip - 1) != OP_INT3) {
+	if (is_site(ip - 1)) {
 		uc->uc_mcontext.gregs[REG_RIP] = (greg_t)(ip - 1);
 		return;
 	}
