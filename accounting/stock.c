@@ -74,7 +74,10 @@ static bool stock_from_frees(struct cgm_acct *a, struct cgm_proc *p,
 	hier_lock(&p->lock);
 	harvest_collect(h, a->proc, p);
 	if (p->free_pool >= need) {
+		/* A batch, or all that is needed when that is more. */
 		take = p->free_pool < batch_bytes ? p->free_pool : batch_bytes;
+		if (take < need)
+			take = need;
 		if (check_limits && take > need &&
 		    charge_limit_near(h, p->group, batch_bytes / CGM_PAGE_SIZE))
 			take = need;
