@@ -2,11 +2,23 @@
  * Membership: process slots and thread slots in the hierarchy.
  *
  * A process attaches to one group; all its threads charge it.  On exit it
- * uncharges what it holds.  A process that died without detaching is
- * recognised by its pid and start time and its charge is returned by the
- * next process that attaches, or by cgmctl.  A thread slot outlives its
- * thread's last malloc: it is freed only once the thread is gone, so
- * frees run by late destructors still have a slot to land in.
+ * uncharges what it holds and its slot becomes EXITING, to be freed once
+ * the process is gone.  A process that died without detaching is
+ * recognised by its pid and the boot time of its attach (a process with
+ * that pid that started later is another one); its charge is returned
+ * when a slot is needed, when a limit refuses a charge, and by readers
+ * and cgmctl.  A thread slot outlives its thread's last malloc: it is
+ * freed only once the thread is gone, so frees run by late destructors
+ * still have a slot to land in; the process's next new thread frees it.
+ *
+ * A forked child is charged nothing for the heap it inherits (the kernel
+ * charges nothing at fork: the pages are shared copy-on-write and stay
+ * charged to whoever faulted them in).  It attaches to its parent's group
+ * lazily, at its first allocation that needs a slot; its frees of
+ * inherited blocks find nothing of its own to uncharge and are counted
+ * as untracked (harvest.c), and its live bytes never go below zero
+ * (rstat.c).  What the kernel would add -- the inherited pages the child
+ * writes, which copy-on-write gives it -- is not seen by an allocator.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -14,42 +26,83 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cgm/acct.h"
 #include "cgm/hier.h"
 #include "cgm/size_class.h"
 
-uint64_t acct_proc_start_time(int pid)
+/* CLOCK_BOOTTIME in ns: the clock of /proc/<pid>/stat's start time. */
+static uint64_t boottime_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000 + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * The state and start time (ns since boot, rounded down to a clock tick)
+ * of process @pid from /proc/<pid>/stat.  -ENOENT if there is none.
+ */
+static int read_proc_stat(int pid, char *state, uint64_t *start_ns)
 {
 	char path[64], buf[1024], *p;
-	unsigned long long start = 0;
+	unsigned long long ticks;
+	long hz = sysconf(_SC_CLK_TCK);
 	ssize_t n;
 	int fd;
 
 	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return 0;
+		return -errno;
 	n = read(fd, buf, sizeof(buf) - 1);
 	close(fd);
 	if (n <= 0)
-		return 0;
+		return -EIO;
 	buf[n] = '\0';
 	/* comm may contain spaces and parentheses: fields restart after the last ')'. */
 	p = strrchr(buf, ')');
-	if (!p)
-		return 0;
+	if (!p || !p[1] || !p[2])
+		return -EIO;
+	*state = p[2];
 	/* each step moves p to the space before field N: 3 (state) ... 22 (start time) */
 	for (int field = 3; field <= 22 && p; field++)
 		p = strchr(p + 1, ' ');
-	if (p)
-		start = strtoull(p + 1, NULL, 10);
+	if (!p || hz <= 0)
+		return -EIO;
+	ticks = strtoull(p + 1, NULL, 10);
+	*start_ns = (uint64_t)ticks * (1000000000 / (uint64_t)hz);
+	return 0;
+}
+
+bool acct_proc_gone(const struct cgm_proc *p)
+{
+	int pid = __atomic_load_n(&p->pid, __ATOMIC_RELAXED);
+	uint64_t start_ns;
+	char state;
+	int err;
+
+	if (pid <= 0 || (kill(pid, 0) < 0 && errno == ESRCH))
+		return true;
+	err = read_proc_stat(pid, &state, &start_ns);
+	if (err == -ENOENT || err == -ESRCH)
+		return true;
+	if (err)
+		return false;		/* cannot tell: keep it */
 	/* A zombie has exited: its memory is gone even if the pid remains. */
-	if (strstr(buf, ") Z ") || strstr(buf, ") X "))
-		return 0;
-	return start;
+	if (state == 'Z' || state == 'X')
+		return true;
+	/*
+	 * Our process started before it attached; a process that started
+	 * after that has reused the pid.  (Only a reuse within the same clock
+	 * tick as the attach could pass for ours.)
+	 */
+	return start_ns > __atomic_load_n(&p->attach_ns, __ATOMIC_RELAXED);
 }
 
 static bool thread_alive(int pid, int tid)
@@ -65,7 +118,7 @@ static void free_thread_slot(struct cgm_hier *h, uint32_t idx)
 		return;
 	memset(t, 0, offsetof(struct cgm_thread_slot, state));
 	t->next = CGM_NONE;
-	__atomic_fetch_and(&h->hdr->thread_map[idx / 64], ~(1ULL << (idx % 64)), __ATOMIC_RELEASE);
+	hier_map_clear(h->hdr->thread_map, idx);
 	__atomic_store_n(&t->state, CGM_SLOT_FREE, __ATOMIC_RELEASE);
 }
 
@@ -82,14 +135,14 @@ static void release_proc(struct cgm_hier *h, uint32_t idx)
 
 	if (!p || p->state == CGM_SLOT_FREE)
 		return;
-	rstat_flush(h);
 	rstat_fold_exit(h, p);
 	hier_lock(&p->lock);
 	g = hier_group(h, p->group);
 	if (g) {
 		if (p->held_pages > 0)
 			page_counter_uncharge(&g->memory, p->held_pages);
-		if (g->nr_procs)
+		/* A detached (EXITING) process left the count when it detached. */
+		if (p->state == CGM_SLOT_LIVE && g->nr_procs)
 			g->nr_procs--;
 	}
 	for_each_proc_thread(h, p, idx, t, ts)
@@ -100,6 +153,10 @@ static void release_proc(struct cgm_hier *h, uint32_t idx)
 	p->pid = 0;
 	__atomic_store_n(&p->state, CGM_SLOT_FREE, __ATOMIC_RELEASE);
 	hier_unlock(&p->lock);
+	hier_map_clear(h->hdr->exiting_map, idx);
+	hier_map_clear(h->hdr->proc_map, idx);
+	if (g)
+		group_reap_transient(h, p->group);
 	hier_bump_epoch(h);
 }
 
@@ -151,23 +208,21 @@ static void resync_usage(struct cgm_hier *h)
 		hier_unlock(&h->procs[i].lock);
 }
 
-/* Caller holds tree_lock.  @self_pid: a slot with this pid is a stale one of ours (exec). */
-static int reclaim_dead_locked(struct cgm_hier *h, int self_pid)
+/* Is slot @p in use by some process, attached or exiting? */
+static bool proc_in_use(const struct cgm_proc *p)
 {
-	struct cgm_proc *p;
-	uint32_t i;
+	return __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != CGM_SLOT_FREE;
+}
+
+/* Free the slots of processes that are gone.  Caller holds tree_lock. */
+static int reclaim_dead_locked(struct cgm_hier *h)
+{
 	int n = 0;
 
-	for_each_live_proc(h, i, p) {
-		uint64_t start;
+	for (uint32_t i = 0; i < CGM_MAX_PROCS; i++) {
+		struct cgm_proc *p = &h->procs[i];
 
-		if (p->pid == self_pid) {
-			release_proc(h, i);
-			n++;
-			continue;
-		}
-		start = acct_proc_start_time(p->pid);
-		if (start == 0 || start != p->start_time) {
+		if (proc_in_use(p) && acct_proc_gone(p)) {
 			release_proc(h, i);
 			n++;
 		}
@@ -182,77 +237,163 @@ int acct_reclaim_dead(struct cgm_hier *h)
 	int n;
 
 	hier_lock(&h->hdr->tree_lock);
-	n = reclaim_dead_locked(h, -1);
+	n = reclaim_dead_locked(h);
 	hier_unlock(&h->hdr->tree_lock);
 	return n;
 }
 
+/*
+ * A free process slot: a free one, else one whose process detached and is
+ * gone, else -- after the slots of every dead process are freed -- any.
+ * Caller holds tree_lock.
+ */
 static uint32_t claim_proc_slot(struct cgm_hier *h)
 {
-	for (uint32_t i = 0; i < CGM_MAX_PROCS; i++)
-		if (h->procs[i].state == CGM_SLOT_FREE)
-			return i;
+	static uint32_t cursor;
+	struct cgm_hier_header *hd = h->hdr;
+
+	/*
+	 * Each attach also frees the slot of one process that detached and
+	 * is gone, going round the table: processes that come and go (a
+	 * shell's children) give their thread slots back as fast as new ones
+	 * take them, for the price of a kill(pid, 0).
+	 */
+	for (uint32_t n = 0; n < CGM_MAX_PROCS / 64 + 1; n++) {
+		uint32_t w = (cursor / 64 + n) % (CGM_MAX_PROCS / 64);
+		uint64_t bits = __atomic_load_n(&hd->exiting_map[w], __ATOMIC_ACQUIRE);
+		uint32_t i;
+
+		if (n == 0)
+			bits &= ~0ULL << (cursor % 64);
+		if (!bits)
+			continue;
+		i = w * 64 + (uint32_t)__builtin_ctzll(bits);
+		cursor = i + 1;
+		if (h->procs[i].state != CGM_SLOT_EXITING)
+			hier_map_clear(hd->exiting_map, i);
+		else if (acct_proc_gone(&h->procs[i]))
+			release_proc(h, i);
+		break;
+	}
+	for (int round = 0; round < 2; round++) {
+		for (uint32_t w = 0; w < CGM_MAX_PROCS / 64; w++) {
+			uint64_t free = ~__atomic_load_n(&hd->proc_map[w], __ATOMIC_ACQUIRE);
+
+			for (; free; free &= free - 1) {
+				uint32_t i = w * 64 + (uint32_t)__builtin_ctzll(free);
+
+				if (!proc_in_use(&h->procs[i]))
+					return i;
+				hier_map_set(hd->proc_map, i);	/* the map was wrong */
+			}
+		}
+		/* Full: free what dead processes hold, and try once more. */
+		if (round == 0 && reclaim_dead_locked(h) == 0)
+			break;
+	}
 	return CGM_NONE;
 }
 
-static void read_comm(char *buf, size_t len)
+/*
+ * Slots with our own pid are what this process left behind before an
+ * exec (the old image ran no exit handlers).  Caller holds tree_lock.
+ */
+static void release_own_stale(struct cgm_hier *h)
 {
-	int fd = open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd >= 0 ? read(fd, buf, len - 1) : -1;
+	int pid = (int)getpid();
 
-	if (fd >= 0)
-		close(fd);
-	if (n < 0)
-		n = 0;
-	buf[n] = '\0';
-	buf[strcspn(buf, "\n")] = '\0';
+	for (uint32_t w = 0; w < CGM_MAX_PROCS / 64; w++) {
+		uint64_t used = __atomic_load_n(&h->hdr->proc_map[w], __ATOMIC_ACQUIRE);
+
+		for (; used; used &= used - 1) {
+			uint32_t i = w * 64 + (uint32_t)__builtin_ctzll(used);
+
+			if (proc_in_use(&h->procs[i]) && h->procs[i].pid == pid)
+				release_proc(h, i);
+		}
+	}
 }
 
 /* Fill slot @idx for this process in group @group.  Caller holds tree_lock. */
-static void setup_proc(struct cgm_hier *h, uint32_t idx, uint32_t group, int64_t held)
+static void setup_proc(struct cgm_hier *h, uint32_t idx, uint32_t group)
 {
 	struct cgm_proc *p = &h->procs[idx];
+	char comm[16] = "";
 
+	/* The calling thread's name, which is the program's for a new process. */
+	prctl(PR_GET_NAME, comm, 0, 0, 0);
 	hier_lock(&p->lock);
 	p->pid = (int32_t)getpid();
-	p->start_time = acct_proc_start_time(p->pid);
+	p->attach_ns = boottime_ns();
 	p->group = group;
 	p->first_thread = CGM_NONE;
-	p->held_pages = held;
+	p->held_pages = 0;
 	p->free_pool = 0;
 	p->untracked_bytes = 0;
 	p->live_bytes = 0;
-	p->live_objects = 0;
+	p->anon = 0;
 	p->move_to = CGM_NONE;
-	read_comm(p->comm, sizeof(p->comm));
+	memcpy(p->comm, comm, sizeof(p->comm));
+	p->comm[sizeof(p->comm) - 1] = '\0';
 	__atomic_store_n(&p->state, CGM_SLOT_LIVE, __ATOMIC_RELEASE);
 	hier_unlock(&p->lock);
+	hier_map_set(h->hdr->proc_map, idx);
+	hier_map_clear(h->hdr->exiting_map, idx);
 	h->groups[group].nr_procs++;
+}
+
+/* Attach to existing group @group.  Caller holds tree_lock. */
+static int attach_locked(struct cgm_acct *a, uint32_t group)
+{
+	struct cgm_hier *h = &a->h;
+	uint32_t idx;
+
+	if (!hier_group(h, group))
+		return -ENOENT;
+	idx = claim_proc_slot(h);
+	if (idx == CGM_NONE)
+		return -ENOSPC;
+	setup_proc(h, idx, group);
+	a->proc = idx;
+	return 0;
+}
+
+/* Attach to the group at @path, created with @flags if missing. */
+static int attach_path(struct cgm_acct *a, const char *path, uint32_t flags)
+{
+	struct cgm_hier *h = &a->h;
+	int64_t group;
+	int err;
+
+	hier_lock(&h->hdr->tree_lock);
+	release_own_stale(h);
+	group = group_create(h, path, flags);
+	err = group < 0 ? (int)group : attach_locked(a, (uint32_t)group);
+	/* A scope this call made but could not enter goes again. */
+	if (err && group >= 0)
+		group_reap_transient(h, (uint32_t)group);
+	hier_unlock(&h->hdr->tree_lock);
+	return err;
 }
 
 int acct_attach(struct cgm_acct *a, const char *path)
 {
-	struct cgm_hier *h = &a->h;
-	int64_t group;
-	uint32_t idx;
+	return attach_path(a, path, 0);
+}
 
-	hier_lock(&h->hdr->tree_lock);
-	/* A slot with our own pid is what we left behind before an exec. */
-	reclaim_dead_locked(h, (int)getpid());
-	group = group_mkdir(h, path);
-	if (group < 0) {
-		hier_unlock(&h->hdr->tree_lock);
-		return (int)group;
-	}
-	idx = claim_proc_slot(h);
-	if (idx == CGM_NONE) {
-		hier_unlock(&h->hdr->tree_lock);
-		return -ENOSPC;
-	}
-	setup_proc(h, idx, (uint32_t)group, 0);
-	a->proc = idx;
-	hier_unlock(&h->hdr->tree_lock);
-	return 0;
+int acct_attach_scope(struct cgm_acct *a, const char *path)
+{
+	return attach_path(a, path, CGM_GROUP_TRANSIENT);
+}
+
+int acct_attach_group(struct cgm_acct *a, uint32_t group)
+{
+	int err;
+
+	hier_lock(&a->h.hdr->tree_lock);
+	err = attach_locked(a, group);
+	hier_unlock(&a->h.hdr->tree_lock);
+	return err;
 }
 
 void acct_detach(struct cgm_acct *a)
@@ -263,7 +404,6 @@ void acct_detach(struct cgm_acct *a)
 
 	if (!p)
 		return;
-	rstat_flush(h);
 	rstat_fold_exit(h, p);
 	acct_harvest(h, a->proc);
 	/*
@@ -273,13 +413,27 @@ void acct_detach(struct cgm_acct *a)
 	 * Whatever they charge after this is returned when the slot is
 	 * reclaimed as dead.
 	 */
+	hier_lock(&h->hdr->tree_lock);
 	hier_lock(&p->lock);
 	g = hier_group(h, p->group);
 	if (g && p->held_pages > 0)
 		page_counter_uncharge(&g->memory, p->held_pages);
+	if (g && p->state == CGM_SLOT_LIVE && g->nr_procs)
+		g->nr_procs--;
 	p->held_pages = 0;
 	p->free_pool = 0;
+	__atomic_store_n(&p->state, CGM_SLOT_EXITING, __ATOMIC_RELEASE);
+	hier_map_set(h->hdr->exiting_map, a->proc);
+	if (g)
+		group_reap_transient(h, p->group);
+	/*
+	 * The slot no longer belongs to a group: the group may go (a scope
+	 * does, now, when this was its last process), and its index be
+	 * taken by a new one, which the slot's release must not touch.
+	 */
+	__atomic_store_n(&p->group, CGM_NONE, __ATOMIC_RELEASE);
 	hier_unlock(&p->lock);
+	hier_unlock(&h->hdr->tree_lock);
 	a->proc = CGM_NONE;
 	hier_bump_epoch(h);
 }
@@ -295,25 +449,37 @@ static void link_thread(struct cgm_hier *h, struct cgm_proc *p, uint32_t proc, u
 	p->first_thread = idx;
 }
 
+/* Take slot @i for thread @tid if it is free. */
+static bool take_thread_slot(struct cgm_hier *h, uint32_t i, int tid)
+{
+	struct cgm_thread_slot *t = &h->threads[i];
+	uint32_t expect = CGM_SLOT_FREE;
+
+	if (!__atomic_compare_exchange_n(&t->state, &expect, CGM_SLOT_LIVE, false,
+					 __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+		return false;
+	/* Counters start at zero; so do the flusher's snapshots. */
+	memset(t, 0, offsetof(struct cgm_thread_slot, state));
+	memset(&t->snap_frees, 0, sizeof(*t) - offsetof(struct cgm_thread_slot, snap_frees));
+	t->tid = tid;
+	/* No owner until link_thread(): a flush skips the slot till then. */
+	__atomic_store_n(&t->proc, CGM_NONE, __ATOMIC_RELAXED);
+	hier_map_set(h->hdr->thread_map, i);
+	return true;
+}
+
+/* A free thread slot, found through the map of slots in use. */
 static uint32_t claim_thread_slot(struct cgm_hier *h, int tid)
 {
-	for (uint32_t i = 0; i < CGM_MAX_THREADS; i++) {
-		struct cgm_thread_slot *t = &h->threads[i];
-		uint32_t expect = CGM_SLOT_FREE;
+	for (uint32_t w = 0; w < CGM_MAX_THREADS / 64; w++) {
+		uint64_t free = ~__atomic_load_n(&h->hdr->thread_map[w], __ATOMIC_ACQUIRE);
 
-		if (__atomic_load_n(&t->state, __ATOMIC_RELAXED) != CGM_SLOT_FREE)
-			continue;
-		if (!__atomic_compare_exchange_n(&t->state, &expect, CGM_SLOT_LIVE, false,
-						 __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
-			continue;
-		/* Counters start at zero; so do the flusher's snapshots. */
-		memset(t, 0, offsetof(struct cgm_thread_slot, state));
-		memset(&t->snap_frees, 0, sizeof(*t) - offsetof(struct cgm_thread_slot, snap_frees));
-		t->tid = tid;
-		/* No owner until link_thread(): a flush skips the slot till then. */
-		__atomic_store_n(&t->proc, CGM_NONE, __ATOMIC_RELAXED);
-		__atomic_fetch_or(&h->hdr->thread_map[i / 64], 1ULL << (i % 64), __ATOMIC_RELEASE);
-		return i;
+		for (; free; free &= free - 1) {
+			uint32_t i = w * 64 + (uint32_t)__builtin_ctzll(free);
+
+			if (take_thread_slot(h, i, tid))
+				return i;
+		}
 	}
 	return CGM_NONE;
 }
@@ -326,10 +492,13 @@ uint32_t acct_thread_register(struct cgm_acct *a, int tid)
 
 	if (!p)
 		return CGM_NONE;
+	/* The slots of this process's threads that are gone come back first. */
+	rstat_reap_exited(h, a->proc);
 	idx = claim_thread_slot(h, tid);
 	if (idx == CGM_NONE) {
-		/* Slots of exited threads may be waiting for reclaim. */
-		acct_harvest(h, a->proc);
+		/* Other processes' exited threads, and dead processes' slots. */
+		rstat_flush(h);
+		acct_reclaim_dead(h);
 		idx = claim_thread_slot(h, tid);
 		if (idx == CGM_NONE)
 			return CGM_NONE;
@@ -402,51 +571,4 @@ void acct_reap_threads(struct cgm_hier *h, uint32_t proc)
 			h->threads[prev].next = t->next;
 		free_thread_slot(h, idx);
 	}
-}
-
-int acct_fork_child(struct cgm_acct *a, uint32_t *thread_slot)
-{
-	struct cgm_hier *h = &a->h;
-	struct cgm_proc *parent = hier_proc(h, a->proc);
-	struct cgm_thread_slot *ts;
-	struct cgm_group *g;
-	int64_t held, others = 0, inherited_bytes, inherited_objects;
-	uint32_t idx, group, t;
-
-	if (!parent)
-		return -EINVAL;
-	/* The parent's live bytes as of now: the child's statistics start there. */
-	rstat_flush(h);
-	inherited_bytes = parent->live_bytes;
-	inherited_objects = parent->live_objects;
-	hier_lock(&h->hdr->tree_lock);
-	group = parent->group;
-	g = hier_group(h, group);
-	/*
-	 * The child inherits a copy of the parent's heap: charge what the
-	 * parent holds, less what the parent's threads had precharged (their
-	 * slots stay the parent's; the child's thread starts with none).
-	 */
-	for_each_proc_thread(h, parent, a->proc, t, ts)
-		others += acct_slot_precharge(ts);
-	held = parent->held_pages - others / CGM_PAGE_SIZE;
-	if (held < 0)
-		held = 0;
-	idx = claim_proc_slot(h);
-	if (idx == CGM_NONE || !g) {
-		hier_unlock(&h->hdr->tree_lock);
-		return -ENOSPC;
-	}
-	if (held)
-		page_counter_charge(&g->memory, held);
-	setup_proc(h, idx, group, held);
-	a->proc = idx;
-	hier_unlock(&h->hdr->tree_lock);
-
-	*thread_slot = acct_thread_register(a, (int)syscall(SYS_gettid));
-	/* The inherited heap is the child's live heap from the start. */
-	if (inherited_bytes > 0)
-		rstat_inherit(h, &h->procs[idx], inherited_bytes,
-			      inherited_objects > 0 ? inherited_objects : 0);
-	return 0;
 }

@@ -33,6 +33,8 @@ const char *cgm_stat_name(int i, char *buf, size_t len)
 
 void cgm_files_flush(struct cgm_hier *h, uint32_t group)
 {
+	/* What processes that died without detaching held is not in use. */
+	acct_reclaim_dead(h);
 	acct_harvest_subtree(h, group);
 	rstat_flush(h);
 }
@@ -159,6 +161,33 @@ static int write_oom_group(const struct cgm_file *f, struct cgm_hier *h, uint32_
 	return 0;
 }
 
+/* cgroup.delegate: the group's processes may manage what is below it. */
+static int show_delegate(const struct cgm_file *f, struct cgm_hier *h, uint32_t group,
+			 char *buf, size_t len)
+{
+	int n = 0;
+
+	(void)f;
+	OUT("%d\n", (hier_group(h, group)->flags & CGM_GROUP_DELEGATED) ? 1 : 0);
+	return n;
+}
+
+static int write_delegate(const struct cgm_file *f, struct cgm_hier *h, uint32_t group,
+			  uint64_t v, char *why, size_t whylen)
+{
+	struct cgm_group *g = hier_group(h, group);
+
+	(void)f;
+	(void)why;
+	(void)whylen;
+	if (v)
+		__atomic_or_fetch(&g->flags, CGM_GROUP_DELEGATED, __ATOMIC_RELAXED);
+	else
+		__atomic_and_fetch(&g->flags, ~(uint32_t)CGM_GROUP_DELEGATED, __ATOMIC_RELAXED);
+	hier_bump_epoch(h);
+	return 0;
+}
+
 static int show_procs(const struct cgm_file *f, struct cgm_hier *h, uint32_t group,
 		      char *buf, size_t len)
 {
@@ -168,7 +197,7 @@ static int show_procs(const struct cgm_file *f, struct cgm_hier *h, uint32_t gro
 
 	(void)f;
 	for_each_live_proc(h, i, p)
-		if (p->group == group && acct_proc_start_time(p->pid) == p->start_time)
+		if (p->group == group && !acct_proc_gone(p))
 			OUT("%d\n", p->pid);
 	return n;
 }
@@ -198,24 +227,27 @@ static int write_procs(const struct cgm_file *f, struct cgm_hier *h, uint32_t gr
 	for_each_live_proc(h, i, p) {
 		struct timespec ts = { 0, 5000000 };
 
-		if (p->pid != (int64_t)pid || acct_proc_start_time(p->pid) != p->start_time)
+		if (p->pid != (int64_t)pid || acct_proc_gone(p))
 			continue;
 		/*
-		 * Ask the process to move itself (its watcher does it); if it
-		 * does not within a second (stopped, or no watcher), move its
-		 * charge from here.
+		 * Ask the process to move itself (its next allocation slow path
+		 * does it, under the moving key); if it does not within a
+		 * second (idle, or stopped), move its charge from here.
 		 */
 		__atomic_store_n(&p->move_to, group, __ATOMIC_RELEASE);
 		hier_bump_epoch(h);
-		for (int t = 0; t < 200; t++) {
+		err = 1;
+		for (int t = 0; t < 200 && err == 1; t++) {
 			if (__atomic_load_n(&p->move_to, __ATOMIC_ACQUIRE) == CGM_NONE)
-				return __atomic_load_n(&p->group, __ATOMIC_ACQUIRE) == group ? 0 : -ENOMEM;
-			nanosleep(&ts, NULL);
+				err = __atomic_load_n(&p->group, __ATOMIC_ACQUIRE) == group ? 0 : -ENOMEM;
+			else
+				nanosleep(&ts, NULL);
 		}
-		err = acct_move(h, i, group);
+		if (err == 1)
+			err = acct_move(h, i, group);
 		if (err == -ENOMEM)
-			snprintf(why, whylen, "the destination's memory.max cannot take the process's %" PRId64 " pages",
-				 p->held_pages);
+			snprintf(why, whylen, "refused: the destination's memory.max cannot take the "
+				 "process's %" PRId64 " pages", p->held_pages);
 		return err;
 	}
 	snprintf(why, whylen, "no process %" PRIu64 " is attached to the hierarchy", pid);
@@ -229,17 +261,17 @@ const struct cgm_file cgm_files[] = {
 	  .help = "bytes charged to the group and its descendants" },
 	{ .name = "memory.peak", .flags = CGM_FILE_FLUSH, .private = 1, .show = show_usage,
 	  .help = "the highest memory.current seen" },
-	{ .name = "memory.max", .private = CGM_LIMIT_MAX, .show = show_limit,
-	  .parse = parse_limit, .write = write_limit,
+	{ .name = "memory.max", .flags = CGM_FILE_NOT_ON_ROOT, .private = CGM_LIMIT_MAX,
+	  .show = show_limit, .parse = parse_limit, .write = write_limit,
 	  .help = "hard limit: at it, reclaim, then fail the allocation or OOM-kill" },
-	{ .name = "memory.high", .private = CGM_LIMIT_HIGH, .show = show_limit,
-	  .parse = parse_limit, .write = write_limit,
+	{ .name = "memory.high", .flags = CGM_FILE_NOT_ON_ROOT, .private = CGM_LIMIT_HIGH,
+	  .show = show_limit, .parse = parse_limit, .write = write_limit,
 	  .help = "throttle limit: allocating threads above it sleep" },
-	{ .name = "memory.low", .private = CGM_LIMIT_LOW, .show = show_limit,
-	  .parse = parse_limit, .write = write_limit,
+	{ .name = "memory.low", .flags = CGM_FILE_NOT_ON_ROOT, .private = CGM_LIMIT_LOW,
+	  .show = show_limit, .parse = parse_limit, .write = write_limit,
 	  .help = "best-effort protection (stored; not yet honoured: nothing is reclaimed)" },
-	{ .name = "memory.min", .private = CGM_LIMIT_MIN, .show = show_limit,
-	  .parse = parse_limit, .write = write_limit,
+	{ .name = "memory.min", .flags = CGM_FILE_NOT_ON_ROOT, .private = CGM_LIMIT_MIN,
+	  .show = show_limit, .parse = parse_limit, .write = write_limit,
 	  .help = "hard protection (stored; not yet honoured: nothing is reclaimed)" },
 	{ .name = "memory.stat", .flags = CGM_FILE_FLUSH, .show = show_stat,
 	  .help = "statistics of the group and its descendants" },
@@ -249,11 +281,15 @@ const struct cgm_file cgm_files[] = {
 	  .help = "low/high/max/oom/oom_kill/oom_group_kill counts, descendants included" },
 	{ .name = "memory.events.local", .private = 1, .show = show_events,
 	  .help = "the same events, of the group itself" },
-	{ .name = "memory.oom.group", .show = show_oom_group, .parse = parse_bool01,
-	  .write = write_oom_group,
+	{ .name = "memory.oom.group", .flags = CGM_FILE_NOT_ON_ROOT, .show = show_oom_group,
+	  .parse = parse_bool01, .write = write_oom_group,
 	  .help = "1: an OOM kill takes every process of the group" },
 	{ .name = "cgroup.procs", .show = show_procs, .parse = parse_pid, .write = write_procs,
 	  .help = "the attached processes; writing a pid moves it here with its charge" },
+	{ .name = "cgroup.delegate", .flags = CGM_FILE_NOT_ON_ROOT, .show = show_delegate,
+	  .parse = parse_bool01, .write = write_delegate,
+	  .help = "cgmalloc's own: 1 lets the group's processes set the limits of, and move "
+		  "processes between, the groups below it" },
 };
 
 const size_t cgm_nfiles = CGM_ARRAY_SIZE(cgm_files);
@@ -344,7 +380,51 @@ int cgm_file_check(const char *name, const char *value, char *why, size_t whylen
 	return err;
 }
 
-int cgm_file_write(struct cgm_hier *h, uint32_t group, const char *name,
+/* The nearest group from @idx up that is delegated, or CGM_NONE. */
+static uint32_t delegation_root(const struct cgm_hier *h, uint32_t idx)
+{
+	const struct cgm_group *g;
+
+	for_each_ancestor(h, idx, g)
+		if (__atomic_load_n(&g->flags, __ATOMIC_RELAXED) & CGM_GROUP_DELEGATED)
+			return idx;
+	return CGM_NONE;
+}
+
+/*
+ * May a process of group @writer write file @f of group @target?  As with
+ * cgroup delegation: a process may set the limits of the groups below its
+ * own, but not of its own group or an ancestor -- else a limited program
+ * lifts its limit -- except below a delegated group that it is in.  It
+ * may move processes into its own subtree, or anywhere in a delegated
+ * group's.  Accounting is cooperative: this stops a program that asks,
+ * not one that writes to the shared mapping (see the README).
+ */
+static int may_write(const struct cgm_hier *h, uint32_t writer, const struct cgm_file *f,
+		     uint32_t target, char *why, size_t whylen)
+{
+	uint32_t d;
+
+	if (writer == CGM_NONE)
+		return 0;
+	d = delegation_root(h, writer);
+	if (f->write == write_procs) {
+		if (group_in_subtree(h, target, writer) ||
+		    (d != CGM_NONE && group_in_subtree(h, target, d)))
+			return 0;
+		snprintf(why, whylen, "a process may move processes only into its own group or "
+			 "below it, or within a delegated group (cgroup.delegate)");
+		return -EPERM;
+	}
+	if (!group_in_subtree(h, writer, target) ||
+	    (d != CGM_NONE && target != d && group_in_subtree(h, target, d)))
+		return 0;
+	snprintf(why, whylen, "a process may not change %s of its own group or of an ancestor "
+		 "(cgroup delegation: write it from outside, or delegate a group above)", f->name);
+	return -EPERM;
+}
+
+int cgm_file_write(struct cgm_hier *h, uint32_t writer, uint32_t group, const char *name,
 		   const char *value, char *why, size_t whylen)
 {
 	const struct cgm_file *f;
@@ -359,8 +439,9 @@ int cgm_file_write(struct cgm_hier *h, uint32_t group, const char *name,
 	if (!f)
 		return err;
 	if (!cgm_file_exists(f, group)) {
-		snprintf(why, whylen, "the root group has no %s", name);
-		return -ENOENT;
+		snprintf(why, whylen, "the root group has no %s (as in cgroup v2)", name);
+		return -EINVAL;
 	}
-	return f->write(f, h, group, val, why, whylen);
+	err = may_write(h, writer, f, group, why, whylen);
+	return err ? err : f->write(f, h, group, val, why, whylen);
 }

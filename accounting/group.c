@@ -18,6 +18,9 @@ static bool name_char_ok(char c)
 	       c == ':' || c == '+';
 }
 
+const char group_path_rules[] = "an absolute path like /batch/job1: names of letters, "
+	"digits and _-.@:+, at most 63 bytes each, at most 64 deep";
+
 int group_path_valid(const char *path)
 {
 	size_t comp = 0;
@@ -129,7 +132,7 @@ static int64_t alloc_group(struct cgm_hier *h, uint32_t parent, const char *name
 	return -ENOSPC;
 }
 
-int64_t group_mkdir(struct cgm_hier *h, const char *path)
+int64_t group_create(struct cgm_hier *h, const char *path, uint32_t flags)
 {
 	const char *rest;
 	uint32_t cur;
@@ -148,15 +151,22 @@ int64_t group_mkdir(struct cgm_hier *h, const char *path)
 		rest += len;
 		if (*rest == '/')
 			rest++;
+		if (!*rest)
+			h->groups[cur].flags = flags;
 	}
 	return cur;
 }
 
-int group_rmdir(struct cgm_hier *h, const char *path)
+int64_t group_mkdir(struct cgm_hier *h, const char *path)
 {
-	uint32_t idx = group_lookup(h, path);
+	return group_create(h, path, 0);
+}
+
+/* Remove empty group @idx: -EBUSY if it has children, processes or a charge. */
+static int group_remove(struct cgm_hier *h, uint32_t idx)
+{
 	struct cgm_group *g = hier_group(h, idx), *p;
-	uint32_t *link;
+	uint32_t *link, n = 0;
 
 	if (!g)
 		return -ENOENT;
@@ -167,23 +177,31 @@ int group_rmdir(struct cgm_hier *h, const char *path)
 	p = hier_group(h, g->parent);
 	if (!p)
 		return -EINVAL;
-	for (link = &p->first_child; *link != CGM_NONE;) {
-		struct cgm_group *s = hier_group(h, *link);
-
-		if (!s)
+	for (link = &p->first_child; *link != idx; link = &hier_group(h, *link)->next_sibling)
+		if (!hier_group(h, *link) || ++n > CGM_MAX_GROUPS)
 			return -EINVAL;
-		if (*link == idx) {
-			*link = g->next_sibling;
-			break;
-		}
-		link = &s->next_sibling;
-	}
+	*link = g->next_sibling;
 	p->nr_children--;
 	/* Limits of a removed group no longer hold anything back. */
 	if (g->memory.max != PAGE_COUNTER_MAX || g->memory.high != PAGE_COUNTER_MAX)
 		h->hdr->nr_limited--;
 	__atomic_store_n(&g->state, CGM_SLOT_FREE, __ATOMIC_RELEASE);
 	return 0;
+}
+
+int group_rmdir(struct cgm_hier *h, const char *path)
+{
+	return group_remove(h, group_lookup(h, path));
+}
+
+void group_reap_transient(struct cgm_hier *h, uint32_t idx)
+{
+	struct cgm_group *g;
+
+	/* A removed group keeps its parent link: the walk goes on from there. */
+	for_each_ancestor(h, idx, g)
+		if (!(g->flags & CGM_GROUP_TRANSIENT) || group_remove(h, idx) < 0)
+			break;
 }
 
 int group_path(const struct cgm_hier *h, uint32_t idx, char *buf, size_t len)

@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <linux/futex.h>
 #include <stdint.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -24,9 +23,54 @@
 
 #include "cgm/hier.h"
 
-void hier_default_path(char *buf, size_t len)
+int hier_user_dir(const char *base, char *buf, size_t len, char *why, size_t whylen)
 {
-	snprintf(buf, len, "/dev/shm/cgmalloc.%u", (unsigned)getuid());
+	unsigned int uid = (unsigned int)getuid();
+	struct stat st;
+
+	if ((size_t)snprintf(buf, len, "%s/cgmalloc-%u", base, uid) >= len) {
+		snprintf(why, whylen, "%s: path too long", base);
+		return -ENAMETOOLONG;
+	}
+	if (mkdir(buf, 0700) < 0 && errno != EEXIST) {
+		int err = errno;
+
+		snprintf(why, whylen, "cannot create %s: %s", buf, strerror(err));
+		return -err;
+	}
+	/*
+	 * Anyone may create a name in a sticky, world-writable directory
+	 * first: only a real directory of ours that nobody else can enter
+	 * will do.
+	 */
+	if (lstat(buf, &st) < 0) {
+		int err = errno;
+
+		snprintf(why, whylen, "cannot stat %s: %s", buf, strerror(err));
+		return -err;
+	}
+	if (!S_ISDIR(st.st_mode) || st.st_uid != uid || (st.st_mode & 077) != 0) {
+		snprintf(why, whylen, "%s is not a private directory of uid %u (%s owned by uid %u, "
+			 "mode %03o): remove it, or name another hierarchy= file", buf, uid,
+			 S_ISDIR(st.st_mode) ? "a directory" : S_ISLNK(st.st_mode) ? "a symlink" :
+			 "not a directory", (unsigned int)st.st_uid, (unsigned int)(st.st_mode & 0777));
+		return -EPERM;
+	}
+	return 0;
+}
+
+int hier_default_path(char *buf, size_t len, char *why, size_t whylen)
+{
+	char dir[CGM_PATH_MAX];
+	int err = hier_user_dir("/dev/shm", dir, sizeof(dir), why, whylen);
+
+	if (err)
+		return err;
+	if ((size_t)snprintf(buf, len, "%s/hierarchy", dir) >= len) {
+		snprintf(why, whylen, "%s: path too long", dir);
+		return -ENAMETOOLONG;
+	}
+	return 0;
 }
 
 static size_t layout_size(void)
@@ -60,6 +104,18 @@ static void init_shared_mutex(pthread_mutex_t *m)
 	pthread_mutexattr_destroy(&a);
 }
 
+/*
+ * How many of the hierarchy's locks the calling thread holds.  A child
+ * forked by a signal handler that interrupted such a section must not
+ * wait for them: their owner is the parent's thread.
+ */
+static CGM_TLS unsigned int locks_held;
+
+unsigned int hier_locks_held(void)
+{
+	return locks_held;
+}
+
 void hier_lock(pthread_mutex_t *m)
 {
 	/*
@@ -69,6 +125,7 @@ void hier_lock(pthread_mutex_t *m)
 	 */
 	if (pthread_mutex_lock(m) == EOWNERDEAD)
 		pthread_mutex_consistent(m);
+	locks_held++;
 }
 
 bool hier_trylock(pthread_mutex_t *m)
@@ -77,11 +134,15 @@ bool hier_trylock(pthread_mutex_t *m)
 
 	if (err == EOWNERDEAD)
 		pthread_mutex_consistent(m);
-	return err == 0 || err == EOWNERDEAD;
+	if (err != 0 && err != EOWNERDEAD)
+		return false;
+	locks_held++;
+	return true;
 }
 
 void hier_unlock(pthread_mutex_t *m)
 {
+	locks_held--;
 	pthread_mutex_unlock(m);
 }
 
@@ -198,9 +259,14 @@ static int create_file(const char *path, char *why, size_t whylen)
 		snprintf(why, whylen, "cannot create %s: %s", tmp, strerror(errno));
 		return -errno;
 	}
-	if (ftruncate(fd, (off_t)size) < 0) {
-		err = -errno;
-		snprintf(why, whylen, "cannot size %s: %s", tmp, strerror(errno));
+	/*
+	 * The storage is reserved now: a sparse file on a full /dev/shm would
+	 * let a later first touch of a page kill every user with SIGBUS.
+	 */
+	err = -posix_fallocate(fd, 0, (off_t)size);
+	if (err) {
+		snprintf(why, whylen, "cannot reserve %zu KiB for %s: %s", size >> 10, tmp,
+			 strerror(-err));
 		goto out;
 	}
 	base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -404,5 +470,4 @@ uint32_t hier_thread_index(const struct cgm_hier *h, const struct cgm_thread_slo
 void hier_bump_epoch(struct cgm_hier *h)
 {
 	__atomic_add_fetch(&h->hdr->epoch, 1, __ATOMIC_RELEASE);
-	syscall(SYS_futex, &h->hdr->epoch, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
 }

@@ -25,8 +25,6 @@ int acct_move(struct cgm_hier *h, uint32_t proc, uint32_t group)
 
 	if (!p || !to)
 		return -ENOENT;
-	/* Live bytes as of now, so that anon can follow the process. */
-	rstat_flush(h);
 	hier_lock(&h->hdr->tree_lock);
 	if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != CGM_SLOT_LIVE) {
 		err = -ESRCH;

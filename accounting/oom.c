@@ -5,8 +5,11 @@
  * such group (the kernel's mem_cgroup_get_oom_group) -- and retry once
  * their charge is back.
  */
+#include <errno.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cgm/log.h"
 #include "internal.h"
@@ -45,16 +48,38 @@ static uint32_t oom_group_of(struct cgm_hier *h, uint32_t victim_group, uint32_t
 	return found;
 }
 
-static void kill_proc(struct cgm_hier *h, uint32_t idx)
+/*
+ * SIGKILL the process of slot @idx -- only if it is still the process that
+ * attached: a slot whose process is gone is never signalled, and a pid
+ * reused by another process is not ours to kill.  The signal goes through
+ * a pidfd opened before the check, so it reaches the process checked and
+ * no other.  Returns true if it was sent.
+ */
+static bool kill_proc(struct cgm_hier *h, uint32_t idx)
 {
 	struct cgm_proc *p = hier_proc(h, idx);
+	int fd;
+	bool sent;
 
-	if (!p || p->pid <= 0)
-		return;
+	if (!p || __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != CGM_SLOT_LIVE || p->pid <= 0)
+		return false;
+	fd = (int)syscall(SYS_pidfd_open, p->pid, 0);
+	if (fd < 0 && errno != ENOSYS)
+		return false;
+	if (acct_proc_gone(p)) {
+		if (fd >= 0)
+			close(fd);
+		return false;
+	}
 	cgm_log("memory.max of a group reached: OOM-killing pid %d (%s), %lld pages",
 		p->pid, p->comm, (long long)p->held_pages);
 	group_event(h, p->group, CGM_EV_OOM_KILL);
-	kill(p->pid, SIGKILL);
+	/* Without pidfds (kernels before 5.3), the pid as checked. */
+	if (fd < 0)
+		return kill(p->pid, SIGKILL) == 0;
+	sent = syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0) == 0;
+	close(fd);
+	return sent;
 }
 
 /*
@@ -72,17 +97,12 @@ static bool oom_kill(struct cgm_acct *a, uint32_t over)
 	if (!vp)
 		return false;
 	og = oom_group_of(h, vp->group, over);
-	if (og == CGM_NONE) {
-		kill_proc(h, victim);
-		return victim != a->proc;
-	}
+	if (og == CGM_NONE)
+		return kill_proc(h, victim) && victim != a->proc;
 	group_event(h, og, CGM_EV_OOM_GROUP_KILL);
-	for_each_live_proc(h, i, p) {
-		if (group_in_subtree(h, p->group, og) && i != a->proc) {
-			kill_proc(h, i);
+	for_each_live_proc(h, i, p)
+		if (group_in_subtree(h, p->group, og) && i != a->proc && kill_proc(h, i))
 			others = true;
-		}
-	}
 	p = hier_proc(h, a->proc);
 	if (p && group_in_subtree(h, p->group, og))
 		kill_proc(h, a->proc);
@@ -103,6 +123,9 @@ static void reap_killed(struct cgm_hier *h)
 
 bool acct_out_of_memory(struct cgm_acct *a, uint32_t over)
 {
+	/* The charges of processes that died without detaching come back first. */
+	if (acct_reclaim_dead(&a->h) > 0)
+		return true;
 	if (a->oom_policy != ACCT_OOM_KILL || !oom_kill(a, over))
 		return false;
 	reap_killed(&a->h);

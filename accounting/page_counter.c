@@ -151,18 +151,23 @@ bool page_counter_try_charge(struct page_counter *counter, int64_t nr,
 
 	for (c = counter; c && depth < PAGE_COUNTER_MAX_DEPTH; c = page_counter_parent(c)) {
 		/*
-		 * Add first, then check: two racing charges cannot both slip
-		 * under max (each sees the other's pages), at the price of a
-		 * transient usage above max that is taken back at once.
+		 * Check, then add, in one compare-and-swap: the kernel adds
+		 * first and takes the pages back if that passed max, which a
+		 * reader can see as usage above max for a moment.  Here usage
+		 * never passes max through a charge; the price is a retry when
+		 * another charge of the counter races (charges come in batches).
 		 */
-		int64_t new = __atomic_add_fetch(&c->usage, nr, __ATOMIC_RELAXED);
+		int64_t old = LOAD(c->usage), new;
 
-		if (new > LOAD(c->max)) {
-			__atomic_sub_fetch(&c->usage, nr, __ATOMIC_RELAXED);
-			__atomic_add_fetch(&c->failcnt, 1, __ATOMIC_RELAXED);
-			*fail = c;
-			goto failed;
-		}
+		do {
+			new = old + nr;
+			if (new > LOAD(c->max)) {
+				__atomic_add_fetch(&c->failcnt, 1, __ATOMIC_RELAXED);
+				*fail = c;
+				goto failed;
+			}
+		} while (!__atomic_compare_exchange_n(&c->usage, &old, new, true,
+						      __ATOMIC_RELAXED, __ATOMIC_RELAXED));
 		propagate_protected_usage(c, new);
 		usage_after[depth++] = new;
 	}

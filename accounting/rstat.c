@@ -11,8 +11,8 @@
  */
 #include <string.h>
 
-#include "cgm/acct.h"
 #include "cgm/size_class.h"
+#include "internal.h"
 
 unsigned int rstat_hist_bucket(uint64_t size)
 {
@@ -130,6 +130,26 @@ static void fold(struct cgm_hier *h, uint32_t group, const int64_t d[CGM_NR_STAT
 }
 
 /*
+ * Bring @p->anon up to date with its live bytes and untracked frees (see
+ * struct cgm_proc); returns the change, for the group's anon.  The sum
+ * is over all the process's threads, so a free counted by one thread
+ * before the allocation it frees is counted by another never takes the
+ * process below zero for good.  Flush lock held.
+ */
+static int64_t anon_update(struct cgm_proc *p)
+{
+	int64_t untracked = __atomic_load_n(&p->untracked_bytes, __ATOMIC_RELAXED);
+	int64_t now = cgm_wrap_add(p->live_bytes, (uint64_t)untracked);
+	int64_t change;
+
+	if (now < 0)
+		now = 0;
+	change = cgm_wrap_sub(now, p->anon);
+	p->anon = now;
+	return change;
+}
+
+/*
  * Fold thread slot @i into its process's group.  Flush lock held.
  * Returns the slot's process if it has something for the process to do
  * (new frees to harvest, or an exited thread to reap), else CGM_NONE.
@@ -150,10 +170,9 @@ static uint32_t flush_slot(struct cgm_hier *h, uint32_t i)
 		return CGM_NONE;
 	if (!slot_delta(t, d))
 		return state == CGM_SLOT_EXITING ? proc : CGM_NONE;
-	fold(h, __atomic_load_n(&p->group, __ATOMIC_RELAXED), d);
-	/* What the process holds live: a forked child inherits it. */
 	wrap_add(&p->live_bytes, (uint64_t)d[CGM_STAT_ANON]);
-	wrap_add(&p->live_objects, (uint64_t)cgm_wrap_sub(d[CGM_STAT_ALLOCS], d[CGM_STAT_FREES]));
+	d[CGM_STAT_ANON] = anon_update(p);
+	fold(h, __atomic_load_n(&p->group, __ATOMIC_RELAXED), d);
 	return proc;
 }
 
@@ -194,6 +213,31 @@ void rstat_flush(struct cgm_hier *h)
 	hier_unlock(&h->hdr->flush_lock);
 }
 
+void rstat_reap_exited(struct cgm_hier *h, uint32_t proc)
+{
+	struct cgm_proc *p = hier_proc(h, proc);
+	struct cgm_thread_slot *t;
+	bool any = false;
+	uint32_t idx;
+
+	if (!p || !hier_trylock(&h->hdr->flush_lock))
+		return;
+	hier_lock(&p->lock);
+	for_each_proc_thread(h, p, proc, idx, t) {
+		if (__atomic_load_n(&t->state, __ATOMIC_ACQUIRE) == CGM_SLOT_EXITING) {
+			(void)flush_slot(h, idx);
+			any = true;
+		}
+	}
+	if (any) {
+		harvest_collect(h, proc, p);
+		harvest_uncharge(h, p);
+		acct_reap_threads(h, proc);
+	}
+	hier_unlock(&p->lock);
+	hier_unlock(&h->hdr->flush_lock);
+}
+
 bool rstat_flush_thread(struct cgm_hier *h, uint32_t slot)
 {
 	if (slot >= CGM_MAX_THREADS || !hier_trylock(&h->hdr->flush_lock))
@@ -221,22 +265,27 @@ static void shift_live(struct cgm_hier *h, uint32_t from, uint32_t to,
 	}
 }
 
-void rstat_inherit(struct cgm_hier *h, struct cgm_proc *p, int64_t bytes, int64_t objects)
-{
-	hier_lock(&h->hdr->flush_lock);
-	shift_live(h, CGM_NONE, __atomic_load_n(&p->group, __ATOMIC_RELAXED), bytes);
-	wrap_add(&p->live_bytes, (uint64_t)bytes);
-	wrap_add(&p->live_objects, (uint64_t)objects);
-	hier_unlock(&h->hdr->flush_lock);
-}
-
 void rstat_fold_exit(struct cgm_hier *h, struct cgm_proc *p)
 {
-	/* Exit frees whatever the process still held; read under the lock. */
+	uint32_t proc = hier_proc_index(h, p), t;
+	struct cgm_thread_slot *ts;
+
 	hier_lock(&h->hdr->flush_lock);
-	shift_live(h, __atomic_load_n(&p->group, __ATOMIC_RELAXED), CGM_NONE, p->live_bytes);
+	hier_lock(&p->lock);
+	for_each_proc_thread(h, p, proc, t, ts) {
+		(void)flush_slot(h, t);
+		/*
+		 * Off the map: no flush visits the slot again, so a leaving
+		 * process costs later flushes nothing, and what its threads
+		 * still free on the way out does not come back into anon.
+		 */
+		hier_map_clear(h->hdr->thread_map, t);
+	}
+	/* Exit frees whatever the process still held. */
+	shift_live(h, __atomic_load_n(&p->group, __ATOMIC_RELAXED), CGM_NONE, p->anon);
 	p->live_bytes = 0;
-	p->live_objects = 0;
+	p->anon = 0;
+	hier_unlock(&p->lock);
 	hier_unlock(&h->hdr->flush_lock);
 }
 
@@ -256,6 +305,6 @@ void rstat_switch_group(struct cgm_hier *h, struct cgm_proc *p, uint32_t to)
 	 */
 	for_each_proc_thread(h, p, hier_proc_index(h, p), t, ts)
 		(void)flush_slot(h, t);
-	shift_live(h, p->group, to, p->live_bytes);
+	shift_live(h, p->group, to, p->anon);
 	__atomic_store_n(&p->group, to, __ATOMIC_RELEASE);
 }

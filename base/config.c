@@ -169,15 +169,6 @@ static char *trim(char *s)
 	return s;
 }
 
-/* Control characters would break the one-line message (or drive a terminal). */
-static const char *printable(char *s)
-{
-	for (char *p = s; *p; p++)
-		if ((unsigned char)*p < 0x20 || *p == 0x7f)
-			*p = '?';
-	return s;
-}
-
 static int parse_item(struct cgm_config *conf, char *item, bool quiet)
 {
 	const struct cgm_conf_key *k;
@@ -195,7 +186,7 @@ static int parse_item(struct cgm_config *conf, char *item, bool quiet)
 	if (!k) {
 		if (!quiet)
 			cgm_log("CGMALLOC_CONF: unknown key '%s' (see 'cgmctl help conf' for the keys)",
-				printable(key));
+				key);
 		return -ENOENT;
 	}
 	if (!val) {
@@ -205,15 +196,44 @@ static int parse_item(struct cgm_config *conf, char *item, bool quiet)
 			return 0;
 		}
 		if (!quiet)
-			cgm_log("CGMALLOC_CONF: missing value for '%s' (%s)", printable(key),
+			cgm_log("CGMALLOC_CONF: missing value for '%s' (%s)", key,
 				cgm_conf_expected(k, expected, sizeof(expected)));
 		return -EINVAL;
 	}
 	err = conf_set(conf, k, val);
 	if (err && !quiet)
-		cgm_log("CGMALLOC_CONF: bad value '%s' for '%s' (%s)", printable(val), printable(key),
+		cgm_log("CGMALLOC_CONF: bad value '%s' for '%s' (%s)", val, key,
 			cgm_conf_expected(k, expected, sizeof(expected)));
 	return err;
+}
+
+/*
+ * A text too long to take is ignored, but not a strict=1 in it: the user
+ * who asked for bad input to be fatal gets that for this bad input too.
+ */
+static void apply_strict(struct cgm_config *conf, const char *text)
+{
+	const struct cgm_conf_key *k = find_key("strict");
+
+	for (const char *item = text; item; item = strchr(item, ',') ? strchr(item, ',') + 1 : NULL) {
+		size_t len = strcspn(item, ",");
+		char buf[64], *eq, *val;
+
+		if (len >= sizeof(buf))
+			continue;
+		memcpy(buf, item, len);
+		buf[len] = '\0';
+		eq = strchr(buf, '=');
+		if (eq)
+			*eq = '\0';
+		if (strcmp(trim(buf), "strict") != 0)
+			continue;
+		val = eq ? trim(eq + 1) : NULL;
+		if (!val)
+			*bool_field(conf, k) = true;
+		else
+			(void)conf_set(conf, k, val);
+	}
 }
 
 int cgm_conf_parse(struct cgm_config *conf, const char *text, bool quiet)
@@ -226,7 +246,9 @@ int cgm_conf_parse(struct cgm_config *conf, const char *text, bool quiet)
 		return 0;
 	if (strlen(text) >= sizeof(buf)) {
 		if (!quiet)
-			cgm_log("CGMALLOC_CONF: longer than %zu bytes, ignored", sizeof(buf) - 1);
+			cgm_log("CGMALLOC_CONF: longer than %zu bytes, ignored but for strict=",
+				sizeof(buf) - 1);
+		apply_strict(conf, text);
 		return 1;
 	}
 	strcpy(buf, text);

@@ -3,7 +3,10 @@
  *
  * vsnprintf into a stack buffer does not allocate for the plain %s/%d/%zu
  * conversions used here; the line goes out in a single write(2) so that
- * lines of concurrent threads or processes do not interleave.
+ * lines of concurrent threads or processes do not interleave.  Whatever a
+ * message quotes (a value from the environment, a file name) cannot break
+ * the line or drive a terminal: control characters become '?' and bytes
+ * that are not UTF-8 become \xNN.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -12,18 +15,76 @@
 
 #include "cgm/log.h"
 
+/* How many bytes of valid UTF-8 start at @s (0: not a valid sequence). */
+static size_t utf8_len(const unsigned char *s)
+{
+	unsigned char c = s[0], lo = 0x80, hi = 0xbf;
+	size_t n;
+
+	if (c >= 0xc2 && c <= 0xdf)
+		n = 2;
+	else if (c >= 0xe0 && c <= 0xef)
+		n = 3;
+	else if (c >= 0xf0 && c <= 0xf4)
+		n = 4;
+	else
+		return 0;
+	/* No overlong forms, no surrogates, nothing above U+10FFFF. */
+	if (c == 0xe0)
+		lo = 0xa0;
+	else if (c == 0xed)
+		hi = 0x9f;
+	else if (c == 0xf0)
+		lo = 0x90;
+	else if (c == 0xf4)
+		hi = 0x8f;
+	if (s[1] < lo || s[1] > hi)
+		return 0;
+	for (size_t i = 2; i < n; i++)
+		if (s[i] < 0x80 || s[i] > 0xbf)
+			return 0;
+	return n;
+}
+
+size_t cgm_escape_line(const char *in, char *out, size_t len)
+{
+	const unsigned char *s = (const unsigned char *)in;
+	size_t n = 0;
+
+	if (len == 0)
+		return 0;
+	while (*s && n + 1 < len) {
+		size_t u = *s >= 0x80 ? utf8_len(s) : 0;
+
+		if (u) {
+			if (n + u >= len)
+				break;
+			memcpy(out + n, s, u);
+			n += u;
+			s += u;
+		} else if (*s >= 0x80) {
+			if (n + 4 >= len)
+				break;
+			n += (size_t)snprintf(out + n, len - n, "\\x%02x", *s++);
+		} else {
+			out[n++] = *s < 0x20 || *s == 0x7f ? '?' : (char)*s;
+			s++;
+		}
+	}
+	out[n] = '\0';
+	return n;
+}
+
 void cgm_vlog(const char *fmt, va_list ap)
 {
-	char buf[1024];
+	char raw[1024], buf[1024];
 	int saved_errno = errno;
 	size_t n = sizeof("cgmalloc: ") - 1;
-	int len;
 
+	if (vsnprintf(raw, sizeof(raw), fmt, ap) < 0)
+		raw[0] = '\0';
 	memcpy(buf, "cgmalloc: ", n);
-	len = vsnprintf(buf + n, sizeof(buf) - n - 1, fmt, ap);
-	if (len < 0)
-		len = 0;
-	n += (size_t)len < sizeof(buf) - n - 1 ? (size_t)len : sizeof(buf) - n - 2;
+	n += cgm_escape_line(raw, buf + n, sizeof(buf) - n - 1);
 	buf[n++] = '\n';
 	/* Best effort: nothing useful can be done if stderr is gone. */
 	while (write(STDERR_FILENO, buf, n) < 0 && errno == EINTR)

@@ -27,3 +27,15 @@ bench-overhead: $(BENCH_PROGS) $(LIB) $(OVERHEAD_SPAWN)
 
 BENCH_TARGETS += bench-overhead
 .PHONY: bench-progs bench-overhead
+
+# What fork costs, accounting off and on, against Debian's mimalloc.
+$(BENCH_BIN)/forks: bench/forks.c
+	@mkdir -p $(BENCH_BIN)
+	$(CC) $(BENCH_CFLAGS) $(CFLAGS) -o $@ $<
+
+bench-fork: $(BENCH_BIN)/forks $(LIB)
+	bench/fork_bench.sh $(B) > bench/RESULTS-fork.md
+	cat bench/RESULTS-fork.md
+
+BENCH_TARGETS += bench-fork
+.PHONY: bench-fork

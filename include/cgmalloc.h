@@ -41,18 +41,34 @@ size_t cgm_static_keys_report(char *buf, size_t len);
  * other group in its hierarchy, as `cgmctl cat` and `cgmctl set` see them.
  *
  * @group is a path like "/batch/job1", or NULL for the process's own
- * group.  @file is one of memory.current, memory.peak, memory.max,
- * memory.high, memory.low, memory.min, memory.stat, memory.stat.local,
- * memory.events, memory.events.local, memory.oom.group, cgroup.procs.
+ * group.  @file is one of a group's files (`cgmctl help files`):
+ * memory.current, memory.peak, memory.max, memory.high, memory.low,
+ * memory.min, memory.stat, memory.stat.local, memory.events,
+ * memory.events.local, memory.oom.group, cgroup.procs, cgroup.delegate.
  * None of these functions allocates: text goes into the caller's buffer.
+ *
+ * Writes follow cgroup delegation: a process may set the limits of the
+ * groups below its own, not of its own group or an ancestor (a limited
+ * program does not lift its limit), except below a group that was
+ * delegated (cgroup.delegate, written from outside); it may move
+ * processes into its own group's subtree, or within a delegated group's.
+ *
+ * Accounting is cooperative.  The hierarchy is a file mapped into every
+ * attached process: a program that can write its own memory can change
+ * anything in it, its limits included, and one that clears LD_PRELOAD or
+ * calls the system's allocator directly is not accounted at all.  The
+ * rules above keep well-behaved programs to their limits; against hostile
+ * code the boundary is the kernel's memory cgroup.
  *
  * Errors, as negative errno values:
  *	-ENODEV	accounting is off in this process (accounting=0, the
  *		hierarchy was refused, or the process has detached at exit)
- *	-EINVAL	a malformed group path, a bad value for cgm_write(), or
+ *	-EINVAL	a malformed group path, a bad value for cgm_write(), a
+ *		file the root group does not have (its memory.max, ...), or
  *		a NULL argument
  *	-ENOENT	no such group, or no such file
  *	-EACCES	cgm_write() to a read-only file
+ *	-EPERM	cgm_write() that delegation does not allow (above)
  *	-ESRCH	cgm_write() of cgroup.procs: no such attached process
  *	-ENOMEM	cgm_write() of cgroup.procs: the destination's memory.max
  *		cannot take the process's charge
@@ -81,7 +97,7 @@ int cgm_write(const char *group, const char *file, const char *value);
 /*
  * Return this process's freed memory to its group's usage and fold every
  * thread's counters into the hierarchy's statistics, so that other
- * processes (cgmctl) see them now rather than within the next 2 s.
+ * processes (cgmctl) see them now rather than at their own next read.
  * Returns 0 or -ENODEV.
  */
 int cgm_flush(void);

@@ -56,15 +56,52 @@ static void thread_exit_hook(void *arg)
 	acct_thread_exit(&cgm_acct, slot);
 }
 
-/* Give the calling thread a slot of its own; NULL if the table is full. */
+/*
+ * A forked child joins its parent's group at its first allocation that
+ * needs a slot (nothing is charged for what it inherits; a child that
+ * execs first never joins).  CGM_NONE: nothing to join.
+ */
+static uint32_t join_group = CGM_NONE;
+static pthread_mutex_t join_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Join the parent's group if that is pending; false if not attached. */
+static CGM_NOINLINE bool join_parent_group(void)
+{
+	static int warned;
+	int err;
+
+	/* Another thread is joining, or a signal handler interrupted us doing it. */
+	if (pthread_mutex_trylock(&join_lock) != 0)
+		return false;
+	if (cgm_acct.proc == CGM_NONE && join_group != CGM_NONE) {
+		err = acct_attach_group(&cgm_acct, join_group);
+		if (err)
+			cgm_log_once(&warned, "accounting off in pid %d: cannot join its parent's group: %s",
+				     (int)getpid(), err == -ENOSPC ? "the hierarchy is full" :
+				     "the group is gone");
+		join_group = CGM_NONE;
+	}
+	pthread_mutex_unlock(&join_lock);
+	return cgm_acct.proc != CGM_NONE;
+}
+
+/*
+ * The calling thread's slot, after a look at what other processes
+ * changed; a thread without one gets one.  NULL if the process is not
+ * attached or the table is full.
+ */
 static struct cgm_thread_slot *thread_slot(void)
 {
 	struct cgm_thread_slot *t = cgm_tslot;
 	uint32_t idx;
 	static int warned;
 
-	if (t != &cgm_boot_slot)
+	if (t != &cgm_boot_slot) {
+		cgm_epoch_check();
 		return t;
+	}
+	if (cgm_acct.proc == CGM_NONE && !join_parent_group())
+		return NULL;
 	idx = acct_thread_register(&cgm_acct, (int)syscall(SYS_gettid));
 	if (idx == CGM_NONE) {
 		cgm_log_once(&warned, "accounting: no free thread slot in the hierarchy; "
@@ -122,19 +159,6 @@ static int64_t block_charge(void *p)
 	return s >= MI209_HUGE_BLOCK ? (int64_t)mi_usable_size(p) : (int64_t)s;
 }
 
-/* The block size mimalloc will use for a request, before it is made. */
-static int64_t block_estimate(size_t n, size_t align)
-{
-	size_t est;
-
-	if (n <= CGM_SMALL_MAX && align <= 16)
-		return (int64_t)cgm_small_block_size(n);
-	est = mi_good_size(n);
-	if (align > 16 && est < SIZE_MAX - align)
-		est += align;
-	return est > INT64_MAX / 2 ? INT64_MAX / 2 : (int64_t)est;
-}
-
 static void count_big(struct cgm_thread_slot *t, int64_t bytes)
 {
 	struct cgm_proc *p = cgm_careful_begin();
@@ -145,48 +169,37 @@ static void count_big(struct cgm_thread_slot *t, int64_t bytes)
 	cgm_careful_end(p);
 }
 
-/* Settle the estimate charged before allocating against the real block. */
-static void settle(struct cgm_thread_slot *t, int64_t estimate, int64_t actual)
-{
-	if (actual > estimate)
-		acct_force_charge(&cgm_acct, t, actual - estimate);
-	else
-		cgm_owner_add(t->stock, estimate - actual);
-}
-
+/*
+ * Above the small sizes the block is allocated first and then charged
+ * exactly: mimalloc rounds large requests up in ways mi_good_size() does
+ * not tell (a 528 KB request takes a 1 MiB block), and an estimate that
+ * fell short would charge past memory.max.  A refused charge frees the
+ * block again.
+ */
 void *cgm_acct_alloc_slow(size_t n, size_t align, bool zero)
 {
 	struct cgm_thread_slot *t = thread_slot();
-	int64_t est;
+	int64_t actual;
 	void *p;
 
-	if (!t) {
-		p = align ? cgm_mi_aligned(n, align) : zero ? mi_zalloc(n) : mi_malloc(n);
-		goto out;
-	}
 	if (n >= (size_t)INT64_MAX / 2) {
-		p = NULL;
-		goto out;
-	}
-	est = block_estimate(n, align);
-	if (stock_take(t, est) < 0) {
 		errno = ENOMEM;
 		return NULL;
 	}
 	p = align ? cgm_mi_aligned(n, align) : zero ? mi_zalloc(n) : mi_malloc(n);
 	if (!p) {
-		cgm_owner_add(t->stock, est);
-		goto out;
-	}
-	{
-		int64_t actual = block_charge(p);
-
-		settle(t, est, actual);
-		count_big(t, actual);
-	}
-out:
-	if (!p)
 		errno = ENOMEM;
+		return NULL;
+	}
+	if (!t)
+		return p;
+	actual = block_charge(p);
+	if (stock_take(t, actual) < 0) {
+		mi_free(p);
+		errno = ENOMEM;
+		return NULL;
+	}
+	count_big(t, actual);
 	return p;
 }
 
@@ -204,11 +217,17 @@ void cgm_acct_free_big(void *p)
 	mi_free(p);
 }
 
+/*
+ * A block that must grow moves to a new one, allocated and charged first
+ * (so a refusal leaves the old block as it was, as realloc must); one
+ * that fits stays or shrinks in mimalloc's hands, and what it gives up
+ * goes back to the stock.
+ */
 void *cgm_acct_realloc(void *p, size_t n)
 {
 	struct cgm_thread_slot *t;
 	struct cgm_proc *careful;
-	int64_t old, est, charged = 0, actual;
+	int64_t old, actual;
 	void *q;
 
 	if (!p)
@@ -225,26 +244,34 @@ void *cgm_acct_realloc(void *p, size_t n)
 		return q;
 	}
 	old = block_charge(p);
-	est = block_estimate(n, 0);
-	/* Only the growth is charged, and before the block grows. */
-	if (est > old) {
-		if (stock_take(t, est - old) < 0) {
+	if (n > (size_t)old) {
+		q = mi_malloc(n);
+		if (!q) {
 			errno = ENOMEM;
 			return NULL;
 		}
-		charged = est - old;
-	}
-	q = mi_realloc(p, n);
-	if (!q) {
-		cgm_owner_add(t->stock, charged);
-		errno = ENOMEM;
-		return NULL;
-	}
-	actual = block_charge(q);
-	settle(t, charged, actual - old > 0 ? actual - old : 0);
-	if (actual < old) {
-		cgm_owner_add(t->stock, old - actual);
-		acct_stock_trim(&cgm_acct, t);
+		actual = block_charge(q);
+		if (stock_take(t, actual - old) < 0) {
+			mi_free(q);
+			errno = ENOMEM;
+			return NULL;
+		}
+		memcpy(q, p, (size_t)old);
+		mi_free(p);
+	} else {
+		q = mi_realloc(p, n);
+		if (!q) {
+			errno = ENOMEM;
+			return NULL;
+		}
+		actual = block_charge(q);
+		/* A smaller block never rounds above the old one; charged if it did. */
+		if (actual > old) {
+			acct_force_charge(&cgm_acct, t, actual - old);
+		} else if (actual < old) {
+			cgm_owner_add(t->stock, old - actual);
+			acct_stock_trim(&cgm_acct, t);
+		}
 	}
 	careful = cgm_careful_begin();
 	cgm_owner_add(t->reallocs, 1);
@@ -262,17 +289,28 @@ void cgm_accounted_init(void)
 	thread_exit_key_ok = pthread_key_create(&thread_exit_key, thread_exit_hook) == 0;
 }
 
-/* In the child of fork(): own slots, and the inherited heap charged. */
 void cgm_accounted_fork_child(void)
 {
-	uint32_t idx;
+	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+	struct cgm_proc *p = hier_proc(&cgm_acct.h, cgm_acct.proc);
 
 	/* The slot we used is the parent's thread's, in shared memory: leave it. */
 	cgm_tslot = &cgm_boot_slot;
-	cgm_moving_fork_child();
-	if (acct_fork_child(&cgm_acct, &idx) < 0 || idx == CGM_NONE)
-		return;
-	cgm_tslot = hier_thread(&cgm_acct.h, idx);
 	if (thread_exit_key_ok)
-		pthread_setspecific(thread_exit_key, (void *)(uintptr_t)(idx + 1));
+		pthread_setspecific(thread_exit_key, NULL);
+	join_lock = fresh;
+	cgm_epoch_fork_child();
+	cgm_moving_fork_child();
+	if (p) {
+		join_group = __atomic_load_n(&p->group, __ATOMIC_RELAXED);
+		cgm_acct.proc = CGM_NONE;
+	}
+	/*
+	 * fork() from a signal handler that interrupted this thread inside
+	 * the hierarchy: the shared locks it held are still held by the
+	 * parent's thread, and the child must not wait for them.  It runs
+	 * unaccounted (an exec starts afresh).
+	 */
+	if (hier_locks_held() > 0)
+		join_group = CGM_NONE;
 }

@@ -3,13 +3,13 @@
  *
  * At start-up: check that mimalloc is the version whose block sizes the
  * fast paths read, open the hierarchy, pick the group (group=, else the
- * path of the process's kernel memory cgroup as libcgroup reports it,
+ * path of the process's kernel memory cgroup as /proc/self/cgroup says,
  * else /), attach, apply max=/high= from the configuration, and turn the
  * accounting key on.  Any failure is one line on stderr and the program
  * runs on without accounting.
  */
 #include <errno.h>
-#include <libcgroup.h>
+#include <fcntl.h>
 #include <mimalloc.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -28,115 +28,207 @@ static void reclaim_heap(void)
 	mi_collect(true);
 }
 
-/* libcgroup must not print into the program's output. */
-static void silent_logger(void *userdata, int level, const char *fmt, va_list ap)
+/* Does the comma-separated controller list @list (of length @len) name "memory"? */
+static bool lists_memory(const char *list, size_t len)
 {
-	(void)userdata;
-	(void)level;
-	(void)fmt;
-	(void)ap;
+	for (size_t i = 0; i + 6 <= len; i++)
+		if (!memcmp(list + i, "memory", 6) && (i == 0 || list[i - 1] == ',') &&
+		    (i + 6 == len || list[i + 6] == ','))
+			return true;
+	return false;
 }
 
-/* The process's memory cgroup path from libcgroup ("/" on any failure). */
+/*
+ * The process's kernel memory cgroup path, from /proc/self/cgroup: the
+ * cgroup v1 memory controller's line, else the v2 one ("0::/path").
+ * "/" on any failure, or when the path is not a valid group path.  Read
+ * with plain system calls: cheap enough for every exec of a busy script.
+ */
 static void kernel_memcg_path(char *buf, size_t len)
 {
-	char *path = NULL;
+	char text[4096], found[CGM_PATH_MAX] = "/";
+	bool v1 = false;
+	ssize_t n;
+	int fd = open("/proc/self/cgroup", O_RDONLY | O_CLOEXEC);
 
 	snprintf(buf, len, "/");
-	cgroup_set_logger(silent_logger, -1, NULL);
-	if (cgroup_init() != 0)
+	if (fd < 0)
 		return;
-	if (cgroup_get_current_controller_path(getpid(), "memory", &path) == 0 && path) {
-		if (group_path_valid(path) == 0)
-			snprintf(buf, len, "%s", path);
-		free(path);
+	n = read(fd, text, sizeof(text) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	text[n] = '\0';
+	for (char *line = text, *next; line && *line; line = next) {
+		char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		if (!c2)
+			continue;
+		if (lists_memory(c1 + 1, (size_t)(c2 - c1 - 1))) {
+			snprintf(found, sizeof(found), "%s", c2 + 1);
+			v1 = true;
+		} else if (!v1 && c2 == c1 + 1 && !strncmp(line, "0:", 2)) {
+			snprintf(found, sizeof(found), "%s", c2 + 1);
+		}
 	}
+	if (group_path_valid(found) == 0)
+		snprintf(buf, len, "%s", found);
 }
 
-static void fork_child(void)
+/*
+ * At exit: the report, and everything this process holds goes back.  The
+ * accounting key stays on (rewriting code costs more than an exit needs):
+ * what the exit path still allocates charges nothing once detached.
+ */
+static void accounting_stop(void)
 {
 	if (cgm_acct.proc == CGM_NONE)
 		return;
-	cgm_accounted_fork_child();
-	if (cgm_acct.proc != CGM_NONE)
-		cgm_watcher_start();
-}
-
-static void accounting_stop(void)
-{
-	if (!static_key_enabled(&cgm_accounting_key))
-		return;
-	cgm_watcher_stop();
-	static_branch_disable(&cgm_accounting_key);
 	if (cgm_conf.stats == CGM_STATS_EXIT)
 		cgm_exit_report();
 	acct_detach(&cgm_acct);
 }
 
-static void apply_limit(uint32_t group, enum acct_limit which, uint64_t bytes, const char *name)
+/* Set a limit asked for in CGMALLOC_CONF; false (after a line) if refused. */
+static bool apply_limit(uint32_t group, enum acct_limit which, uint64_t bytes, const char *name)
 {
 	int err;
 
 	if (bytes == CGM_SIZE_MAX)
-		return;
-	err = acct_set_limit(&cgm_acct.h, group, which, bytes);
+		return true;
+	err = group == CGM_ROOT ? -EINVAL : acct_set_limit(&cgm_acct.h, group, which, bytes);
 	if (err)
-		cgm_log("accounting: cannot set memory.%s: %s", name, strerror(-err));
+		cgm_log("accounting: cannot set memory.%s of the group: %s", name,
+			group == CGM_ROOT ? "the root group has no limits (as in cgroup v2)" :
+			strerror(-err));
+	return err == 0;
+}
+
+/*
+ * Accounting cannot start, for the reason @why.  When a limit applies --
+ * max= or high= was asked for, or a group named whose limits cannot be
+ * checked -- and enforce=1, the program does not run unlimited: it exits
+ * before main.  Otherwise it runs unaccounted.
+ */
+static const char *refuse(bool limit_applies, const char *status, const char *fmt, ...)
+	CGM_PRINTF(3, 4);
+static const char *refuse(bool limit_applies, const char *status, const char *fmt, ...)
+{
+	char why[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	if (limit_applies && cgm_conf.enforce) {
+		cgm_log("accounting cannot start (%s) and a limit applies: exiting "
+			"(enforce=0 runs the program unaccounted)", why);
+		_exit(2);
+	}
+	cgm_log("accounting off: %s", why);
+	return status;
+}
+
+/* Where this process attaches, and whether the group is a scope of this run. */
+static void pick_group(char *group, size_t len, bool *scope, bool limits_asked)
+{
+	*scope = false;
+	if (cgm_conf.scope[0] || cgm_conf.group[0]) {
+		const char *named = cgm_conf.scope[0] ? cgm_conf.scope : cgm_conf.group;
+
+		if (strlen(named) < len && group_path_valid(named) == 0) {
+			snprintf(group, len, "%s", named);
+			*scope = cgm_conf.scope[0] != '\0';
+			return;
+		}
+		cgm_log("CGMALLOC_CONF: bad value '%s' for '%s' (expected %s); ignored", named,
+			cgm_conf.scope[0] ? "scope" : "group", group_path_rules);
+	}
+	kernel_memcg_path(group, len);
+	/*
+	 * Limits without a named group: a scope of this run's own below the
+	 * usual group, so that they do not outlive it; programs it execs join
+	 * it through the environment, forked children through their parent.
+	 */
+	if (limits_asked) {
+		size_t n = strlen(group);
+
+		snprintf(group + n, len - n, "%srun-%d", n > 1 ? "/" : "", (int)getpid());
+		*scope = true;
+	}
+}
+
+/* Programs this one execs find the scope in CGMALLOC_CONF (later keys win). */
+static void export_scope(const char *group)
+{
+	static char conf[CGM_CONF_ENV_MAX];
+	const char *old = getenv("CGMALLOC_CONF");
+	int n = snprintf(conf, sizeof(conf), "%s%sscope=%s", old ? old : "",
+			 old && old[0] ? "," : "", group);
+
+	if (n > 0 && (size_t)n < sizeof(conf))
+		setenv("CGMALLOC_CONF", conf, 1);
 }
 
 const char *cgm_accounting_start(void)
 {
 	static char status[CGM_PATH_MAX * 2 + 64];
 	char path[CGM_PATH_MAX], group[CGM_PATH_MAX], why[512];
+	bool limits_asked = cgm_conf.max != CGM_SIZE_MAX || cgm_conf.high != CGM_SIZE_MAX;
+	bool named = cgm_conf.group[0] || cgm_conf.scope[0], scope;
 	const char *reason;
 	struct cgm_proc *p;
 	int err;
 
 	if (!cgm_conf.accounting)
 		return "off (accounting=0)";
-	if (mi_layout_check(&reason) < 0) {
-		cgm_log("accounting off: %s", reason);
-		return "off (unsupported mimalloc)";
-	}
+	if (mi_layout_check(&reason) < 0)
+		return refuse(limits_asked || named, "off (unsupported mimalloc)", "%s", reason);
 	if (cgm_conf.hierarchy[0])
 		snprintf(path, sizeof(path), "%s", cgm_conf.hierarchy);
-	else
-		hier_default_path(path, sizeof(path));
+	else if (hier_default_path(path, sizeof(path), why, sizeof(why)) < 0)
+		return refuse(limits_asked || named, "off (hierarchy refused)", "hierarchy %s", why);
 	err = hier_open(&cgm_acct.h, path, true, why, sizeof(why));
-	if (err) {
-		cgm_log("accounting off: hierarchy %s", why);
-		return "off (hierarchy refused)";
-	}
-	if (cgm_conf.group[0]) {
-		snprintf(group, sizeof(group), "%s", cgm_conf.group);
-		if (group_path_valid(group) < 0) {
-			cgm_log("CGMALLOC_CONF: bad value '%s' for 'group' (expected a path like /batch/job1); using /",
-				group);
-			snprintf(group, sizeof(group), "/");
-		}
-	} else {
-		kernel_memcg_path(group, sizeof(group));
-	}
+	if (err)
+		return refuse(limits_asked || named, "off (hierarchy refused)", "hierarchy %s", why);
+	pick_group(group, sizeof(group), &scope, limits_asked);
 	cgm_acct.batch_pages = (int64_t)cgm_conf.charge_batch;
 	cgm_acct.oom_policy = cgm_conf.oom == CGM_OOM_KILL ? ACCT_OOM_KILL : ACCT_OOM_ENOMEM;
 	cgm_acct.reclaim = reclaim_heap;
-	err = acct_attach(&cgm_acct, group);
+	err = scope ? acct_attach_scope(&cgm_acct, group) : acct_attach(&cgm_acct, group);
 	if (err) {
-		cgm_log("accounting off: cannot attach to group %s: %s", group,
-			err == -ENOSPC ? "the hierarchy is full" : strerror(-err));
+		uint32_t idx;
+		bool limited;
+
+		hier_lock(&cgm_acct.h.hdr->tree_lock);
+		idx = group_lookup(&cgm_acct.h, group);
+		limited = idx != CGM_NONE && group_limited(&cgm_acct.h, idx);
+		hier_unlock(&cgm_acct.h.hdr->tree_lock);
 		hier_close(&cgm_acct.h);
-		return "off (cannot attach)";
+		return refuse(limits_asked || limited, "off (cannot attach)",
+			      "cannot attach to group %s: %s", group,
+			      err == -ENOSPC ? "the hierarchy is full" : strerror(-err));
 	}
 	p = hier_proc(&cgm_acct.h, cgm_acct.proc);
-	apply_limit(p->group, CGM_LIMIT_MAX, cgm_conf.max, "max");
-	apply_limit(p->group, CGM_LIMIT_HIGH, cgm_conf.high, "high");
+	if (!apply_limit(p->group, CGM_LIMIT_MAX, cgm_conf.max, "max") ||
+	    !apply_limit(p->group, CGM_LIMIT_HIGH, cgm_conf.high, "high")) {
+		acct_detach(&cgm_acct);
+		hier_close(&cgm_acct.h);
+		return refuse(true, "off (limit refused)", "the limit asked for cannot be set");
+	}
+	if (scope && !cgm_conf.scope[0])
+		export_scope(group);
 	cgm_accounted_init();
 	cgm_thread_start_init();
 	atexit(accounting_stop);
-	pthread_atfork(NULL, NULL, fork_child);
-	cgm_watch_limits();
+	pthread_atfork(NULL, NULL, cgm_accounted_fork_child);
+	cgm_seen_epoch = __atomic_load_n(&cgm_acct.h.hdr->epoch, __ATOMIC_ACQUIRE);
+	cgm_sync_limits();
 	static_branch_enable(&cgm_accounting_key);
-	cgm_watcher_start();
-	snprintf(status, sizeof(status), "on (group %s, hierarchy %s)", group, path);
+	snprintf(status, sizeof(status), "on (%s %s, hierarchy %s)", scope ? "scope" : "group",
+		 group, path);
 	return status;
 }

@@ -24,19 +24,27 @@ static uint32_t own_proc(void)
 	return __atomic_load_n(&cgm_acct.proc, __ATOMIC_ACQUIRE);
 }
 
+/* The index of our own group, or a negative errno. */
+static int64_t own_group(void)
+{
+	uint32_t self = own_proc();
+	struct cgm_proc *p = hier_proc(&cgm_acct.h, self);
+
+	if (!p)
+		return -ENODEV;
+	return (int64_t)__atomic_load_n(&p->group, __ATOMIC_ACQUIRE);
+}
+
 /* The index of @group (NULL: our own), or a negative errno. */
 static int64_t resolve_group(const char *group)
 {
 	struct cgm_hier *h = &cgm_acct.h;
-	uint32_t self = own_proc(), idx;
-	struct cgm_proc *p;
+	uint32_t idx;
 
-	if (self == CGM_NONE)
+	if (own_proc() == CGM_NONE)
 		return -ENODEV;
-	if (!group) {
-		p = hier_proc(h, self);
-		return p ? (int64_t)__atomic_load_n(&p->group, __ATOMIC_ACQUIRE) : -ENODEV;
-	}
+	if (!group)
+		return own_group();
 	if (group_path_valid(group) < 0 || strlen(group) >= CGM_PATH_MAX)
 		return -EINVAL;
 	hier_lock(&h->hdr->tree_lock);
@@ -78,13 +86,14 @@ CGM_EXPORT int cgm_write(const char *group, const char *file, const char *value)
 	idx = resolve_group(group);
 	if (idx < 0)
 		return (int)idx;
-	err = cgm_file_write(&cgm_acct.h, (uint32_t)idx, file, value, why, sizeof(why));
+	err = cgm_file_write(&cgm_acct.h, (uint32_t)own_group(), (uint32_t)idx, file, value,
+			     why, sizeof(why));
 	/*
-	 * Our own limits key follows now rather than when the watcher wakes,
-	 * so the caller's next allocation already sees a limit it just set.
+	 * Our own limits key follows now rather than at the next refill, so
+	 * the caller's next allocation already sees a limit it just set.
 	 */
 	if (err == 0)
-		cgm_watch_limits();
+		cgm_sync_limits();
 	return err;
 }
 

@@ -4,8 +4,9 @@
  * page statistics take the memcg's move_lock only while a charge is being
  * moved, and skip it otherwise).
  *
- * The watcher thread carries out a move that another process asked for
- * (shim/watcher.c).  It switches cgm_moving_key on, moves the charge and
+ * A move that another process asked for is carried out by the first of
+ * this process's threads to look at the epoch in an allocation slow path
+ * (shim/epoch.c).  It switches cgm_moving_key on, moves the charge and
  * the statistics under the process's lock (acct_move), and switches the
  * key off.  malloc, calloc and free share one site with the accounting
  * key (static_branch_unlikely_refined): the site jumps to the usual

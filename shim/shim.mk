@@ -3,9 +3,8 @@
 LIB_SRCS += shim/bootstrap.c shim/interpose.c shim/glibc_extras.c shim/new_delete.c \
 	shim/static_key.c shim/static_key_x86_64.c shim/static_key_aarch64.c \
 	shim/static_key_none.c shim/static_key_sync.c \
-	shim/accounted.c shim/acct_setup.c shim/watcher.c shim/mi_layout.c \
+	shim/accounted.c shim/acct_setup.c shim/epoch.c shim/mi_layout.c \
 	shim/exit_report.c shim/thread_start.c shim/moving.c shim/api.c
-LIB_LIBS += -lcgroup
 
 # A C++ exception thrown by a new_handler unwinds through operator new.
 # The operators are defined under their mangled names, which only C++'s

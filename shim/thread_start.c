@@ -66,16 +66,3 @@ CGM_EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr,
 		mi_free(ts);
 	return err;
 }
-
-/*
- * A thread of our own (the watcher) that never allocates: no slot, so
- * that harvests and flushes do not visit one that never changes.  If it
- * ever did allocate, its first malloc would give it a slot.
- */
-int cgm_pthread_create_unaccounted(pthread_t *th, const pthread_attr_t *attr,
-				   void *(*fn)(void *), void *arg)
-{
-	if (!real_pthread_create)
-		real_pthread_create = (pthread_create_fn)dlsym(RTLD_NEXT, "pthread_create");
-	return real_pthread_create ? real_pthread_create(th, attr, fn, arg) : EAGAIN;
-}

@@ -322,10 +322,13 @@ int acct_child_fork(struct acct_child *c, const struct cgm_acct *parent, const c
 		return -errno;
 	if (pid == 0) {
 		struct cgm_acct a = *parent;
-		uint32_t slot;
+		struct cgm_proc *pp = hier_proc(&a.h, parent->proc);
 		int64_t g;
-		int r = acct_fork_child(&a, &slot);
+		int r;
 
+		/* What the shim's fork child does at its first allocation. */
+		a.proc = CGM_NONE;
+		r = pp ? acct_attach_group(&a, pp->group) : -EINVAL;
 		if (r == 0) {
 			hier_lock(&a.h.hdr->tree_lock);
 			g = group_mkdir(&a.h, group);

@@ -104,7 +104,8 @@ int acct_child_start(struct acct_child *c, const char *path, const char *group,
 		     acct_child_fn fn, void *arg);
 /*
  * The same, but the child comes from fork() of the attached process
- * @parent (acct_fork_child: no attach) and then moves itself to @group.
+ * @parent, joins its group (acct_attach_group, as the shim's child does)
+ * and then moves itself to @group.
  */
 int acct_child_fork(struct acct_child *c, const struct cgm_acct *parent, const char *group,
 		    acct_child_fn fn, void *arg);

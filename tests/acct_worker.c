@@ -16,7 +16,8 @@
  *                        "reap": the child exits, "reaped STATUS"
  *   consumer BYTES       one thread allocates, another (that never
  *                        allocates) frees: "done BYTES"
- * Commands: "free" (free everything, answer "freed"), "exit", EOF.
+ * Commands: "free" (free everything, answer "freed"), "hog BYTES" (allocate
+ * more, answer "live ..."), "live", "exit", EOF.
  */
 #include <errno.h>
 #include <malloc.h>
@@ -424,6 +425,9 @@ int main(int argc, char **argv)
 		} else if (!strcmp(cmd, "reap")) {
 			reap_child();
 		} else if (!strcmp(cmd, "live")) {
+			report_live();
+		} else if (!strncmp(cmd, "hog ", 4)) {
+			hog(strtoul(cmd + 4, NULL, 0));
 			report_live();
 		} else if (!strcmp(cmd, "exit")) {
 			break;

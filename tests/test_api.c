@@ -1,10 +1,12 @@
 /*
  * The in-process API of the accounting (include/cgmalloc.h, shim/api.c).
  *
- * Run by `make check-api` with CGMALLOC_CONF=hierarchy=<tmp>,group=/api/test,
- * then again with accounting=0 and CGM_TEST_API_OFF=1 (every call must
- * then say -ENODEV).  Linked with the shim, so the process is accounted
- * exactly as under LD_PRELOAD.
+ * Run by `make check-api` with CGMALLOC_CONF=hierarchy=<tmp>,group=/api/test
+ * where /api is delegated; then with group=/plain, not delegated, and
+ * CGM_TEST_API_PLAIN=1 (the process may not touch its own limits); then
+ * with accounting=0 and CGM_TEST_API_OFF=1 (every call must then say
+ * -ENODEV).  Linked with the shim, so the process is accounted exactly as
+ * under LD_PRELOAD.
  */
 #include <check.h>
 #include <errno.h>
@@ -172,19 +174,62 @@ START_TEST(test_limit_set_from_inside)
 }
 END_TEST
 
+/* Within the delegated /api a process moves itself; out of it, it may not. */
 START_TEST(test_move_self)
 {
 	char pid[16], buf[64];
 
 	snprintf(pid, sizeof(pid), "%d", (int)getpid());
-	ck_assert_int_eq(cgm_write("/", "cgroup.procs", pid), 0);
-	ck_assert_int_eq(cgm_group(buf, sizeof(buf)), 1);
-	ck_assert_str_eq(buf, "/");
-	ck_assert_int_gt(cgm_read("/", "cgroup.procs", buf, sizeof(buf)), 0);
+	ck_assert_int_eq(cgm_write("/", "cgroup.procs", pid), -EPERM);
+	ck_assert_int_eq(cgm_write("/api/other", "cgroup.procs", pid), 0);
+	ck_assert_int_eq(cgm_group(buf, sizeof(buf)), (int)strlen("/api/other"));
+	ck_assert_str_eq(buf, "/api/other");
+	ck_assert_int_gt(cgm_read("/api/other", "cgroup.procs", buf, sizeof(buf)), 0);
 	ck_assert_ptr_nonnull(strstr(buf, pid));
 	ck_assert_int_eq(cgm_write("/api/test", "cgroup.procs", pid), 0);
 	ck_assert_int_gt(cgm_group(buf, sizeof(buf)), 0);
 	ck_assert_str_eq(buf, "/api/test");
+}
+END_TEST
+
+/*
+ * Cgroup delegation: below the delegated /api the process sets limits,
+ * its own group's included; /api's own, and the root's (which has none),
+ * it may not.
+ */
+START_TEST(test_delegated_limits)
+{
+	ck_assert_int_eq(cgm_write(NULL, "memory.high", "1G"), 0);
+	ck_assert_int_eq(cgm_write(NULL, "memory.high", "max"), 0);
+	ck_assert_int_eq(cgm_write("/api/other", "memory.max", "1G"), 0);
+	ck_assert_int_eq(cgm_write("/api/other", "memory.max", "max"), 0);
+	ck_assert_int_eq(cgm_write("/api", "memory.max", "max"), -EPERM);
+	ck_assert_int_eq(cgm_write("/api", "cgroup.delegate", "0"), -EPERM);
+	ck_assert_int_eq(cgm_write("/", "memory.max", "max"), -EINVAL);
+	ck_assert_int_eq(read_num("/api", "cgroup.delegate"), 1);
+}
+END_TEST
+
+/*
+ * Not delegated (/plain): a limited process cannot lift its own limit,
+ * nor move itself out from under it; a group outside its ancestry is
+ * another matter (accounting is cooperative: see the README).
+ */
+START_TEST(test_own_limits_refused)
+{
+	char pid[16];
+
+	snprintf(pid, sizeof(pid), "%d", (int)getpid());
+	ck_assert_int_eq(read_num(NULL, "memory.max"), 512 * MiB);
+	ck_assert_int_eq(cgm_write(NULL, "memory.max", "max"), -EPERM);
+	ck_assert_int_eq(cgm_write(NULL, "memory.high", "1G"), -EPERM);
+	ck_assert_int_eq(cgm_write(NULL, "memory.oom.group", "1"), -EPERM);
+	ck_assert_int_eq(cgm_write(NULL, "cgroup.delegate", "1"), -EPERM);
+	ck_assert_int_eq(read_num(NULL, "memory.max"), 512 * MiB);
+	ck_assert_int_eq(cgm_write("/", "cgroup.procs", pid), -EPERM);
+	ck_assert_int_eq(cgm_write("/elsewhere", "cgroup.procs", pid), -EPERM);
+	ck_assert_int_eq(cgm_write("/elsewhere", "memory.max", "1G"), 0);
+	ck_assert_int_eq(cgm_write("/elsewhere", "memory.max", "max"), 0);
 }
 END_TEST
 
@@ -238,7 +283,10 @@ int main(void)
 
 	if (getenv("CGM_TEST_API_OFF")) {
 		tcase_add_test(tc, test_accounting_off);
+	} else if (getenv("CGM_TEST_API_PLAIN")) {
+		tcase_add_test(tc, test_own_limits_refused);
 	} else {
+		tcase_add_test(tc, test_delegated_limits);
 		tcase_add_test(tc, test_own_group);
 		tcase_add_test(tc, test_read_errors);
 		tcase_add_test(tc, test_bad_writes_change_nothing);

@@ -168,10 +168,18 @@ grep -q "^cgmalloc: exit report of pid [0-9]*, group /env$" "$T/err" ||
 	fail "run: the command was not accounted in /env (no exit report)"
 CHECKS=$((CHECKS + 1))
 
-# Without -g: a group named after the command's pid (run execs: same pid).
-run ctl run -- sh -c 'echo $$'
-[ "$ST" = 0 ] || fail "run sh: exit $ST"
-ok ctl ls "/run-$(cat "$T/out")"
+# Without -g: a scope named after the command's pid (run execs: same pid),
+# there while the command runs, gone with its last process.
+ctl run -- sh -c 'echo $$ >"$0.new" && mv "$0.new" "$0"; until [ -e "$0.done" ]; do sleep 0.05; done' \
+	"$T/scope" 2>"$T/scope.err" &
+scope_job=$!
+PIDS="$PIDS $scope_job"
+wait_for test -s "$T/scope"
+scope_pid=$(cat "$T/scope")
+ok ctl ls "/run-$scope_pid"
+touch "$T/scope.done"
+wait "$scope_job" || fail "run sh: exit $?: $(cat "$T/scope.err")"
+bad 1 "no group /run-$scope_pid" ctl ls "/run-$scope_pid"
 
 # A bad -s or command changes nothing: no group left behind.
 bad 2 "-s memory.max: bad value '5x'" ctl run -g /bad -s memory.max=5x -- true

@@ -77,6 +77,20 @@ expect_shim_lines bad "cgmalloc: CGMALLOC_CONF: bad value 'abc' for 'max' (expec
 expect_normal_run bad
 ok
 
+# A bad group name: the line says what a group path is; the program runs.
+run badgroup "group=batch job"
+shim_lines badgroup | grep -qF "cgmalloc: CGMALLOC_CONF: bad value 'batch job' for 'group' (expected an absolute path like /batch/job1: names of letters, digits and _-.@:+, at most 63 bytes each, at most 64 deep); ignored" ||
+	pl_fail "a bad group name: $(shim_lines badgroup)"
+expect_normal_run badgroup
+ok
+
+# Bytes that are not UTF-8 are escaped in the line, not passed to the terminal.
+run badutf8 "$(printf 'max=1\351M')"
+shim_lines badutf8 | grep -qF "bad value '1\\xe9M' for 'max'" ||
+	pl_fail "a value with a Latin-1 byte: $(shim_lines badutf8 | od -c | head -3)"
+expect_normal_run badutf8
+ok
+
 # ... and the default really is kept: verbose shows max=max.
 run bad_verbose "max=abc,verbose=1"
 shim_lines bad_verbose | grep -qE "$PL_VERBOSE_RE.* max=max( |\$)" ||
@@ -120,6 +134,14 @@ run toolong "verbose=1,$long"
 shim_lines toolong | grep -qvE "$PL_VERBOSE_RE" ||
 	pl_fail "a 9 KB CGMALLOC_CONF was applied (verbose=1 took effect)"
 expect_normal_run toolong
+ok
+
+# ... but not the strict=1 in it: too long is bad input, and fatal then.
+run toolong_strict "strict=1,$long"
+[ "$(status toolong_strict)" = 2 ] ||
+	pl_fail "a 9 KB CGMALLOC_CONF with strict=1: exit status $(status toolong_strict), expected 2"
+shim_lines toolong_strict | grep -q "longer than 8191 bytes" ||
+	pl_fail "a 9 KB CGMALLOC_CONF with strict=1: $(shim_lines toolong_strict)"
 ok
 
 # ---- strict=1: a bad item is fatal, with status 2, before main ----

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cgm/config.h"
+#include "cgm/log.h"
 #include "check_run.h"
 
 /* Run cgm_conf_parse with stderr captured into @err. */
@@ -230,6 +231,44 @@ START_TEST(test_whole_text_too_long)
 }
 END_TEST
 
+/* A text too long is ignored as a whole, all but a strict= in it. */
+START_TEST(test_whole_text_too_long_keeps_strict)
+{
+	static char text[CGM_CONF_ENV_MAX + 10];
+	struct cgm_config c;
+	char err[4096];
+
+	cgm_conf_defaults(&c);
+	memset(text, ',', sizeof(text) - 1);
+	memcpy(text, "verbose=1, strict = on", 22);
+	ck_assert_int_eq(parse_capture(&c, text, err, sizeof(err)), 1);
+	ck_assert(!c.verbose);
+	ck_assert(c.strict);
+	ck_assert_int_eq(count_lines(err), 1);
+}
+END_TEST
+
+/* Messages are one printable line: control bytes '?', bytes not UTF-8 \xNN. */
+START_TEST(test_escape_line)
+{
+	char out[64];
+
+	ck_assert_uint_eq(cgm_escape_line("plain", out, sizeof(out)), 5);
+	ck_assert_str_eq(out, "plain");
+	cgm_escape_line("a\nb\tc\x7f", out, sizeof(out));
+	ck_assert_str_eq(out, "a?b?c?");
+	/* UTF-8 passes: e acute, a euro sign, a four-byte emoji. */
+	cgm_escape_line("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", out, sizeof(out));
+	ck_assert_str_eq(out, "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+	/* Latin-1, a lone continuation, an overlong '/', a surrogate, a cut sequence. */
+	cgm_escape_line("caf\xe9|\x80|\xc0\xaf|\xed\xa0\x80|\xe2\x82", out, sizeof(out));
+	ck_assert_str_eq(out, "caf\\xe9|\\x80|\\xc0\\xaf|\\xed\\xa0\\x80|\\xe2\\x82");
+	/* It stops whole within the room it has. */
+	ck_assert_uint_eq(cgm_escape_line("\xff\xff", out, 6), 4);
+	ck_assert_str_eq(out, "\\xff");
+}
+END_TEST
+
 START_TEST(test_format_roundtrip)
 {
 	struct cgm_config c, d;
@@ -264,6 +303,8 @@ int main(void)
 	tcase_add_test(tc, test_sizes);
 	tcase_add_test(tc, test_long_strings_refused);
 	tcase_add_test(tc, test_whole_text_too_long);
+	tcase_add_test(tc, test_whole_text_too_long_keeps_strict);
+	tcase_add_test(tc, test_escape_line);
 	tcase_add_test(tc, test_format_roundtrip);
 	suite_add_tcase(s, tc);
 	return check_run(s);

@@ -273,6 +273,48 @@ START_TEST(test_foreign_owner)
 }
 END_TEST
 
+/*
+ * The default hierarchy's directory, base/cgmalloc-<uid>: made private if
+ * missing; anything else found under that name (another user's directory,
+ * one that others may enter, a symlink, a file) is refused, so no other
+ * user can put a hierarchy of theirs where this user's programs look.
+ */
+START_TEST(test_user_dir)
+{
+	char dir[256], why[512] = "", expect[320], link_target[320];
+
+	ck_assert_int_eq(hier_user_dir(tmp.dir, dir, sizeof(dir), why, sizeof(why)), 0);
+	snprintf(expect, sizeof(expect), "%s/cgmalloc-%u", tmp.dir, (unsigned)getuid());
+	ck_assert_str_eq(dir, expect);
+	{
+		struct stat st;
+
+		ck_assert_int_eq(lstat(dir, &st), 0);
+		ck_assert(S_ISDIR(st.st_mode) && (st.st_mode & 0777) == 0700);
+	}
+	/* Found again: fine. */
+	ck_assert_int_eq(hier_user_dir(tmp.dir, dir, sizeof(dir), why, sizeof(why)), 0);
+	ck_assert_int_eq(chmod(dir, 0777), 0);
+	ck_assert_int_eq(hier_user_dir(tmp.dir, dir, sizeof(dir), why, sizeof(why)), -EPERM);
+	ck_assert_ptr_nonnull(strstr(why, "not a private directory"));
+	ck_assert_int_eq(rmdir(dir), 0);
+	snprintf(link_target, sizeof(link_target), "%s/elsewhere", tmp.dir);
+	ck_assert_int_eq(mkdir(link_target, 0700), 0);
+	ck_assert_int_eq(symlink(link_target, dir), 0);
+	ck_assert_int_eq(hier_user_dir(tmp.dir, dir, sizeof(dir), why, sizeof(why)), -EPERM);
+	ck_assert_ptr_nonnull(strstr(why, "a symlink"));
+	ck_assert_int_eq(unlink(dir), 0);
+	if (getuid() == 0) {
+		ck_assert_int_eq(mkdir(dir, 0700), 0);
+		ck_assert_int_eq(chown(dir, 65534, 65534), 0);
+		ck_assert_int_eq(hier_user_dir(tmp.dir, dir, sizeof(dir), why, sizeof(why)), -EPERM);
+		ck_assert_ptr_nonnull(strstr(why, "owned by uid 65534"));
+		ck_assert_int_eq(rmdir(dir), 0);
+	}
+	rmdir(link_target);
+}
+END_TEST
+
 START_TEST(test_not_regular)
 {
 	char target[sizeof(tmp.path) + 8];
@@ -464,7 +506,7 @@ static void walk_everything(struct cgm_hier *h, const uint32_t *idx, int n, uint
 	for (size_t f = 0; f < cgm_nfiles; f++)
 		(void)cgm_file_read(h, idx[acct_rand_below(rng, (uint64_t)n)], cgm_files[f].name,
 				    buf, sizeof(buf));
-	(void)cgm_file_write(h, idx[0], "memory.high", "max", why, sizeof(why));
+	(void)cgm_file_write(h, CGM_NONE, idx[0], "memory.high", "max", why, sizeof(why));
 	(void)acct_reclaim_dead(h);
 }
 
@@ -573,7 +615,7 @@ static void use_scribbled_counters(void *arg)
 	if (hier_open(&h, tmp.path, false, why, sizeof(why)) < 0)
 		return;		/* refused on open: fine */
 	/* memory.min propagates protected usage up the counters; a charge walks them. */
-	(void)cgm_file_write(&h, g, "memory.min", "1M", why, sizeof(why));
+	(void)cgm_file_write(&h, CGM_NONE, g, "memory.min", "1M", why, sizeof(why));
 	page_counter_charge(&h.groups[g].memory, 1);
 	hier_close(&h);
 }
@@ -620,6 +662,7 @@ static void add_tests(TCase *tc, bool regressions)
 	tcase_add_test(tc, test_resized);
 	tcase_add_test(tc, test_corrupt_header);
 	tcase_add_test(tc, test_foreign_owner);
+	tcase_add_test(tc, test_user_dir);
 	tcase_add_test(tc, test_not_regular);
 	tcase_add_test(tc, test_missing_and_long_path);
 	tcase_add_test(tc, test_group_paths);

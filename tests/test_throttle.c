@@ -141,7 +141,7 @@ START_TEST(test_high_throttles)
 	top = group_lookup(&a.h, "/top");
 	h1 = group_lookup(&a.h, "/top/h1");
 	h2 = group_lookup(&a.h, "/top/h1/h2");
-	ck_assert_int_eq(cgm_file_write(&a.h, h1, "memory.high", "4000K", why, sizeof(why)), 0);
+	ck_assert_int_eq(cgm_file_write(&a.h, CGM_NONE, h1, "memory.high", "4000K", why, sizeof(why)), 0);
 	ck_assert_int_eq(a.h.groups[h1].memory.high, high);
 	slot = acct_thread_register(&a, (int)syscall(SYS_gettid));
 	t = &a.h.threads[slot];

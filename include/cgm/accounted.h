@@ -21,6 +21,7 @@
 #include "cgm/acct.h"
 #include "cgm/compiler.h"
 #include "cgm/mi_layout.h"
+#include "cgm/shim.h"
 #include "cgm/static_key.h"
 
 DECLARE_STATIC_KEY_FALSE(cgm_accounting_key);
@@ -80,6 +81,14 @@ static inline void cgm_careful_end(struct cgm_proc *p)
 		cgm_careful_unlock(p);
 }
 void cgm_moving_fork_child(void);
+
+/* In a slow path: has another process changed something of ours? */
+static inline void cgm_epoch_check(void)
+{
+	if (cgm_unlikely(__atomic_load_n(&cgm_acct.h.hdr->epoch, __ATOMIC_RELAXED) !=
+			 __atomic_load_n(&cgm_seen_epoch, __ATOMIC_RELAXED)))
+		cgm_epoch_changed();
+}
 void *cgm_acct_realloc(void *p, size_t n);
 
 static inline __attribute__((always_inline)) void *cgm_acct_malloc(size_t n, bool zero)

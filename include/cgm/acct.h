@@ -49,15 +49,22 @@ struct cgm_acct {
  */
 int acct_attach(struct cgm_acct *a, const char *path);
 
+/*
+ * acct_attach() to a scope: a group that, if this call creates it, is
+ * transient -- removed, with its limits, once its last process is gone
+ * (systemd-run --scope).
+ */
+int acct_attach_scope(struct cgm_acct *a, const char *path);
+
 /* Uncharge everything this process holds and free its slots. */
 void acct_detach(struct cgm_acct *a);
 
 /*
- * In the child of fork(): take a slot of its own in the parent's group,
- * charge what the parent held less what its threads had precharged (the
- * inherited heap), and give the calling thread a fresh slot.
+ * Attach this process to the existing group @group (a forked child joins
+ * its parent's group so).  Nothing is charged for what the process
+ * inherited.  Returns 0, -ENOENT (no such group) or -ENOSPC.
  */
-int acct_fork_child(struct cgm_acct *a, uint32_t *thread_slot);
+int acct_attach_group(struct cgm_acct *a, uint32_t group);
 
 /* A slot for the calling thread (tid), or CGM_NONE if the table is full. */
 uint32_t acct_thread_register(struct cgm_acct *a, int tid);
@@ -76,8 +83,12 @@ void acct_thread_exit(struct cgm_acct *a, uint32_t slot);
  */
 int acct_reclaim_dead(struct cgm_hier *h);
 
-/* /proc/<pid>/stat start time, 0 if the process does not exist. */
-uint64_t acct_proc_start_time(int pid);
+/*
+ * Is the process of slot @p gone: exited (no such pid, or a zombie), or
+ * its pid reused by a process that started after @p attached?  When it
+ * cannot tell, it answers no.
+ */
+bool acct_proc_gone(const struct cgm_proc *p);
 
 /* Free the slots of exited, fully harvested threads (flush lock + proc lock held). */
 void acct_reap_threads(struct cgm_hier *h, uint32_t proc);
@@ -187,14 +198,19 @@ void rstat_flush(struct cgm_hier *h);
 bool rstat_flush_thread(struct cgm_hier *h, uint32_t slot);
 
 /*
- * A process is leaving: what it still held live is freed by its exit.
- * Counted as frees of its group, so anon stays the live bytes of the
- * processes that remain.  Call after a flush.
+ * A process is leaving: its threads' last deltas are folded, and what it
+ * still held live, freed by its exit, leaves its group's anon, which stays
+ * the live bytes of the processes that remain.  Its thread slots are
+ * flushed no more.
  */
 void rstat_fold_exit(struct cgm_hier *h, struct cgm_proc *p);
 
-/* A forked child starts with @bytes of live heap in its group's anon. */
-void rstat_inherit(struct cgm_hier *h, struct cgm_proc *p, int64_t bytes, int64_t objects);
+/*
+ * Fold the statistics of process @proc's exited threads and free their
+ * slots once the threads are gone.  Never waits: nothing is done while
+ * another flush holds the lock.
+ */
+void rstat_reap_exited(struct cgm_hier *h, uint32_t proc);
 
 /*
  * Put process @p in group @to, its anon going along.  Caller holds the

@@ -1,6 +1,6 @@
 /*
  * The monotonic clock in nanoseconds, for intervals (throttle stalls, the
- * watcher's flush period, how long a move kept its key on).
+ * time a move kept its key on).
  */
 #ifndef CGM_CLOCK_H
 #define CGM_CLOCK_H

@@ -40,9 +40,11 @@ struct cgm_config {
 	bool accounting;
 	char hierarchy[CGM_CONF_STR_MAX];
 	char group[CGM_CONF_STR_MAX];
+	char scope[CGM_CONF_STR_MAX];
 	uint64_t charge_batch;		/* pages */
 	uint64_t max;			/* memory.max applied to the group */
 	uint64_t high;			/* memory.high applied to the group */
+	bool enforce;			/* fail closed when a limit applies */
 	int oom;			/* enum cgm_oom_policy */
 	int stats;			/* enum cgm_stats_mode */
 	char stats_file[CGM_CONF_STR_MAX];

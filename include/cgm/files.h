@@ -68,12 +68,16 @@ int cgm_file_render(struct cgm_hier *h, uint32_t group, const char *name,
 		    char *buf, size_t len);
 
 /*
- * Parse @value and apply it to file @name of group @group.  A bad value
- * changes nothing.  Returns 0, or a negative errno with a one-line reason
- * in @why: -EINVAL bad value, -EACCES read-only file, -ENOENT unknown,
- * -ESRCH no such process (cgroup.procs), -ENOMEM move refused by a limit.
+ * Parse @value and apply it to file @name of group @group, on behalf of
+ * a process in group @writer (CGM_NONE: a writer outside the hierarchy,
+ * such as cgmctl, which may write anything).  A bad value changes
+ * nothing.  Returns 0, or a negative errno with a one-line reason in
+ * @why: -EINVAL bad value or a file the root group lacks, -EACCES
+ * read-only file, -ENOENT unknown, -EPERM a process may not write this
+ * (its own group's limits, unless delegated), -ESRCH no such process
+ * (cgroup.procs), -ENOMEM move refused by a limit.
  */
-int cgm_file_write(struct cgm_hier *h, uint32_t group, const char *name,
+int cgm_file_write(struct cgm_hier *h, uint32_t writer, uint32_t group, const char *name,
 		   const char *value, char *why, size_t whylen);
 
 /*

@@ -29,7 +29,7 @@
 #include "cgm/size_class.h"
 
 #define CGM_HIER_MAGIC		0x3152454948474d43ULL	/* "CGMHIER1" */
-#define CGM_HIER_VERSION	7
+#define CGM_HIER_VERSION	8
 #define CGM_NONE		UINT32_MAX
 #define CGM_ROOT		0
 #define CGM_NAME_MAX		64		/* a path component, NUL included */
@@ -74,7 +74,23 @@ enum cgm_stat {
 #define CGM_SMALL_MAX		1024
 #define CGM_SMALL_STEPS		(CGM_SMALL_MAX / 8 + 1)
 
+/*
+ * A slot's state.  EXITING: a thread whose exit hook ran, or a process
+ * that detached; the slot is freed once the thread or process is gone
+ * (until then late frees may still land in it).
+ */
 enum cgm_slot_state { CGM_SLOT_FREE, CGM_SLOT_LIVE, CGM_SLOT_EXITING };
+
+/* Group flags (cgm_group.flags). */
+enum cgm_group_flags {
+	/*
+	 * Made for one invocation's CGMALLOC_CONF limits (no group= named):
+	 * removed when its last process is gone.
+	 */
+	CGM_GROUP_TRANSIENT = 1u << 0,
+	/* Delegated: its processes may manage the groups below it. */
+	CGM_GROUP_DELEGATED = 1u << 1,
+};
 
 struct cgm_group {
 	uint32_t state;			/* enum cgm_slot_state */
@@ -85,6 +101,7 @@ struct cgm_group {
 	uint32_t nr_procs;		/* attached processes, this group only */
 	uint32_t depth;
 	uint32_t oom_group;		/* memory.oom.group */
+	uint32_t flags;			/* enum cgm_group_flags */
 	char name[CGM_NAME_MAX];
 	struct page_counter memory;
 	int64_t events[CGM_NR_EVENTS];		/* hierarchical */
@@ -97,14 +114,20 @@ struct cgm_group {
 struct cgm_proc {
 	uint32_t state;			/* enum cgm_slot_state */
 	int32_t pid;
-	uint64_t start_time;		/* /proc/<pid>/stat field 22: pid reuse guard */
+	uint64_t attach_ns;		/* CLOCK_BOOTTIME at attach: pid reuse guard */
 	uint32_t group;
 	uint32_t first_thread;		/* list of thread slots */
 	int64_t held_pages;		/* charged to the group by this process */
 	int64_t free_pool;		/* harvested freed bytes not yet uncharged */
-	int64_t untracked_bytes;	/* frees of memory charged before attach */
+	int64_t untracked_bytes;	/* frees of memory it was never charged (before attach, or inherited) */
 	int64_t live_bytes;		/* allocated - freed by this process, as of the last flush */
-	int64_t live_objects;
+	/*
+	 * What the process adds to its group's anon: live_bytes plus the frees
+	 * that found nothing of its own to uncharge (memory it inherited at
+	 * fork or had before it attached), never below zero -- anon counts
+	 * what the process's charge counts.  Written under the flush lock.
+	 */
+	int64_t anon;
 	uint32_t move_to;		/* CGM_NONE, or the group a move asked for */
 	uint32_t pad;
 	pthread_mutex_t lock;		/* robust, shared: harvest and move */
@@ -169,7 +192,7 @@ struct cgm_hier_header {
 	uint64_t groups_off, procs_off, threads_off;
 	uint32_t uid;
 	uint32_t nr_limited;		/* groups with a finite max or high */
-	uint32_t epoch;			/* futex: bumped on every change processes must see */
+	uint32_t epoch;			/* bumped on every change processes must see (their slow paths look) */
 	uint32_t flush_seq;
 	uint32_t drain_gen;		/* bumped at memory.max: threads give back their precharge */
 	uint32_t pad1;
@@ -178,6 +201,14 @@ struct cgm_hier_header {
 	 * bytes to find the live slots instead of touching every slot.
 	 */
 	uint64_t thread_map[CGM_MAX_THREADS / 64];
+	/*
+	 * The same for process slots in use (attached or exiting), and for
+	 * those exiting: an attach finds a free slot, and one to free, in 256
+	 * bytes instead of reading the table (which a forked child would fault
+	 * in page by page).  Changed under tree_lock.
+	 */
+	uint64_t proc_map[CGM_MAX_PROCS / 64];
+	uint64_t exiting_map[CGM_MAX_PROCS / 64];
 	pthread_mutex_t tree_lock;	/* robust, shared */
 	pthread_mutex_t flush_lock;	/* robust, shared */
 	uint64_t checksum;		/* of the fields above tree_lock */
@@ -193,8 +224,16 @@ struct cgm_hier {
 	char path[CGM_PATH_MAX];
 };
 
-/* Default path: /dev/shm/cgmalloc.<uid>. */
-void hier_default_path(char *buf, size_t len);
+/*
+ * The directory for this user's hierarchy under @base, @base/cgmalloc-<uid>:
+ * created (mode 0700) if missing, and refused unless it is a directory of
+ * this user that nobody else can enter.  0, or a negative errno with a
+ * one-line reason in @why.
+ */
+int hier_user_dir(const char *base, char *buf, size_t len, char *why, size_t whylen);
+
+/* The default hierarchy: /dev/shm/cgmalloc-<uid>/hierarchy (hier_user_dir). */
+int hier_default_path(char *buf, size_t len, char *why, size_t whylen);
 
 /*
  * Open (creating it if missing, mode 0600) and map the hierarchy at
@@ -264,13 +303,26 @@ uint32_t hier_proc_index(const struct cgm_hier *h, const struct cgm_proc *p);
 			continue;						\
 		else
 
+/* Bit @i of a slot map (thread_map, proc_map, exiting_map). */
+static inline void hier_map_set(uint64_t *map, uint32_t i)
+{
+	__atomic_fetch_or(&map[i / 64], 1ULL << (i % 64), __ATOMIC_RELEASE);
+}
+
+static inline void hier_map_clear(uint64_t *map, uint32_t i)
+{
+	__atomic_fetch_and(&map[i / 64], ~(1ULL << (i % 64)), __ATOMIC_RELEASE);
+}
+
 /* The robust shared mutexes: a lock left by a dead owner is recovered. */
 void hier_lock(pthread_mutex_t *m);
 void hier_unlock(pthread_mutex_t *m);
 /* The lock if it is free (true), else false at once. */
 bool hier_trylock(pthread_mutex_t *m);
+/* How many of them the calling thread holds. */
+unsigned int hier_locks_held(void);
 
-/* Wake every process waiting on the epoch (limits, moves, flush requests). */
+/* Tell every process that something changed (limits, moves): the epoch moves. */
 void hier_bump_epoch(struct cgm_hier *h);
 
 /* ---- groups (accounting/group.c); callers hold tree_lock unless noted ---- */
@@ -284,6 +336,12 @@ uint32_t group_lookup(const struct cgm_hier *h, const char *path);
  */
 int64_t group_mkdir(struct cgm_hier *h, const char *path);
 
+/*
+ * group_mkdir() giving the group at @path, if this call creates it,
+ * @flags (enum cgm_group_flags); the parents it creates get none.
+ */
+int64_t group_create(struct cgm_hier *h, const char *path, uint32_t flags);
+
 /* Remove an empty group: -EBUSY if it has children or processes. */
 int group_rmdir(struct cgm_hier *h, const char *path);
 
@@ -292,12 +350,21 @@ int group_path(const struct cgm_hier *h, uint32_t idx, char *buf, size_t len);
 
 /* Check a path's syntax without touching the hierarchy. */
 int group_path_valid(const char *path);
+/* What a valid path is, in words, for messages. */
+extern const char group_path_rules[];
 
 /* Count an event on a group: local always, hierarchical up to but excluding root. */
 void group_event(struct cgm_hier *h, uint32_t idx, enum cgm_event ev);
 
 /* Is @idx or one of its ancestors limited (finite max or high)? */
 bool group_limited(const struct cgm_hier *h, uint32_t idx);
+
+/*
+ * Remove group @idx if it is transient and empty (no child, no process,
+ * nothing charged), then its transient ancestors that this leaves empty.
+ * Caller holds tree_lock.
+ */
+void group_reap_transient(struct cgm_hier *h, uint32_t idx);
 
 /* Is group @idx @root or below it? */
 bool group_in_subtree(const struct cgm_hier *h, uint32_t idx, uint32_t root);

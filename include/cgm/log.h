@@ -9,11 +9,19 @@
 #define CGM_LOG_H
 
 #include <stdarg.h>
+#include <stddef.h>
 #include "cgm/compiler.h"
 
 /* Print "cgmalloc: <message>\n" to stderr in one write(2). */
 void cgm_log(const char *fmt, ...) CGM_PRINTF(1, 2);
 void cgm_vlog(const char *fmt, va_list ap);
+
+/*
+ * Copy @in to @out (@len bytes, NUL included) as one printable line:
+ * control characters become '?', bytes that are not UTF-8 "\xNN".
+ * Returns the length written.  Every message of cgm_log() goes through it.
+ */
+size_t cgm_escape_line(const char *in, char *out, size_t len);
 
 /* Like cgm_log, but only the first call with this flag prints. */
 void cgm_log_once(int *flag, const char *fmt, ...) CGM_PRINTF(2, 3);

@@ -68,17 +68,24 @@ const char *cgm_accounting_start(void);
 
 /* Tables and the thread-exit hook, before accounting is switched on. */
 void cgm_accounted_init(void);
-/* In the child of fork(): own slots, and the inherited heap charged. */
+/*
+ * In the child of fork(): nothing charged for what it inherits; it joins
+ * its parent's group at its first allocation that needs a slot.
+ */
 void cgm_accounted_fork_child(void);
 /* A slot for the calling thread, before its own code runs. */
 void cgm_thread_register(void);
 
-/* ---- watcher.c: what other processes change in the hierarchy ---- */
+/* ---- epoch.c: what other processes change in the hierarchy ---- */
 
-void cgm_watcher_start(void);
-void cgm_watcher_stop(void);
+/* The hierarchy's epoch when this process last acted on it. */
+extern uint32_t cgm_seen_epoch;
 /* Bring the limits static key in line with the hierarchy. */
-void cgm_watch_limits(void);
+void cgm_sync_limits(void);
+/* The epoch moved: act on limits and on a move asked for (cgm_epoch_check). */
+void cgm_epoch_changed(void);
+/* In the child of fork(): the epoch lock may have been another thread's. */
+void cgm_epoch_fork_child(void);
 
 /* ---- exit_report.c ---- */
 
@@ -89,8 +96,5 @@ void cgm_exit_report(void);
 
 /* Find the real pthread_create (in the constructor: dlsym may allocate). */
 void cgm_thread_start_init(void);
-/* A thread of the library's own, which gets no accounting slot. */
-int cgm_pthread_create_unaccounted(pthread_t *th, const pthread_attr_t *attr,
-				   void *(*fn)(void *), void *arg);
 
 #endif /* CGM_SHIM_H */

@@ -419,7 +419,7 @@ static bool procs_value_is_live_pid(const char *v)
 {
 	long pid = strtol(v, NULL, 10);
 
-	return pid > 0 && pid <= INT32_MAX && acct_proc_start_time((int)pid) != 0;
+	return pid > 0 && pid <= INT32_MAX && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
 }
 
 static void op_write(struct run *r)
@@ -433,7 +433,7 @@ static void op_write(struct run *r)
 	if (!strcmp(name, "cgroup.procs") && procs_value_is_live_pid(v))
 		return;
 	why[0] = '\0';
-	err = cgm_file_write(r->h, group, name, v, why, sizeof(why));
+	err = cgm_file_write(r->h, CGM_NONE, group, name, v, why, sizeof(why));
 	if (err > 0)
 		die("cgm_file_write returned a positive value", name);
 	if (err < 0 && !why[0])
@@ -443,7 +443,7 @@ static void op_write(struct run *r)
 	/* What a limit file reads back, written again, reads the same. */
 	if (read_file(r, group, name, sizeof(first), first, sizeof(first)) < 0)
 		return;
-	if (cgm_file_write(r->h, group, name, first, why, sizeof(why)) < 0)
+	if (cgm_file_write(r->h, CGM_NONE, group, name, first, why, sizeof(why)) < 0)
 		die("a limit read back is refused when written", first);
 	if (read_file(r, group, name, sizeof(second), second, sizeof(second)) >= 0 &&
 	    strcmp(first, second))

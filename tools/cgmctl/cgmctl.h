@@ -24,7 +24,8 @@
 
 struct ctl {
 	const char *cmd;		/* the subcommand, for messages */
-	char path[CGM_PATH_MAX];	/* the hierarchy file */
+	char path[CGM_PATH_MAX];	/* the hierarchy file ("": the default is refused) */
+	char path_error[512];		/* why the default is refused */
 	bool json;
 	struct cgm_hier h;
 };
@@ -68,6 +69,13 @@ int ctl_check_path(struct ctl *c, const char *path);
 
 /* The index of an existing group, or CGM_NONE after saying why not. */
 uint32_t ctl_find_group(struct ctl *c, const char *path);
+
+/*
+ * The group of cgmctl itself when it runs preloaded and attached to this
+ * hierarchy (a program started it): its writes are then a process's, with
+ * a process's rights.  CGM_NONE otherwise.
+ */
+uint32_t ctl_own_group(struct ctl *c);
 
 /* ---- files.c ---- */
 

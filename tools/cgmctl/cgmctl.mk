@@ -46,13 +46,18 @@ readme-tables: $(CGMCTL)
 readme-tables-update: $(CGMCTL)
 	CGMCTL=$(abspath $(CGMCTL)) sh tests/cgmctl/readme_tables.sh --update README.md
 
-# The API from C, in a private hierarchy; then with accounting off.
+# The API from C, in a private hierarchy: in a group below a delegated
+# one; in a limited group of its own; with accounting off.
 $(T)/test_api: tests/test_api.c $(LIB)
 	@mkdir -p $(T)
 	$(CC) $(TEST_CFLAGS) $(TEST_DEPFLAGS) $(CHECK_CFLAGS) -o $@ $< $(SHIM_LINK) $(CHECK_LIBS)
 
-check-api: $(T)/test_api
-	$(RUN) env CGMALLOC_CONF=hierarchy=$(TEST_HIER),group=/api/test $(T)/test_api
+check-api: $(T)/test_api $(CGMCTL)
+	$(RUN) sh -c '$(CGMCTL) --hierarchy $(TEST_HIER) mkdir /api/other && \
+		$(CGMCTL) --hierarchy $(TEST_HIER) set /api cgroup.delegate 1 && \
+		$(CGMCTL) --hierarchy $(TEST_HIER) mkdir /elsewhere && \
+		CGMALLOC_CONF=hierarchy=$(TEST_HIER),group=/api/test $(T)/test_api && \
+		CGMALLOC_CONF=hierarchy=$(TEST_HIER),group=/plain,max=512M CGM_TEST_API_PLAIN=1 $(T)/test_api'
 	$(RUN) env CGMALLOC_CONF=hierarchy=$(TEST_HIER),accounting=0 CGM_TEST_API_OFF=1 $(T)/test_api
 
 # cgmctl itself under AddressSanitizer+UBSan, through the same test.  The

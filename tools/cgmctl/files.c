@@ -127,7 +127,7 @@ int ctl_write(struct ctl *c, const char *group, const char *file, const char *va
 	idx = ctl_find_group(c, group);
 	if (idx == CGM_NONE)
 		return CTL_FAIL;
-	err = cgm_file_write(&c->h, idx, file, value, why, sizeof(why));
+	err = cgm_file_write(&c->h, ctl_own_group(c), idx, file, value, why, sizeof(why));
 	if (err == 0)
 		return CTL_OK;
 	/* cgm_file_write() leaves "failed" when the reason is only the errno. */

@@ -15,6 +15,10 @@ int ctl_open(struct ctl *c, bool create)
 	char why[512];
 	int err;
 
+	if (!c->path[0]) {
+		ctl_err("%s: hierarchy refused: %s", c->cmd, c->path_error);
+		return -1;
+	}
 	/* Read commands must not leave a hierarchy behind where there was none. */
 	if (!create && access(c->path, F_OK) < 0 && errno == ENOENT) {
 		ctl_err("%s: no hierarchy file %s (nothing has attached to it; "
@@ -40,9 +44,7 @@ int ctl_check_path(struct ctl *c, const char *path)
 {
 	if (strlen(path) < CGM_PATH_MAX && group_path_valid(path) == 0)
 		return 0;
-	ctl_err("%s: bad group path '%s' (expected an absolute path like /batch/job1: "
-		"names of letters, digits and _-.@:+, at most %d bytes each)",
-		c->cmd, path, CGM_NAME_MAX - 1);
+	ctl_err("%s: bad group path '%s' (expected %s)", c->cmd, path, group_path_rules);
 	return -1;
 }
 
@@ -58,4 +60,16 @@ uint32_t ctl_find_group(struct ctl *c, const char *path)
 	if (idx == CGM_NONE)
 		ctl_err("%s: no group %s in %s", c->cmd, path, c->path);
 	return idx;
+}
+
+uint32_t ctl_own_group(struct ctl *c)
+{
+	struct cgm_proc *p;
+	uint32_t i;
+
+	/* Preloaded (a program ran us), cgmctl is a process of a group. */
+	for_each_live_proc(&c->h, i, p)
+		if (p->pid == (int32_t)getpid())
+			return __atomic_load_n(&p->group, __ATOMIC_ACQUIRE);
+	return CGM_NONE;
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cgm/config.h"
+#include "cgm/log.h"
 #include "cgmalloc.h"
 #include "cgmctl.h"
 
@@ -27,12 +28,13 @@ void ctl_usage(FILE *f)
 	      "  rmdir GROUP                  remove an empty GROUP\n"
 	      "  move PID GROUP               move an attached process and its charge to GROUP\n"
 	      "  run [-g GROUP] [-s FILE=VALUE]... [--] CMD [ARGS]\n"
-	      "                               run CMD under libcgmalloc.so in GROUP (default /run-PID),\n"
+	      "                               run CMD under libcgmalloc.so in GROUP (default: a scope\n"
+	      "                               /run-PID, removed when its last process is gone),\n"
 	      "                               after setting the files given with -s\n"
 	      "  help [conf|files [--markdown]]  this text; the CGMALLOC_CONF keys; a group's files\n"
 	      "\n"
 	      "  --hierarchy PATH   the hierarchy file (default: hierarchy= of CGMALLOC_CONF,\n"
-	      "                     else /dev/shm/cgmalloc.UID)\n"
+	      "                     else /dev/shm/cgmalloc-UID/hierarchy)\n"
 	      "  --json             ls and cat print JSON\n"
 	      "\n", f);
 	fprintf(f, "Files: %s.\nExit status: 0 done, 1 failed, 2 bad command line.\n",
@@ -41,16 +43,14 @@ void ctl_usage(FILE *f)
 
 void ctl_err(const char *fmt, ...)
 {
-	char line[1024];
+	char raw[1024], line[1024];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
+	vsnprintf(raw, sizeof(raw), fmt, ap);
 	va_end(ap);
 	/* One line, whatever a value quoted in it contained. */
-	for (char *p = line; *p; p++)
-		if ((unsigned char)*p < 0x20 || *p == 0x7f)
-			*p = '?';
+	cgm_escape_line(raw, line, sizeof(line));
 	fprintf(stderr, "cgmctl: %s\n", line);
 }
 
@@ -126,17 +126,22 @@ int ctl_args(struct ctl *c, int argc, char **argv, const char *own, int n,
 	return -1;
 }
 
-/* The hierarchy= of CGMALLOC_CONF, so that cgmctl sees what the programs see. */
-static void default_path(char *buf, size_t len)
+/*
+ * The hierarchy= of CGMALLOC_CONF, so that cgmctl sees what the programs
+ * see, else the default; why the default cannot be used is kept for
+ * ctl_open() to say (--hierarchy may name another file meanwhile).
+ */
+static void default_path(struct ctl *c)
 {
 	static struct cgm_config conf;
 
 	cgm_conf_defaults(&conf);
 	cgm_conf_parse(&conf, getenv("CGMALLOC_CONF"), true);
 	if (conf.hierarchy[0])
-		snprintf(buf, len, "%s", conf.hierarchy);
-	else
-		hier_default_path(buf, len);
+		snprintf(c->path, sizeof(c->path), "%s", conf.hierarchy);
+	else if (hier_default_path(c->path, sizeof(c->path), c->path_error,
+				   sizeof(c->path_error)) < 0)
+		c->path[0] = '\0';
 }
 
 static const struct {
@@ -152,7 +157,7 @@ int main(int argc, char **argv)
 {
 	static struct ctl c;
 
-	default_path(c.path, sizeof(c.path));
+	default_path(&c);
 	switch (ctl_getopt(&c, argc, argv, "+hV")) {
 	case -1:
 		break;

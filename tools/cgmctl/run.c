@@ -83,7 +83,7 @@ static int check_setting(struct ctl *c, const char *s, char *file, size_t len)
 }
 
 /* LD_PRELOAD and CGMALLOC_CONF for the command. */
-static int set_env(struct ctl *c, const char *lib, const char *group)
+static int set_env(struct ctl *c, const char *lib, const char *group, bool scope)
 {
 	const char *conf = getenv("CGMALLOC_CONF"), *pre = getenv("LD_PRELOAD");
 	char hier[PATH_MAX], buf[CGM_CONF_ENV_MAX];
@@ -105,8 +105,8 @@ static int set_env(struct ctl *c, const char *lib, const char *group)
 			hier);
 		return -1;
 	}
-	n = snprintf(buf, sizeof(buf), "%s%shierarchy=%s,group=%s", conf ? conf : "",
-		     conf && conf[0] ? "," : "", hier, group);
+	n = snprintf(buf, sizeof(buf), "%s%shierarchy=%s,%s=%s", conf ? conf : "",
+		     conf && conf[0] ? "," : "", hier, scope ? "scope" : "group", group);
 	if (n < 0 || (size_t)n >= sizeof(buf)) {
 		ctl_err("run: CGMALLOC_CONF would be longer than %zu bytes", sizeof(buf) - 1);
 		return -1;
@@ -143,8 +143,8 @@ static void undo_mkdir(struct ctl *c, const char *group, bool created)
 }
 
 /* run with its options parsed: @sets are the -s arguments. */
-static int run_in_group(struct ctl *c, const char *group, const char **sets, int nsets,
-			char **cmd)
+static int run_in_group(struct ctl *c, const char *group, bool scope, const char **sets,
+			int nsets, char **cmd)
 {
 	char lib[PATH_MAX], file[64];
 	bool created;
@@ -156,13 +156,15 @@ static int run_in_group(struct ctl *c, const char *group, const char **sets, int
 	for (int i = 0; i < nsets; i++)
 		if (check_setting(c, sets[i], file, sizeof(file)) < 0)
 			return CTL_USAGE;
-	if (find_lib(lib, sizeof(lib)) < 0 || set_env(c, lib, group) < 0)
+	if (find_lib(lib, sizeof(lib)) < 0 || ctl_open(c, true) < 0)
 		return CTL_FAIL;
-	if (ctl_open(c, true) < 0)
+	if (set_env(c, lib, group, scope) < 0) {
+		ctl_close(c);
 		return CTL_FAIL;
+	}
 	hier_lock(&c->h.hdr->tree_lock);
 	created = group_lookup(&c->h, group) == CGM_NONE;
-	idx = group_mkdir(&c->h, group);
+	idx = group_create(&c->h, group, scope ? CGM_GROUP_TRANSIENT : 0);
 	hier_unlock(&c->h.hdr->tree_lock);
 	if (idx < 0) {
 		ctl_err("run: cannot create group %s: %s", group,
@@ -212,12 +214,12 @@ int cmd_run(struct ctl *c, int argc, char **argv)
 		ctl_err("run: no command (usage: cgmctl run [-g GROUP] [-s FILE=VALUE]... -- CMD [ARGS])");
 		goto out;
 	}
-	/* A transient group named after the pid the command will have. */
+	/* A scope (removed with its last process) named after the command's pid. */
 	if (!group) {
 		snprintf(auto_group, sizeof(auto_group), "/run-%d", (int)getpid());
 		group = auto_group;
 	}
-	status = run_in_group(c, group, sets, nsets, argv + optind);
+	status = run_in_group(c, group, group == auto_group, sets, nsets, argv + optind);
 out:
 	free(sets);
 	return status;
