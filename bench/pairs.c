@@ -15,7 +15,7 @@
 static void *(*volatile do_malloc)(size_t) = malloc;
 static void (*volatile do_free)(void *) = free;
 
-__attribute__((noinline)) void run_pairs(unsigned long n, size_t size)
+static __attribute__((noinline)) void run_pairs(unsigned long n, size_t size)
 {
 	for (unsigned long i = 0; i < n; i++)
 		do_free(do_malloc(size));
