@@ -38,6 +38,20 @@ static struct cgm_thread_slot cgm_boot_slot = {
 };
 _Static_assert(CGM_NR_BINS == 21, "the boot slot's allowances cover every bin");
 
+/*
+ * For the threads of a process that runs unaccounted (a forked child that
+ * could not join its parent's group): allowances and stock that never run
+ * out, so that its mallocs stay on the fast path.  Nothing is charged,
+ * and nothing ever reads its counts.
+ */
+#define POS (INT64_MAX / 4)
+#define POS4 POS, POS, POS, POS
+#define POS16 POS4, POS4, POS4, POS4
+static struct cgm_thread_slot cgm_unaccounted_slot = {
+	.allow = { POS16, POS4, POS },
+	.stock = POS,
+};
+
 uint8_t cgm_size_bin[CGM_SMALL_MAX + 1];
 
 CGM_TLS struct cgm_thread_slot *cgm_tslot = &cgm_boot_slot;
@@ -64,12 +78,17 @@ static void thread_exit_hook(void *arg)
 static uint32_t join_group = CGM_NONE;
 static pthread_mutex_t join_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* Join the parent's group if that is pending; false if not attached. */
-static CGM_NOINLINE bool join_parent_group(void)
+/*
+ * Join the parent's group if that is pending.  True once attached; false
+ * with *@never set when this process will not be (then it runs
+ * unaccounted), false alone when another thread is joining right now.
+ */
+static CGM_NOINLINE bool join_parent_group(bool *never)
 {
 	static int warned;
 	int err;
 
+	*never = false;
 	/* Another thread is joining, or a signal handler interrupted us doing it. */
 	if (pthread_mutex_trylock(&join_lock) != 0)
 		return false;
@@ -81,8 +100,9 @@ static CGM_NOINLINE bool join_parent_group(void)
 				     "the group is gone");
 		join_group = CGM_NONE;
 	}
+	*never = cgm_acct.proc == CGM_NONE;
 	pthread_mutex_unlock(&join_lock);
-	return cgm_acct.proc != CGM_NONE;
+	return !*never;
 }
 
 /*
@@ -96,12 +116,21 @@ static struct cgm_thread_slot *thread_slot(void)
 	uint32_t idx;
 	static int warned;
 
+	if (t == &cgm_unaccounted_slot)
+		return NULL;
 	if (t != &cgm_boot_slot) {
 		cgm_epoch_check();
 		return t;
 	}
-	if (cgm_acct.proc == CGM_NONE && !join_parent_group())
-		return NULL;
+	if (cgm_acct.proc == CGM_NONE) {
+		bool never;
+
+		if (!join_parent_group(&never)) {
+			if (never)
+				cgm_tslot = &cgm_unaccounted_slot;
+			return NULL;
+		}
+	}
 	idx = acct_thread_register(&cgm_acct, (int)syscall(SYS_gettid));
 	if (idx == CGM_NONE) {
 		cgm_log_once(&warned, "accounting: no free thread slot in the hierarchy; "
