@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -105,9 +106,14 @@ static void init_shared_mutex(pthread_mutex_t *m)
 }
 
 /*
- * How many of the hierarchy's locks the calling thread holds.  A child
- * forked by a signal handler that interrupted such a section must not
- * wait for them: their owner is the parent's thread.
+ * How many of the hierarchy's locks the calling thread holds or is in
+ * the middle of taking or releasing.  A child forked by a signal handler
+ * that interrupted such a section must not wait for them: their owner is
+ * the parent's thread.  The count covers the whole of pthread_mutex_lock
+ * and pthread_mutex_unlock (a signal that lands inside the unlock finds
+ * the lock word still naming this thread), so it rises before the call
+ * and falls after it; the signal fences keep the compiler from moving
+ * the count across the call.
  */
 static CGM_TLS unsigned int locks_held;
 
@@ -118,6 +124,8 @@ unsigned int hier_locks_held(void)
 
 void hier_lock(pthread_mutex_t *m)
 {
+	locks_held++;
+	atomic_signal_fence(memory_order_seq_cst);
 	/*
 	 * A process killed while holding the lock leaves EOWNERDEAD: the
 	 * data it guarded is made of counters and links that every user
@@ -125,25 +133,30 @@ void hier_lock(pthread_mutex_t *m)
 	 */
 	if (pthread_mutex_lock(m) == EOWNERDEAD)
 		pthread_mutex_consistent(m);
-	locks_held++;
 }
 
 bool hier_trylock(pthread_mutex_t *m)
 {
-	int err = pthread_mutex_trylock(m);
+	int err;
 
+	locks_held++;
+	atomic_signal_fence(memory_order_seq_cst);
+	err = pthread_mutex_trylock(m);
 	if (err == EOWNERDEAD)
 		pthread_mutex_consistent(m);
-	if (err != 0 && err != EOWNERDEAD)
+	if (err != 0 && err != EOWNERDEAD) {
+		atomic_signal_fence(memory_order_seq_cst);
+		locks_held--;
 		return false;
-	locks_held++;
+	}
 	return true;
 }
 
 void hier_unlock(pthread_mutex_t *m)
 {
-	locks_held--;
 	pthread_mutex_unlock(m);
+	atomic_signal_fence(memory_order_seq_cst);
+	locks_held--;
 }
 
 static void set_pointers(struct cgm_hier *h, void *base, size_t size)
