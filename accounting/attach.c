@@ -139,8 +139,7 @@ static void release_proc(struct cgm_hier *h, uint32_t idx)
 	hier_lock(&p->lock);
 	g = hier_group(h, p->group);
 	if (g) {
-		if (p->held_pages > 0)
-			page_counter_uncharge(&g->memory, p->held_pages);
+		page_counter_uncharge(&g->memory, proc_charged_pages(p));
 		/* A detached (EXITING) process left the count when it detached. */
 		if (p->state == CGM_SLOT_LIVE && g->nr_procs)
 			g->nr_procs--;
@@ -149,6 +148,7 @@ static void release_proc(struct cgm_hier *h, uint32_t idx)
 		free_thread_slot(h, t);
 	p->first_thread = CGM_NONE;
 	p->held_pages = 0;
+	p->sampled_pages = 0;
 	p->free_pool = 0;
 	p->pid = 0;
 	__atomic_store_n(&p->state, CGM_SLOT_FREE, __ATOMIC_RELEASE);
@@ -198,11 +198,13 @@ static void resync_usage(struct cgm_hier *h)
 	}
 	/* Then each live process adds what it holds to its group and ancestors. */
 	for_each_live_proc(h, i, p) {
-		if (p->held_pages <= 0)
+		int64_t pages = proc_charged_pages(p);
+
+		if (pages <= 0)
 			continue;
 		g = p->group;
 		for_each_ancestor(h, g, grp)
-			__atomic_add_fetch(&grp->memory.usage, p->held_pages, __ATOMIC_RELAXED);
+			__atomic_add_fetch(&grp->memory.usage, pages, __ATOMIC_RELAXED);
 	}
 	for (uint32_t i = CGM_MAX_PROCS; i-- > 0;)
 		hier_unlock(&h->procs[i].lock);
@@ -331,7 +333,15 @@ static void setup_proc(struct cgm_hier *h, uint32_t idx, uint32_t group)
 	p->free_pool = 0;
 	p->untracked_bytes = 0;
 	p->live_bytes = 0;
-	p->anon = 0;
+	p->heap_live = 0;
+	p->sampled_pages = 0;
+	p->anon_base = 0;
+	p->sample_short = 0;
+	p->sample_flags = 0;
+	memset(p->sampled, 0, sizeof(p->sampled));
+	memset(p->sampled_folded, 0, sizeof(p->sampled_folded));
+	p->sampled_ns = 0;
+	p->reclaim_asked = p->reclaim_done = 0;
 	p->move_to = CGM_NONE;
 	memcpy(p->comm, comm, sizeof(p->comm));
 	p->comm[sizeof(p->comm) - 1] = '\0';
@@ -416,11 +426,12 @@ void acct_detach(struct cgm_acct *a)
 	hier_lock(&h->hdr->tree_lock);
 	hier_lock(&p->lock);
 	g = hier_group(h, p->group);
-	if (g && p->held_pages > 0)
-		page_counter_uncharge(&g->memory, p->held_pages);
+	if (g)
+		page_counter_uncharge(&g->memory, proc_charged_pages(p));
 	if (g && p->state == CGM_SLOT_LIVE && g->nr_procs)
 		g->nr_procs--;
 	p->held_pages = 0;
+	p->sampled_pages = 0;
 	p->free_pool = 0;
 	__atomic_store_n(&p->state, CGM_SLOT_EXITING, __ATOMIC_RELEASE);
 	hier_map_set(h->hdr->exiting_map, a->proc);

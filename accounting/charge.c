@@ -33,11 +33,23 @@ uint64_t acct_high_delay_ms(int64_t usage, int64_t high, int64_t nr_pages)
 	return penalty > CGM_MAX_HIGH_DELAY_MS ? CGM_MAX_HIGH_DELAY_MS : (uint64_t)penalty;
 }
 
+/* Is group @group or an ancestor over its memory.high? */
+static bool over_high(const struct cgm_hier *h, uint32_t group)
+{
+	const struct cgm_group *g;
+
+	for_each_ancestor(h, group, g)
+		if (page_counter_read(&g->memory) > __atomic_load_n(&g->memory.high, __ATOMIC_RELAXED))
+			return true;
+	return false;
+}
+
 /*
  * After a charge: for the group and each ancestor over its memory.high,
  * count a high event and throttle the thread by the largest penalty
- * (mem_cgroup_handle_over_high).  Harvest first: freed memory may already
- * bring the group under its limit.
+ * (mem_cgroup_handle_over_high).  Reclaim first -- the subtree's frees,
+ * then what this process's allocator keeps -- which may already bring the
+ * group under its limit: only what is still over is throttled.
  */
 static void handle_over_high(struct cgm_acct *a, struct cgm_thread_slot *t,
 			     uint32_t group, int64_t nr_pages)
@@ -45,17 +57,16 @@ static void handle_over_high(struct cgm_acct *a, struct cgm_thread_slot *t,
 	struct cgm_hier *h = &a->h;
 	struct cgm_group *g;
 	uint64_t delay = 0;
-	bool over = false;
 	uint32_t idx = group;
 
+	if (!over_high(h, group))
+		return;
+	acct_harvest_subtree(h, group);
+	if (over_high(h, group) && a->reclaim)
+		a->reclaim();
 	for_each_ancestor(h, idx, g) {
 		int64_t high = __atomic_load_n(&g->memory.high, __ATOMIC_RELAXED);
 
-		if (page_counter_read(&g->memory) <= high)
-			continue;
-		if (!over)
-			acct_harvest_subtree(h, group);
-		over = true;
 		if (page_counter_read(&g->memory) > high) {
 			uint64_t ms = acct_high_delay_ms(page_counter_read(&g->memory), high, nr_pages);
 
@@ -69,12 +80,61 @@ static void handle_over_high(struct cgm_acct *a, struct cgm_thread_slot *t,
 		struct timespec ts = { (time_t)(delay / 1000), (long)(delay % 1000) * 1000000 };
 		int64_t start = cgm_now_ns();
 
-		if (a->reclaim)
-			a->reclaim();
 		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 			;
 		cgm_owner_add(t->throttle_ns, (uint64_t)(cgm_now_ns() - start));
 	}
+}
+
+void acct_handle_high(struct cgm_acct *a, struct cgm_thread_slot *t, int64_t nr_pages)
+{
+	struct cgm_proc *p = hier_proc(&a->h, a->proc);
+
+	if (p && t && nr_pages > 0)
+		handle_over_high(a, t, __atomic_load_n(&p->group, __ATOMIC_RELAXED), nr_pages);
+}
+
+/* The highest group from @group up whose usage is over its memory.max, or CGM_NONE. */
+static uint32_t over_max(const struct cgm_hier *h, uint32_t group)
+{
+	const struct cgm_group *g;
+	uint32_t found = CGM_NONE;
+
+	for_each_ancestor(h, group, g)
+		if (page_counter_read(&g->memory) > __atomic_load_n(&g->memory.max, __ATOMIC_RELAXED))
+			found = group;
+	return found;
+}
+
+int acct_over_max(struct cgm_acct *a)
+{
+	struct cgm_hier *h = &a->h;
+	struct cgm_proc *p = hier_proc(h, a->proc);
+	uint32_t over;
+
+	if (!p)
+		return 0;
+	over = over_max(h, __atomic_load_n(&p->group, __ATOMIC_RELAXED));
+	if (over == CGM_NONE && !acct_sample_short(a))
+		return 0;
+	if (over == CGM_NONE)
+		over = __atomic_load_n(&p->group, __ATOMIC_RELAXED);
+	group_event(h, over, CGM_EV_MAX);
+	acct_harvest_subtree(h, over);
+	/* Reclaim samples again: what came back makes room for what was short. */
+	if (a->reclaim)
+		a->reclaim();
+	if (over_max(h, __atomic_load_n(&p->group, __ATOMIC_RELAXED)) == CGM_NONE &&
+	    !acct_sample_short(a))
+		return 0;
+	group_event(h, over, CGM_EV_OOM);
+	if (acct_out_of_memory(a, over) && a->reclaim) {
+		a->reclaim();
+		if (over_max(h, __atomic_load_n(&p->group, __ATOMIC_RELAXED)) == CGM_NONE &&
+		    !acct_sample_short(a))
+			return 0;
+	}
+	return -ENOMEM;
 }
 
 bool charge_limit_near(const struct cgm_hier *h, uint32_t group, int64_t pages)

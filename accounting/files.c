@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cgm/acct.h"
 #include "cgm/files.h"
@@ -21,7 +22,8 @@ static const char *const event_names[CGM_NR_EVENTS] = {
 const char *cgm_stat_name(int i, char *buf, size_t len)
 {
 	static const char *const names[] = {
-		"anon", "allocs", "frees", "alloc_bytes", "free_bytes", "throttle_usec",
+		"anon", "heap_free", "mapped_anon", "heap_live", "allocs", "frees",
+		"alloc_bytes", "free_bytes", "throttle_usec",
 	};
 
 	if (i < CGM_STAT_HIST0)
@@ -31,11 +33,15 @@ const char *cgm_stat_name(int i, char *buf, size_t len)
 	return buf;
 }
 
+/* A process's sample older than this is refreshed by a reader (RssAnon costs a read of /proc). */
+#define CGM_SAMPLE_STALE_NS (10 * 1000000LL)
+
 void cgm_files_flush(struct cgm_hier *h, uint32_t group)
 {
 	/* What processes that died without detaching held is not in use. */
 	acct_reclaim_dead(h);
 	acct_harvest_subtree(h, group);
+	acct_refresh_stale(h, group, CGM_SAMPLE_STALE_NS);
 	rstat_flush(h);
 }
 
@@ -247,11 +253,109 @@ static int write_procs(const struct cgm_file *f, struct cgm_hier *h, uint32_t gr
 			err = acct_move(h, i, group);
 		if (err == -ENOMEM)
 			snprintf(why, whylen, "refused: the destination's memory.max cannot take the "
-				 "process's %" PRId64 " pages", p->held_pages);
+				 "process's %" PRId64 " pages", proc_charged_pages(p));
 		return err;
 	}
 	snprintf(why, whylen, "no process %" PRIu64 " is attached to the hierarchy", pid);
 	return -ESRCH;
+}
+
+/*
+ * memory.reclaim: "<bytes> [swappiness=<0..200>]", as the kernel takes it.
+ * cgmalloc reclaims what the allocators of the subtree's processes keep
+ * (the kernel would also swap and drop cache); swappiness is checked and
+ * has nothing to steer yet.
+ */
+static int parse_reclaim(const char *v, uint64_t *out, char *why, size_t whylen)
+{
+	char size[64];
+	const char *sp = strchr(v, ' ');
+	size_t l = sp ? (size_t)(sp - v) : strlen(v);
+
+	if (l == 0 || l >= sizeof(size))
+		goto bad;
+	memcpy(size, v, l);
+	size[l] = '\0';
+	if (cgm_parse_size(size, out) != 0 || *out == UINT64_MAX)
+		goto bad;
+	while (sp && *sp == ' ')
+		sp++;
+	if (sp && *sp) {
+		char *end;
+		unsigned long sw;
+
+		if (strncmp(sp, "swappiness=", 11) != 0)
+			goto bad;
+		sw = strtoul(sp + 11, &end, 10);
+		if (end == sp + 11 || *end != '\0' || sw > 200)
+			goto bad;
+	}
+	return 0;
+bad:
+	snprintf(why, whylen, "bad value '%s' (expected a size like 64M, then optionally "
+		 "swappiness=0..200)", v);
+	return -EINVAL;
+}
+
+void (*cgm_files_reclaim_self)(void);
+
+/*
+ * Ask every process of the subtree to give back what its allocator keeps:
+ * it does at its next allocation slow path (the writer's own process at
+ * once).  Waits up to half a second for them; -EAGAIN, as the kernel
+ * says it, when less than @bytes came back.
+ */
+static int write_reclaim(const struct cgm_file *f, struct cgm_hier *h, uint32_t group,
+			 uint64_t bytes, char *why, size_t whylen)
+{
+	struct cgm_group *g = hier_group(h, group);
+	int64_t before, after;
+	struct cgm_proc *p;
+	bool any = false;
+	char a[32], b[32];
+	uint32_t i;
+
+	(void)f;
+	acct_reclaim_dead(h);
+	before = page_counter_read(&g->memory);
+	acct_harvest_subtree(h, group);
+	for_each_live_proc(h, i, p) {
+		if (!group_in_subtree(h, __atomic_load_n(&p->group, __ATOMIC_RELAXED), group))
+			continue;
+		if (p->pid == (int32_t)getpid()) {
+			if (cgm_files_reclaim_self)
+				cgm_files_reclaim_self();
+			continue;
+		}
+		__atomic_add_fetch(&p->reclaim_asked, 1, __ATOMIC_RELEASE);
+		any = true;
+	}
+	if (any) {
+		hier_bump_epoch(h);
+		for (int t = 0; t < 100; t++) {
+			struct timespec ts = { 0, 5000000 };
+			bool waiting = false;
+
+			for_each_live_proc(h, i, p)
+				if (group_in_subtree(h, __atomic_load_n(&p->group, __ATOMIC_RELAXED), group) &&
+				    p->pid != (int32_t)getpid() && !acct_proc_gone(p) &&
+				    (int32_t)(__atomic_load_n(&p->reclaim_done, __ATOMIC_ACQUIRE) -
+					      __atomic_load_n(&p->reclaim_asked, __ATOMIC_RELAXED)) < 0)
+					waiting = true;
+			if (!waiting)
+				break;
+			nanosleep(&ts, NULL);
+		}
+	}
+	acct_harvest_subtree(h, group);
+	after = page_counter_read(&g->memory);
+	if (bytes == 0 || before - after >= page_counter_pages(bytes))
+		return 0;
+	snprintf(why, whylen, "reclaimed %s of the %s asked (a process reclaims at its next "
+		 "allocation; an idle one has not)",
+		 cgm_format_size(page_counter_bytes(before > after ? before - after : 0), a, sizeof(a)),
+		 cgm_format_size(bytes, b, sizeof(b)));
+	return -EAGAIN;
 }
 
 /* ---- the table ---- */
@@ -273,6 +377,9 @@ const struct cgm_file cgm_files[] = {
 	{ .name = "memory.min", .flags = CGM_FILE_NOT_ON_ROOT, .private = CGM_LIMIT_MIN,
 	  .show = show_limit, .parse = parse_limit, .write = write_limit,
 	  .help = "hard protection (stored; not yet honoured: nothing is reclaimed)" },
+	{ .name = "memory.reclaim", .parse = parse_reclaim, .write = write_reclaim,
+	  .help = "write a size: the subtree's processes give back what their allocators keep "
+		  "(EAGAIN if less came back)" },
 	{ .name = "memory.stat", .flags = CGM_FILE_FLUSH, .show = show_stat,
 	  .help = "statistics of the group and its descendants" },
 	{ .name = "memory.stat.local", .flags = CGM_FILE_FLUSH, .private = 1, .show = show_stat,
@@ -320,6 +427,8 @@ int cgm_file_render(struct cgm_hier *h, uint32_t group, const char *name,
 		return -ENOENT;
 	if (len)
 		buf[0] = '\0';
+	if (!f->show)
+		return -EACCES;
 	return f->show(f, h, group, buf, len);
 }
 
@@ -408,12 +517,14 @@ static int may_write(const struct cgm_hier *h, uint32_t writer, const struct cgm
 	if (writer == CGM_NONE)
 		return 0;
 	d = delegation_root(h, writer);
-	if (f->write == write_procs) {
+	/* Moving processes in, and reclaim, lift no limit: within its own subtree. */
+	if (f->write == write_procs || f->write == write_reclaim) {
 		if (group_in_subtree(h, target, writer) ||
 		    (d != CGM_NONE && group_in_subtree(h, target, d)))
 			return 0;
-		snprintf(why, whylen, "a process may move processes only into its own group or "
-			 "below it, or within a delegated group (cgroup.delegate)");
+		snprintf(why, whylen, "a process may %s only its own group or below it, or within "
+			 "a delegated group (cgroup.delegate)",
+			 f->write == write_procs ? "move processes into" : "reclaim from");
 		return -EPERM;
 	}
 	if (!group_in_subtree(h, writer, target) ||

@@ -63,7 +63,7 @@ void harvest_uncharge(struct cgm_hier *h, struct cgm_proc *p)
 	pages = p->free_pool / CGM_PAGE_SIZE;
 	if (pages > p->held_pages) {
 		/* Freed memory that was never charged to us. */
-		/* Read by the flusher for anon (rstat.c), under another lock. */
+		/* Read by the flusher for heap_live (rstat.c), under another lock. */
 		__atomic_store_n(&p->untracked_bytes,
 				 cgm_wrap_add(p->untracked_bytes,
 					      (uint64_t)(pages - p->held_pages) * CGM_PAGE_SIZE),

@@ -21,6 +21,7 @@ int acct_move(struct cgm_hier *h, uint32_t proc, uint32_t group)
 	struct cgm_group *from, *to = hier_group(h, group);
 	struct page_counter *fail;
 	bool moved = false;
+	int64_t pages;
 	int err = 0;
 
 	if (!p || !to)
@@ -30,18 +31,18 @@ int acct_move(struct cgm_hier *h, uint32_t proc, uint32_t group)
 		err = -ESRCH;
 		goto out;
 	}
-	/* Lock order: tree, flush, proc.  Charge, anon and group move together. */
+	/* Lock order: tree, flush, proc.  Charge, statistics and group move together. */
 	hier_lock(&h->hdr->flush_lock);
 	hier_lock(&p->lock);
 	from = hier_group(h, p->group);
 	if (p->group == group || !from)
 		goto unlock;
 	/* The destination's limit applies: a move that does not fit is refused. */
-	if (p->held_pages > 0 && !page_counter_try_charge(&to->memory, p->held_pages, &fail)) {
+	pages = proc_charged_pages(p);
+	if (pages > 0 && !page_counter_try_charge(&to->memory, pages, &fail)) {
 		err = -ENOMEM;
 	} else {
-		if (p->held_pages > 0)
-			page_counter_uncharge(&from->memory, p->held_pages);
+		page_counter_uncharge(&from->memory, pages);
 		from->nr_procs--;
 		to->nr_procs++;
 		rstat_switch_group(h, p, group);

@@ -22,8 +22,8 @@ static uint32_t largest_proc(struct cgm_hier *h, uint32_t group)
 	struct cgm_proc *p;
 
 	for_each_live_proc(h, i, p) {
-		if (group_in_subtree(h, p->group, group) && p->held_pages > best_held) {
-			best_held = p->held_pages;
+		if (group_in_subtree(h, p->group, group) && proc_charged_pages(p) > best_held) {
+			best_held = proc_charged_pages(p);
 			best = i;
 		}
 	}
@@ -72,7 +72,7 @@ static bool kill_proc(struct cgm_hier *h, uint32_t idx)
 		return false;
 	}
 	cgm_log("memory.max of a group reached: OOM-killing pid %d (%s), %lld pages",
-		p->pid, p->comm, (long long)p->held_pages);
+		p->pid, p->comm, (long long)proc_charged_pages(p));
 	group_event(h, p->group, CGM_EV_OOM_KILL);
 	/* Without pidfds (kernels before 5.3), the pid as checked. */
 	if (fd < 0)

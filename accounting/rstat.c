@@ -96,6 +96,7 @@ static bool slot_delta(struct cgm_thread_slot *t, int64_t d[CGM_NR_STATS])
 	DELTA(CGM_STAT_ALLOC_BYTES, big_alloc_bytes, snap_big_alloc_bytes);
 	DELTA(CGM_STAT_FREES, frees, snap_frees);
 	DELTA(CGM_STAT_FREE_BYTES, freed_bytes, snap_freed_bytes);
+	DELTA(CGM_STAT_FREE_BYTES, freed_uncharged_bytes, snap_freed_uncharged_bytes);
 	DELTA(CGM_STAT_THROTTLE_NS, throttle_ns, snap_throttle_ns);
 	DELTA(CGM_STAT_ALLOC_BYTES, realloc_new_bytes, snap_realloc_new_bytes);
 	DELTA(CGM_STAT_FREE_BYTES, realloc_old_bytes, snap_realloc_old_bytes);
@@ -110,7 +111,7 @@ static bool slot_delta(struct cgm_thread_slot *t, int64_t d[CGM_NR_STATS])
 		}
 	}
 #undef DELTA
-	d[CGM_STAT_ANON] = cgm_wrap_sub(d[CGM_STAT_ALLOC_BYTES], d[CGM_STAT_FREE_BYTES]);
+	d[CGM_STAT_HEAP_LIVE] = cgm_wrap_sub(d[CGM_STAT_ALLOC_BYTES], d[CGM_STAT_FREE_BYTES]);
 	return any;
 }
 
@@ -130,13 +131,13 @@ static void fold(struct cgm_hier *h, uint32_t group, const int64_t d[CGM_NR_STAT
 }
 
 /*
- * Bring @p->anon up to date with its live bytes and untracked frees (see
- * struct cgm_proc); returns the change, for the group's anon.  The sum
+ * Bring @p->heap_live up to date with its live bytes and untracked frees (see
+ * struct cgm_proc); returns the change, for the group's heap_live.  The sum
  * is over all the process's threads, so a free counted by one thread
  * before the allocation it frees is counted by another never takes the
  * process below zero for good.  Flush lock held.
  */
-static int64_t anon_update(struct cgm_proc *p)
+static int64_t heap_live_update(struct cgm_proc *p)
 {
 	int64_t untracked = __atomic_load_n(&p->untracked_bytes, __ATOMIC_RELAXED);
 	int64_t now = cgm_wrap_add(p->live_bytes, (uint64_t)untracked);
@@ -144,8 +145,8 @@ static int64_t anon_update(struct cgm_proc *p)
 
 	if (now < 0)
 		now = 0;
-	change = cgm_wrap_sub(now, p->anon);
-	p->anon = now;
+	change = cgm_wrap_sub(now, p->heap_live);
+	p->heap_live = now;
 	return change;
 }
 
@@ -170,10 +171,46 @@ static uint32_t flush_slot(struct cgm_hier *h, uint32_t i)
 		return CGM_NONE;
 	if (!slot_delta(t, d))
 		return state == CGM_SLOT_EXITING ? proc : CGM_NONE;
-	wrap_add(&p->live_bytes, (uint64_t)d[CGM_STAT_ANON]);
-	d[CGM_STAT_ANON] = anon_update(p);
+	wrap_add(&p->live_bytes, (uint64_t)d[CGM_STAT_HEAP_LIVE]);
+	d[CGM_STAT_HEAP_LIVE] = heap_live_update(p);
 	fold(h, __atomic_load_n(&p->group, __ATOMIC_RELAXED), d);
 	return proc;
+}
+
+/*
+ * Fold the change in process @proc's sampled statistics into its group.
+ * Flush lock held.
+ */
+static void fold_sampled(struct cgm_hier *h, uint32_t proc)
+{
+	struct cgm_proc *p = hier_proc(h, proc);
+	int64_t d[CGM_NR_STATS] = { 0 };
+	bool any = false;
+
+	if (!p)
+		return;
+	hier_map_clear(h->hdr->sample_map, proc);
+	if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != CGM_SLOT_LIVE)
+		return;
+	for (int i = 0; i < CGM_NR_SAMPLED; i++) {
+		int64_t now = __atomic_load_n(&p->sampled[i], __ATOMIC_RELAXED);
+
+		if (now < 0)
+			now = 0;
+		d[i] = cgm_wrap_sub(now, p->sampled_folded[i]);
+		p->sampled_folded[i] = now;
+		any |= d[i] != 0;
+	}
+	if (any)
+		fold(h, __atomic_load_n(&p->group, __ATOMIC_RELAXED), d);
+}
+
+void rstat_fold_sampled(struct cgm_hier *h, uint32_t proc)
+{
+	if (proc >= CGM_MAX_PROCS || !hier_trylock(&h->hdr->flush_lock))
+		return;
+	fold_sampled(h, proc);
+	hier_unlock(&h->hdr->flush_lock);
 }
 
 void rstat_flush(struct cgm_hier *h)
@@ -194,6 +231,13 @@ void rstat_flush(struct cgm_hier *h)
 			if (proc < CGM_MAX_PROCS)
 				touched[proc / 64] |= 1ULL << (proc % 64);
 		}
+	}
+	/* Processes with a new residency sample. */
+	for (uint32_t w = 0; w < CGM_MAX_PROCS / 64; w++) {
+		uint64_t bits = __atomic_load_n(&h->hdr->sample_map[w], __ATOMIC_ACQUIRE);
+
+		for (; bits; bits &= bits - 1)
+			fold_sampled(h, w * 64 + (uint32_t)__builtin_ctzll(bits));
 	}
 	/* Their frees are harvested; slots of exited threads, now flushed, go. */
 	for (uint32_t w = 0; w < CGM_MAX_PROCS / 64; w++) {
@@ -238,6 +282,21 @@ void rstat_reap_exited(struct cgm_hier *h, uint32_t proc)
 	hier_unlock(&h->hdr->flush_lock);
 }
 
+void rstat_flush_proc(struct cgm_hier *h, uint32_t proc)
+{
+	struct cgm_proc *p = hier_proc(h, proc);
+	struct cgm_thread_slot *ts;
+	uint32_t t;
+
+	if (!p || !hier_trylock(&h->hdr->flush_lock))
+		return;
+	hier_lock(&p->lock);
+	for_each_proc_thread(h, p, proc, t, ts)
+		(void)flush_slot(h, t);
+	hier_unlock(&p->lock);
+	hier_unlock(&h->hdr->flush_lock);
+}
+
 bool rstat_flush_thread(struct cgm_hier *h, uint32_t slot)
 {
 	if (slot >= CGM_MAX_THREADS || !hier_trylock(&h->hdr->flush_lock))
@@ -247,21 +306,30 @@ bool rstat_flush_thread(struct cgm_hier *h, uint32_t slot)
 	return true;
 }
 
-/* Move @bytes/@objects of anon between groups (CGM_NONE: none).  Flush lock held. */
-static void shift_live(struct cgm_hier *h, uint32_t from, uint32_t to,
-		       int64_t bytes)
+/*
+ * Move what process @p adds to its group's levels -- heap_live and the
+ * sampled statistics -- from group @from to group @to (CGM_NONE: none).
+ * Flush lock held.
+ */
+static void shift_levels(struct cgm_hier *h, const struct cgm_proc *p, uint32_t from,
+			 uint32_t to)
 {
 	int64_t d[CGM_NR_STATS] = { 0 };
+	bool any = p->heap_live != 0;
 
-	if (!bytes)
-		return;
-	if (from != CGM_NONE) {
-		d[CGM_STAT_ANON] = cgm_wrap_sub(0, bytes);
-		fold(h, from, d);
+	d[CGM_STAT_HEAP_LIVE] = p->heap_live;
+	for (int i = 0; i < CGM_NR_SAMPLED; i++) {
+		d[i] = p->sampled_folded[i];
+		any |= d[i] != 0;
 	}
-	if (to != CGM_NONE) {
-		d[CGM_STAT_ANON] = bytes;
+	if (!any)
+		return;
+	if (to != CGM_NONE)
 		fold(h, to, d);
+	if (from != CGM_NONE) {
+		for (int i = 0; i < CGM_NR_STATS; i++)
+			d[i] = cgm_wrap_sub(0, d[i]);
+		fold(h, from, d);
 	}
 }
 
@@ -277,14 +345,16 @@ void rstat_fold_exit(struct cgm_hier *h, struct cgm_proc *p)
 		/*
 		 * Off the map: no flush visits the slot again, so a leaving
 		 * process costs later flushes nothing, and what its threads
-		 * still free on the way out does not come back into anon.
+		 * still free on the way out does not come back into heap_live.
 		 */
 		hier_map_clear(h->hdr->thread_map, t);
 	}
-	/* Exit frees whatever the process still held. */
-	shift_live(h, __atomic_load_n(&p->group, __ATOMIC_RELAXED), CGM_NONE, p->anon);
+	/* Exit frees whatever the process still held, and unmaps what it mapped. */
+	shift_levels(h, p, __atomic_load_n(&p->group, __ATOMIC_RELAXED), CGM_NONE);
 	p->live_bytes = 0;
-	p->anon = 0;
+	p->heap_live = 0;
+	memset(p->sampled_folded, 0, sizeof(p->sampled_folded));
+	hier_map_clear(h->hdr->sample_map, proc);
 	hier_unlock(&p->lock);
 	hier_unlock(&h->hdr->flush_lock);
 }
@@ -305,6 +375,7 @@ void rstat_switch_group(struct cgm_hier *h, struct cgm_proc *p, uint32_t to)
 	 */
 	for_each_proc_thread(h, p, hier_proc_index(h, p), t, ts)
 		(void)flush_slot(h, t);
-	shift_live(h, p->group, to, p->anon);
+	fold_sampled(h, hier_proc_index(h, p));
+	shift_levels(h, p, p->group, to);
 	__atomic_store_n(&p->group, to, __ATOMIC_RELEASE);
 }

@@ -12,6 +12,7 @@
 static const char *const onoff_names[] = { "on", "off", NULL };
 static const char *const oom_names[] = { "enomem", "kill", NULL };
 static const char *const stats_names[] = { "none", "exit", NULL };
+static const char *const charge_names[] = { "resident", "alloc", NULL };
 
 const struct cgm_conf_key cgm_conf_keys[] = {
 	{ "verbose", CGM_CONF_BOOL, FIELD(verbose), "0",
@@ -46,6 +47,10 @@ const struct cgm_conf_key cgm_conf_keys[] = {
 	{ "high", CGM_CONF_SIZE, FIELD(high), "max",
 	  "memory.high of the group (without group=: of this run's own group, gone with it)",
 	  NULL, 0, 0 },
+	{ "charge", CGM_CONF_ENUM, FIELD(charge), "resident",
+	  "blocks above 128 KiB and the program's own mmap()s are charged by their resident "
+	  "pages, sampled (resident), or in full when made, failing at memory.max (alloc)",
+	  charge_names, 0, 0 },
 	{ "enforce", CGM_CONF_BOOL, FIELD(enforce), "1",
 	  "when a limit applies and accounting cannot start: exit with status 2 before main (1), "
 	  "or run unaccounted (0)",

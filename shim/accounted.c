@@ -6,7 +6,10 @@
  *
  * A block is charged at its mimalloc block size (what it occupies), the
  * same number free() reads back from mimalloc's page, so charge and
- * uncharge always agree.
+ * uncharge always agree.  With charge=resident (the default), blocks
+ * above CGM_SAMPLED_MIN are not charged by their bytes: a residency sample
+ * charges the pages of them that are touched (shim/resident.c), as the
+ * kernel charges a page at its first touch.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -16,6 +19,7 @@
 
 #include "cgm/accounted.h"
 #include "cgm/log.h"
+#include "cgm/regions.h"
 #include "cgm/shim.h"
 #include "cgm/size_class.h"
 
@@ -99,6 +103,8 @@ static CGM_NOINLINE bool join_parent_group(bool *never)
 				     (int)getpid(), err == -ENOSPC ? "the hierarchy is full" :
 				     "the group is gone");
 		join_group = CGM_NONE;
+		if (!err)
+			cgm_resident_joined();
 	}
 	*never = cgm_acct.proc == CGM_NONE;
 	pthread_mutex_unlock(&join_lock);
@@ -170,6 +176,7 @@ void *cgm_acct_refill(size_t n, bool zero)
 
 	cgm_owner_add(t->allow[bin], 1);	/* undo the fast path's take */
 	t = thread_slot();
+	cgm_resident_tick(false);
 	if (!t)
 		return zero ? mi_zalloc(n) : mi_malloc(n);
 	if (acct_refill_bin(&cgm_acct, t, bin, static_branch_unlikely(&cgm_limits_key)) < 0) {
@@ -180,13 +187,22 @@ void *cgm_acct_refill(size_t n, bool zero)
 	return zero ? mi_zalloc(n) : mi_malloc(n);
 }
 
-/* What a block is charged: its block size, or for huge blocks the usable size. */
-static int64_t block_charge(void *p)
+/* A block's size: its block size, or for huge blocks the usable size. */
+static int64_t block_size(void *p)
 {
 	uint32_t s = mi209_block_size(p);
 
 	return s >= MI209_HUGE_BLOCK ? (int64_t)mi_usable_size(p) : (int64_t)s;
 }
+
+/* What a block of @size bytes is charged by its bytes: all of it, or nothing (sampled). */
+static int64_t byte_charge(int64_t size)
+{
+	return cgm_conf.charge == CGM_CHARGE_RESIDENT && size > CGM_SAMPLED_MIN ? 0 : size;
+}
+
+/* Blocks this large make a slow path look at residency at once. */
+#define LARGE_BLOCK (1 << 20)
 
 static void count_big(struct cgm_thread_slot *t, int64_t bytes)
 {
@@ -198,12 +214,20 @@ static void count_big(struct cgm_thread_slot *t, int64_t bytes)
 	cgm_careful_end(p);
 }
 
+/* Give @bytes of charge back to @t's stock (a block shrank or went uncharged). */
+static void stock_refund(struct cgm_thread_slot *t, int64_t bytes)
+{
+	cgm_owner_add(t->stock, bytes);
+	acct_stock_trim(&cgm_acct, t);
+}
+
 /*
  * Above the small sizes the block is allocated first and then charged
  * exactly: mimalloc rounds large requests up in ways mi_good_size() does
  * not tell (a 528 KB request takes a 1 MiB block), and an estimate that
  * fell short would charge past memory.max.  A refused charge frees the
- * block again.
+ * block again.  A block charged by residency is refused instead while
+ * the group is over its memory.max after reclaim.
  */
 void *cgm_acct_alloc_slow(size_t n, size_t align, bool zero)
 {
@@ -215,6 +239,13 @@ void *cgm_acct_alloc_slow(size_t n, size_t align, bool zero)
 		errno = ENOMEM;
 		return NULL;
 	}
+	if (t) {
+		cgm_resident_tick(n >= LARGE_BLOCK);
+		if (byte_charge((int64_t)n) == 0 && cgm_resident_refuse((int64_t)n)) {
+			errno = ENOMEM;
+			return NULL;
+		}
+	}
 	p = align ? cgm_mi_aligned(n, align) : zero ? mi_zalloc(n) : mi_malloc(n);
 	if (!p) {
 		errno = ENOMEM;
@@ -222,8 +253,8 @@ void *cgm_acct_alloc_slow(size_t n, size_t align, bool zero)
 	}
 	if (!t)
 		return p;
-	actual = block_charge(p);
-	if (stock_take(t, actual) < 0) {
+	actual = block_size(p);
+	if (stock_take(t, byte_charge(actual)) < 0) {
 		mi_free(p);
 		errno = ENOMEM;
 		return NULL;
@@ -235,28 +266,44 @@ void *cgm_acct_alloc_slow(size_t n, size_t align, bool zero)
 void cgm_acct_count_big_free(void *p)
 {
 	struct cgm_thread_slot *t = cgm_tslot;
+	int64_t size = block_size(p);
 
-	cgm_owner_add(t->freed_bytes, (uint64_t)block_charge(p));
+	if (byte_charge(size))
+		cgm_owner_add(t->freed_bytes, (uint64_t)size);
+	else
+		cgm_owner_add(t->freed_uncharged_bytes, (uint64_t)size);
 	cgm_owner_add(t->frees, 1);
 }
 
 void cgm_acct_free_big(void *p)
 {
+	/* What was touched in a large block reaches the charge (and memory.peak) before it goes. */
+	if (mi209_block_size(p) >= LARGE_BLOCK && thread_slot())
+		cgm_resident_tick(true);
 	cgm_acct_count_big_free(p);
-	mi_free(p);
+	/*
+	 * charge=resident: a large block leaves memory as it is freed (as
+	 * glibc unmaps its large chunks), not when mimalloc next looks at
+	 * its segment -- which, with live pages around it, may be never.
+	 */
+	if (cgm_conf.charge == CGM_CHARGE_RESIDENT && mi209_block_size(p) >= LARGE_BLOCK)
+		cgm_mi_free_now(p);
+	else
+		mi_free(p);
 }
 
 /*
  * A block that must grow moves to a new one, allocated and charged first
  * (so a refusal leaves the old block as it was, as realloc must); one
  * that fits stays or shrinks in mimalloc's hands, and what it gives up
- * goes back to the stock.
+ * goes back to the stock.  Each side is charged by its bytes or by
+ * residency as its size says.
  */
 void *cgm_acct_realloc(void *p, size_t n)
 {
 	struct cgm_thread_slot *t;
 	struct cgm_proc *careful;
-	int64_t old, actual;
+	int64_t old, actual, delta;
 	void *q;
 
 	if (!p)
@@ -272,19 +319,27 @@ void *cgm_acct_realloc(void *p, size_t n)
 			errno = ENOMEM;
 		return q;
 	}
-	old = block_charge(p);
+	old = block_size(p);
+	cgm_resident_tick(n >= LARGE_BLOCK || old >= LARGE_BLOCK);
 	if (n > (size_t)old) {
+		if (byte_charge((int64_t)n) == 0 && cgm_resident_refuse((int64_t)n)) {
+			errno = ENOMEM;
+			return NULL;
+		}
 		q = mi_malloc(n);
 		if (!q) {
 			errno = ENOMEM;
 			return NULL;
 		}
-		actual = block_charge(q);
-		if (stock_take(t, actual - old) < 0) {
+		actual = block_size(q);
+		delta = byte_charge(actual) - byte_charge(old);
+		if (delta > 0 && stock_take(t, delta) < 0) {
 			mi_free(q);
 			errno = ENOMEM;
 			return NULL;
 		}
+		if (delta < 0)
+			stock_refund(t, -delta);
 		memcpy(q, p, (size_t)old);
 		mi_free(p);
 	} else {
@@ -293,14 +348,13 @@ void *cgm_acct_realloc(void *p, size_t n)
 			errno = ENOMEM;
 			return NULL;
 		}
-		actual = block_charge(q);
+		actual = block_size(q);
+		delta = byte_charge(actual) - byte_charge(old);
 		/* A smaller block never rounds above the old one; charged if it did. */
-		if (actual > old) {
-			acct_force_charge(&cgm_acct, t, actual - old);
-		} else if (actual < old) {
-			cgm_owner_add(t->stock, old - actual);
-			acct_stock_trim(&cgm_acct, t);
-		}
+		if (delta > 0)
+			acct_force_charge(&cgm_acct, t, delta);
+		else if (delta < 0)
+			stock_refund(t, -delta);
 	}
 	careful = cgm_careful_begin();
 	cgm_owner_add(t->reallocs, 1);
@@ -309,6 +363,41 @@ void *cgm_acct_realloc(void *p, size_t n)
 	cgm_owner_add(t->big_hist[rstat_hist_bucket((uint64_t)actual)], 1);
 	cgm_careful_end(careful);
 	return q;
+}
+
+/*
+ * The program's own private anonymous mappings (shim/regions.c).  With
+ * charge=alloc a mapping is charged in full through the stock, and
+ * refused at memory.max like a malloc; with charge=resident it is
+ * sampled, and refused only while the group is over its memory.max.
+ * Returns 1 when charged, 0 when not, -ENOMEM to refuse.
+ */
+int cgm_map_charge(int64_t bytes)
+{
+	struct cgm_thread_slot *t;
+
+	if (!static_branch_unlikely(&cgm_accounting_key) || !(t = thread_slot()))
+		return 0;
+	cgm_resident_tick(true);
+	if (cgm_conf.charge == CGM_CHARGE_RESIDENT)
+		return cgm_resident_refuse(bytes) ? -ENOMEM : 0;
+	return stock_take(t, bytes) < 0 ? -ENOMEM : 1;
+}
+
+void cgm_map_unmapping(void)
+{
+	if (static_branch_unlikely(&cgm_accounting_key) && cgm_tslot != &cgm_boot_slot &&
+	    cgm_tslot != &cgm_unaccounted_slot)
+		cgm_resident_tick(true);
+}
+
+void cgm_map_uncharge(int64_t bytes)
+{
+	struct cgm_thread_slot *t;
+
+	if (bytes <= 0 || !static_branch_unlikely(&cgm_accounting_key) || !(t = thread_slot()))
+		return;
+	stock_refund(t, bytes);
 }
 
 /* Set up once, in the constructor, before accounting is switched on. */
@@ -329,6 +418,7 @@ void cgm_accounted_fork_child(void)
 		pthread_setspecific(thread_exit_key, NULL);
 	join_lock = fresh;
 	cgm_epoch_fork_child();
+	cgm_resident_fork_child();
 	cgm_moving_fork_child();
 	if (p) {
 		join_group = __atomic_load_n(&p->group, __ATOMIC_RELAXED);

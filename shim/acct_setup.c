@@ -20,12 +20,20 @@
 
 #include "cgm/accounted.h"
 #include "cgm/config.h"
+#include "cgm/files.h"
 #include "cgm/log.h"
 #include "cgm/shim.h"
 
+/* Reclaim at a limit: what mimalloc keeps goes back, and the charge follows. */
 static void reclaim_heap(void)
 {
-	mi_collect(true);
+	cgm_reclaim_self(false);
+}
+
+/* memory.reclaim written by this process: at once, whatever was collected just before. */
+static void reclaim_heap_now(void)
+{
+	cgm_reclaim_self_wait();
 }
 
 /* Does the comma-separated controller list @list (of length @len) name "memory"? */
@@ -197,7 +205,9 @@ const char *cgm_accounting_start(void)
 	pick_group(group, sizeof(group), &scope, limits_asked);
 	cgm_acct.batch_pages = (int64_t)cgm_conf.charge_batch;
 	cgm_acct.oom_policy = cgm_conf.oom == CGM_OOM_KILL ? ACCT_OOM_KILL : ACCT_OOM_ENOMEM;
+	cgm_mi_purge_init();
 	cgm_acct.reclaim = reclaim_heap;
+	cgm_files_reclaim_self = reclaim_heap_now;
 	err = scope ? acct_attach_scope(&cgm_acct, group) : acct_attach(&cgm_acct, group);
 	if (err) {
 		uint32_t idx;
@@ -228,6 +238,8 @@ const char *cgm_accounting_start(void)
 	cgm_seen_epoch = __atomic_load_n(&cgm_acct.h.hdr->epoch, __ATOMIC_ACQUIRE);
 	cgm_sync_limits();
 	static_branch_enable(&cgm_accounting_key);
+	/* What the process already has in memory (python's arenas, a big table) counts from here. */
+	cgm_resident_sample();
 	snprintf(status, sizeof(status), "on (%s %s, hierarchy %s)", scope ? "scope" : "group",
 		 group, path);
 	return status;

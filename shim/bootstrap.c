@@ -16,6 +16,7 @@
 #include "cgm/compiler.h"
 #include "cgm/config.h"
 #include "cgm/log.h"
+#include "cgm/regions.h"
 #include "cgm/shim.h"
 #include "cgm/static_key.h"
 #include "cgmalloc.h"
@@ -98,6 +99,7 @@ __attribute__((constructor(101))) static void cgm_bootstrap(void)
 	}
 	mi_register_output(mi_output, NULL);
 	mi_register_error(mi_error_to_errno, NULL);
+	cgm_regions_init();
 	static_keys_init(cgm_conf.static_keys == CGM_SK_ON);
 	accounting = cgm_accounting_start();
 	if (cgm_conf.verbose)

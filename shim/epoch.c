@@ -48,6 +48,19 @@ static void sync_move(void)
 	cgm_sync_limits();
 }
 
+/* memory.reclaim written by another process: reclaim, and say it is done. */
+static void sync_reclaim(void)
+{
+	struct cgm_proc *p = hier_proc(&cgm_acct.h, cgm_acct.proc);
+	uint32_t asked = p ? __atomic_load_n(&p->reclaim_asked, __ATOMIC_ACQUIRE) : 0;
+
+	if (!p || asked == __atomic_load_n(&p->reclaim_done, __ATOMIC_RELAXED))
+		return;
+	cgm_reclaim_self(true);
+	cgm_reclaim_later();
+	__atomic_store_n(&p->reclaim_done, asked, __ATOMIC_RELEASE);
+}
+
 void cgm_epoch_changed(void)
 {
 	uint32_t epoch;
@@ -59,6 +72,7 @@ void cgm_epoch_changed(void)
 		__atomic_store_n(&cgm_seen_epoch, epoch, __ATOMIC_RELAXED);
 		cgm_sync_limits();
 		sync_move();
+		sync_reclaim();
 	}
 	pthread_mutex_unlock(&epoch_lock);
 }

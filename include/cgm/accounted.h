@@ -29,6 +29,12 @@ DECLARE_STATIC_KEY_FALSE(cgm_limits_key);
 /* On only while this process is being moved to another group (shim/moving.c). */
 DECLARE_STATIC_KEY_FALSE(cgm_moving_key);
 
+/*
+ * charge=resident: blocks above this (mimalloc's medium objects end here)
+ * are charged by their resident pages, sampled, not by their bytes.
+ */
+#define CGM_SAMPLED_MIN (128 * 1024)
+
 /* This process's accounting state. */
 extern struct cgm_acct cgm_acct;
 

@@ -170,6 +170,54 @@ bool acct_limit_near(struct cgm_acct *a, int64_t pages);
 /* Throttle delay in ms for @usage over @high pages (0: no penalty). */
 uint64_t acct_high_delay_ms(int64_t usage, int64_t high, int64_t nr_pages);
 
+/*
+ * Is the process over its group's memory.max -- a residency sample found
+ * more in use than the limit has room for (acct_sample_short), or a
+ * counter is above its max (a limit lowered)?  Then reclaim, then the OOM
+ * policy, as the kernel does at a fault.  Returns 0 when it is back
+ * within its limits, or -ENOMEM when the allocation must fail.
+ */
+int acct_over_max(struct cgm_acct *a);
+
+/*
+ * The throttling of try_charge for memory charged some other way (a
+ * residency sample of @nr_pages): over memory.high, reclaim first, then
+ * sleep the calling thread (@t's) by the kernel's penalty.
+ */
+void acct_handle_high(struct cgm_acct *a, struct cgm_thread_slot *t, int64_t nr_pages);
+
+/* ---- sample.c: residency samples ---- */
+
+/*
+ * The anonymous resident memory of process @pid (0: this one), RssAnon
+ * from /proc/PID/statm, in bytes; -1 if it cannot be read.
+ */
+int64_t acct_read_anon(int pid);
+
+/*
+ * The process sampled its resident memory: @anon bytes of anonymous
+ * memory in all, @heap_free of heap pages beyond its live bytes, @mapped
+ * of its own mappings.  With @charge (charge=resident), what @anon holds
+ * beyond the byte charges is charged -- the change since the last sample,
+ * charged or uncharged whatever the limits: the memory is in use.  The
+ * statistics are published for flushes to fold.  Returns the pages
+ * charged (negative: uncharged).
+ */
+int64_t acct_sample_set(struct cgm_acct *a, bool charge, int64_t anon, int64_t heap_free,
+			int64_t mapped);
+
+/* Did the last sample find memory in use that memory.max had no room for? */
+bool acct_sample_short(const struct cgm_acct *a);
+
+/* Anon that a forked child shares with its parent: not counted as its own. */
+void acct_set_anon_base(struct cgm_acct *a, int64_t base);
+
+/*
+ * For a reader: the anon and charge of every process in the subtree of
+ * @group whose last sample is older than @max_age_ns, from /proc.
+ */
+void acct_refresh_stale(struct cgm_hier *h, uint32_t group, int64_t max_age_ns);
+
 /* ---- oom.c: the OOM policy ---- */
 
 /*
@@ -198,8 +246,22 @@ void rstat_flush(struct cgm_hier *h);
 bool rstat_flush_thread(struct cgm_hier *h, uint32_t slot);
 
 /*
+ * Fold the deltas of every thread of process @proc now (a sample wants its
+ * live bytes current).  Never waits: nothing is done while another flush
+ * holds the lock.
+ */
+void rstat_flush_proc(struct cgm_hier *h, uint32_t proc);
+
+/*
+ * Fold the change in process @proc's sampled statistics into its group
+ * now, unless another flush holds the lock (that one, or the next,
+ * folds it: the process is marked in sample_map).
+ */
+void rstat_fold_sampled(struct cgm_hier *h, uint32_t proc);
+
+/*
  * A process is leaving: its threads' last deltas are folded, and what it
- * still held live, freed by its exit, leaves its group's anon, which stays
+ * still held live, freed by its exit, leaves its group's heap_live, which stays
  * the live bytes of the processes that remain.  Its thread slots are
  * flushed no more.
  */
@@ -213,7 +275,7 @@ void rstat_fold_exit(struct cgm_hier *h, struct cgm_proc *p);
 void rstat_reap_exited(struct cgm_hier *h, uint32_t proc);
 
 /*
- * Put process @p in group @to, its anon going along.  Caller holds the
+ * Put process @p in group @to, its heap_live and sampled statistics going along.  Caller holds the
  * flush lock and then p->lock, so that no flush or harvest sees the
  * process half moved.
  */

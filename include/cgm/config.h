@@ -44,6 +44,7 @@ struct cgm_config {
 	uint64_t charge_batch;		/* pages */
 	uint64_t max;			/* memory.max applied to the group */
 	uint64_t high;			/* memory.high applied to the group */
+	int charge;			/* enum cgm_charge_mode */
 	bool enforce;			/* fail closed when a limit applies */
 	int oom;			/* enum cgm_oom_policy */
 	int stats;			/* enum cgm_stats_mode */
@@ -52,6 +53,12 @@ struct cgm_config {
 
 enum cgm_static_keys_mode { CGM_SK_ON, CGM_SK_OFF };
 enum cgm_oom_policy { CGM_OOM_ENOMEM, CGM_OOM_KILL };
+/*
+ * What large blocks and the program's own mappings are charged: the pages
+ * found resident (as the kernel charges touched pages), or their whole
+ * size when they are made (a malloc or mmap past memory.max fails at once).
+ */
+enum cgm_charge_mode { CGM_CHARGE_RESIDENT, CGM_CHARGE_ALLOC };
 enum cgm_stats_mode { CGM_STATS_NONE, CGM_STATS_EXIT };
 
 struct cgm_conf_key {

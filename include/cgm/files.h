@@ -87,6 +87,13 @@ int cgm_file_write(struct cgm_hier *h, uint32_t writer, uint32_t group, const ch
  */
 int cgm_file_check(const char *name, const char *value, char *why, size_t whylen);
 
+/*
+ * memory.reclaim asks each process of the subtree to reclaim, which it
+ * does at its next allocation slow path; the writer's own process does it
+ * at once, through this (set by the shim; NULL in cgmctl).
+ */
+extern void (*cgm_files_reclaim_self)(void);
+
 /* Make the statistics and charges of the subtree of @group current. */
 void cgm_files_flush(struct cgm_hier *h, uint32_t group);
 

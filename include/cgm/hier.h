@@ -29,7 +29,7 @@
 #include "cgm/size_class.h"
 
 #define CGM_HIER_MAGIC		0x3152454948474d43ULL	/* "CGMHIER1" */
-#define CGM_HIER_VERSION	8
+#define CGM_HIER_VERSION	9
 #define CGM_NONE		UINT32_MAX
 #define CGM_ROOT		0
 #define CGM_NAME_MAX		64		/* a path component, NUL included */
@@ -54,13 +54,29 @@ enum cgm_event {
 #define CGM_HIST_BUCKETS	30
 
 /*
- * memory.stat counters kept per group.  anon is the live heap bytes of
- * the group's processes: allocations less frees as they are flushed, plus
- * what a forked child inherits, less what a leaving process still held;
- * it moves with a process that moves.
+ * memory.stat counters kept per group.
+ *
+ * The first CGM_NR_SAMPLED are levels that each process samples from its
+ * own mappings (shim/resident.c) and publishes in its slot; a flush folds
+ * the change into its group:
+ *	anon		resident private anonymous memory, as the kernel counts
+ *			it: the heap's resident pages and the program's own
+ *			mappings' (thread stacks and data segments excepted)
+ *	heap_free	resident heap pages beyond the live bytes: what the
+ *			allocator keeps after frees (reclaimable)
+ *	mapped_anon	resident pages of the program's own private anonymous
+ *			mmap/mremap/brk mappings
+ * heap_live is the live heap bytes of the group's processes: allocations
+ * less frees as they are flushed, plus what a forked child inherits, less
+ * what a leaving process still held; it moves with a process that moves.
+ * The rest are cgmalloc's own counts.
  */
 enum cgm_stat {
 	CGM_STAT_ANON,
+	CGM_STAT_HEAP_FREE,
+	CGM_STAT_MAPPED_ANON,
+	CGM_NR_SAMPLED,
+	CGM_STAT_HEAP_LIVE = CGM_NR_SAMPLED,
 	CGM_STAT_ALLOCS,
 	CGM_STAT_FREES,
 	CGM_STAT_ALLOC_BYTES,
@@ -117,17 +133,46 @@ struct cgm_proc {
 	uint64_t attach_ns;		/* CLOCK_BOOTTIME at attach: pid reuse guard */
 	uint32_t group;
 	uint32_t first_thread;		/* list of thread slots */
-	int64_t held_pages;		/* charged to the group by this process */
+	int64_t held_pages;		/* charged to the group by this process's stocks */
+	/*
+	 * Charged to the group for the anonymous memory a residency sample
+	 * found beyond the byte counts (charge=resident): pages of large
+	 * blocks, of the program's own mappings, of what the allocator keeps,
+	 * of stacks.  Set under the lock by the process's samples, and by
+	 * readers that refresh a stale one (accounting/sample.c).
+	 */
+	int64_t sampled_pages;
+	int64_t anon_base;		/* anon it inherited at fork: not its own (bytes) */
+	/*
+	 * Pages the last sample found in use that memory.max had no room for:
+	 * the group is at its limit and this process over it, so its next
+	 * allocation reclaims, then fails or applies the OOM policy.
+	 */
+	int64_t sample_short;
+	uint32_t sample_flags;		/* enum cgm_sample_flags */
+	uint32_t pad2;
 	int64_t free_pool;		/* harvested freed bytes not yet uncharged */
 	int64_t untracked_bytes;	/* frees of memory it was never charged (before attach, or inherited) */
 	int64_t live_bytes;		/* allocated - freed by this process, as of the last flush */
 	/*
 	 * What the process adds to its group's anon: live_bytes plus the frees
 	 * that found nothing of its own to uncharge (memory it inherited at
-	 * fork or had before it attached), never below zero -- anon counts
-	 * what the process's charge counts.  Written under the flush lock.
+	 * fork or had before it attached), never below zero -- heap_live
+	 * counts what the process's charge counts.  Written under the flush
+	 * lock.
 	 */
-	int64_t anon;
+	int64_t heap_live;
+	/* The last sample of the sampled statistics, bytes (written under the lock). */
+	int64_t sampled[CGM_NR_SAMPLED];
+	/* What its group's statistics hold of them (flush lock). */
+	int64_t sampled_folded[CGM_NR_SAMPLED];
+	int64_t sampled_ns;		/* CLOCK_MONOTONIC of the last sample */
+	/*
+	 * memory.reclaim: a writer bumps reclaim_asked (and the epoch); the
+	 * process reclaims at its next slow path and sets reclaim_done to
+	 * what it answered.
+	 */
+	uint32_t reclaim_asked, reclaim_done;
 	uint32_t move_to;		/* CGM_NONE, or the group a move asked for */
 	uint32_t pad;
 	pthread_mutex_t lock;		/* robust, shared: harvest and move */
@@ -154,7 +199,8 @@ struct cgm_thread_slot {
 	uint32_t refill_seq;		/* odd while allow[]/refilled[] change together */
 	uint32_t drained_gen;		/* owner: the hdr->drain_gen it last answered */
 	uint64_t frees;			/* frees of blocks above 1 KiB */
-	uint64_t freed_bytes;		/* their bytes */
+	uint64_t freed_bytes;		/* their bytes (harvested: uncharged) */
+	uint64_t freed_uncharged_bytes;	/* bytes of freed blocks that were never byte-charged */
 	uint64_t big_allocs;
 	uint64_t big_alloc_bytes;
 	uint64_t throttle_ns;
@@ -172,6 +218,7 @@ struct cgm_thread_slot {
 
 	/* flusher-owned (flush lock) */
 	uint64_t snap_frees, snap_freed_bytes, snap_big_allocs, snap_big_alloc_bytes;
+	uint64_t snap_freed_uncharged_bytes;
 	uint64_t snap_throttle_ns;
 	uint64_t snap_reallocs, snap_realloc_new_bytes, snap_realloc_old_bytes;
 	uint64_t snap_allocs_small[CGM_NR_BINS];
@@ -209,6 +256,8 @@ struct cgm_hier_header {
 	 */
 	uint64_t proc_map[CGM_MAX_PROCS / 64];
 	uint64_t exiting_map[CGM_MAX_PROCS / 64];
+	/* Processes with a residency sample that no flush has folded yet. */
+	uint64_t sample_map[CGM_MAX_PROCS / 64];
 	pthread_mutex_t tree_lock;	/* robust, shared */
 	pthread_mutex_t flush_lock;	/* robust, shared */
 	uint64_t checksum;		/* of the fields above tree_lock */
@@ -312,6 +361,20 @@ static inline void hier_map_set(uint64_t *map, uint32_t i)
 static inline void hier_map_clear(uint64_t *map, uint32_t i)
 {
 	__atomic_fetch_and(&map[i / 64], ~(1ULL << (i % 64)), __ATOMIC_RELEASE);
+}
+
+/* cgm_proc.sample_flags */
+enum cgm_sample_flags {
+	CGM_SAMPLE_CHARGE = 1u << 0,	/* charge=resident: samples are charged */
+};
+
+/* Everything process slot @p has charged to its group, in pages. */
+static inline int64_t proc_charged_pages(const struct cgm_proc *p)
+{
+	int64_t held = __atomic_load_n(&p->held_pages, __ATOMIC_RELAXED);
+	int64_t sampled = __atomic_load_n(&p->sampled_pages, __ATOMIC_RELAXED);
+
+	return (held > 0 ? held : 0) + (sampled > 0 ? sampled : 0);
 }
 
 /* The robust shared mutexes: a lock left by a dead owner is recovered. */

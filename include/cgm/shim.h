@@ -87,6 +87,53 @@ void cgm_epoch_changed(void);
 /* In the child of fork(): the epoch lock may have been another thread's. */
 void cgm_epoch_fork_child(void);
 
+/* ---- resident.c: residency samples ---- */
+
+/*
+ * A slow path ran: sample the process's resident memory if a sample is
+ * due (@large: a block of 1 MiB or more, or a mapping, so look now), and
+ * throttle at memory.high for what it found.
+ */
+void cgm_resident_tick(bool large);
+/* Sample now; returns the pages it charged (negative: uncharged). */
+int64_t cgm_resident_sample(void);
+/*
+ * charge=resident: must this allocation of @bytes, not charged by its
+ * bytes, fail?  True when the group is over its memory.max after reclaim
+ * and the OOM policy.  Near a limit it samples first: the blocks made
+ * since the last sample may have been touched since.
+ */
+bool cgm_resident_refuse(int64_t bytes);
+/*
+ * Give back what the allocator keeps (mi_collect) and sample again.
+ * Repeated within a millisecond it only samples, unless @force.
+ */
+void cgm_reclaim_self(bool force);
+
+/*
+ * shim/mi_purge.c: mimalloc's frees and collects with its decommit delays
+ * at zero, so that what they give up leaves memory now.  Init reads the
+ * delays to go back to (after mimalloc has read its environment).
+ */
+void cgm_mi_purge_init(void);
+void cgm_mi_free_now(void *p);
+void cgm_mi_collect_now(void);
+/*
+ * memory.reclaim written by this process: the same, forced, and again
+ * after mimalloc's decommit delays while much is left (it may sleep up to
+ * half a second).
+ */
+void cgm_reclaim_self_wait(void);
+/*
+ * memory.reclaim written by another process, answered at a slow path that
+ * must not sleep: the samples of the next half second collect first, so
+ * that what mimalloc's delays held back goes too.
+ */
+void cgm_reclaim_later(void);
+void cgm_resident_fork_child(void);
+/* A forked child joined its parent's group: what it inherited is not its own. */
+void cgm_resident_joined(void);
+
 /* ---- exit_report.c ---- */
 
 /* stats=exit: the group's files to stderr or stats_file=. */

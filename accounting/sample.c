@@ -1,0 +1,223 @@
+/*
+ * Residency samples: the anonymous memory a process has in memory becomes
+ * part of its charge and of its group's sampled statistics.
+ *
+ * The kernel charges a page when it is first touched.  cgmalloc charges
+ * small and medium blocks by their bytes when they are allocated (they
+ * are touched as they are handed out) and, with charge=resident, the rest
+ * by what is resident: the process's anonymous resident memory (RssAnon:
+ * /proc/PID/statm) less what the byte counts already charge.  That rest
+ * -- large blocks' touched pages, the program's own mappings, what the
+ * allocator keeps after frees, stacks -- is p->sampled_pages.
+ *
+ * The process samples itself in its allocation slow paths
+ * (shim/resident.c), with the split of its memory between heap and
+ * mappings that only it can see.  A reader of the files refreshes the
+ * anon and the charge of a process whose sample is stale -- one that
+ * touches memory without allocating -- from /proc (acct_refresh_stale),
+ * as the kernel's readers flush its per-CPU counts.
+ */
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+bool acct_sample_short(const struct cgm_acct *a)
+{
+	const struct cgm_proc *p = hier_proc(&a->h, a->proc);
+
+	return p && __atomic_load_n(&p->sample_short, __ATOMIC_RELAXED) > 0;
+}
+
+/* The next decimal field of @s, or -1. */
+static long long statm_field(const char **s)
+{
+	long long v = 0;
+
+	while (**s == ' ')
+		(*s)++;
+	if (**s < '0' || **s > '9')
+		return -1;
+	while (**s >= '0' && **s <= '9' && v < (1LL << 50))
+		v = v * 10 + (*(*s)++ - '0');
+	return v;
+}
+
+/* Parsed by hand: this runs inside malloc's slow paths, where scanf may not. */
+int64_t acct_read_anon(int pid)
+{
+	char path[64], text[256];
+	long long resident, shared;
+	const char *s = text;
+	ssize_t n;
+	int fd;
+
+	if (pid > 0)
+		snprintf(path, sizeof(path), "/proc/%d/statm", pid);
+	else
+		memcpy(path, "/proc/self/statm", sizeof("/proc/self/statm"));
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = read(fd, text, sizeof(text) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	text[n] = '\0';
+	/* size resident shared ...: shared is the file and shmem part of resident. */
+	if (statm_field(&s) < 0 || (resident = statm_field(&s)) < 0 ||
+	    (shared = statm_field(&s)) < 0 || resident < shared)
+		return -1;
+	return (int64_t)(resident - shared) * CGM_PAGE_SIZE;
+}
+
+/*
+ * Charge up to @want pages to @g and its ancestors, no counter past its
+ * max: as much as there is room for.  Returns the pages charged.
+ */
+static int64_t charge_room(struct cgm_hier *h, struct cgm_group *g, int64_t want)
+{
+	for (int tries = 0; tries < 8 && want > 0; tries++) {
+		uint32_t idx = hier_group_index(h, g);
+		struct page_counter *fail;
+		const struct cgm_group *a;
+		int64_t room = want;
+
+		for_each_ancestor(h, idx, a) {
+			int64_t left = __atomic_load_n(&a->memory.max, __ATOMIC_RELAXED) -
+				       page_counter_read(&a->memory);
+
+			if (left < room)
+				room = left > 0 ? left : 0;
+		}
+		if (room <= 0)
+			return 0;
+		if (page_counter_try_charge(&g->memory, room, &fail))
+			return room;
+		/* Another charge took the room meanwhile: look again. */
+	}
+	return 0;
+}
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/*
+ * Apply a sample of process slot @proc: @anon bytes (its inherited base
+ * already taken off), and the split statistics in @split (heap_free,
+ * mapped_anon), or NULL to keep the last ones.  Returns the pages charged.
+ */
+static int64_t sample_apply(struct cgm_hier *h, uint32_t proc, int64_t anon, const int64_t *split)
+{
+	struct cgm_proc *p = hier_proc(h, proc);
+	struct cgm_group *g;
+	int64_t held, pages = 0, delta;
+
+	if (!p)
+		return 0;
+	if (anon < 0)
+		anon = 0;
+	hier_lock(&p->lock);
+	if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != CGM_SLOT_LIVE) {
+		hier_unlock(&p->lock);
+		return 0;
+	}
+	g = hier_group(h, p->group);
+	held = p->held_pages > 0 ? p->held_pages * CGM_PAGE_SIZE : 0;
+	if ((p->sample_flags & CGM_SAMPLE_CHARGE) && anon > held)
+		pages = (anon - held + CGM_PAGE_SIZE - 1) / CGM_PAGE_SIZE;
+	if (p->sampled_pages < 0)
+		p->sampled_pages = 0;
+	delta = g ? pages - p->sampled_pages : 0;
+	/*
+	 * Memory found in use is charged as far as memory.max has room; what
+	 * does not fit is the process's shortfall (struct cgm_proc), so that
+	 * memory.current never passes memory.max, as the kernel's does not.
+	 */
+	p->sample_short = 0;
+	if (delta > 0) {
+		int64_t got = charge_room(h, g, delta);
+
+		if (got < delta) {
+			p->sample_short = delta - got;
+			group_event(h, p->group, CGM_EV_MAX);
+		}
+		delta = got;
+	} else if (delta < 0) {
+		page_counter_uncharge(&g->memory, -delta);
+	}
+	__atomic_store_n(&p->sampled_pages, p->sampled_pages + delta, __ATOMIC_RELAXED);
+	__atomic_store_n(&p->sampled[CGM_STAT_ANON], anon, __ATOMIC_RELAXED);
+	if (split) {
+		__atomic_store_n(&p->sampled[CGM_STAT_HEAP_FREE], split[0], __ATOMIC_RELAXED);
+		__atomic_store_n(&p->sampled[CGM_STAT_MAPPED_ANON], split[1], __ATOMIC_RELAXED);
+	} else {
+		/*
+		 * A reader's refresh knows the anon, not the split: the last one
+		 * stays, but never more than the anon it is part of.
+		 */
+		int64_t hf = p->sampled[CGM_STAT_HEAP_FREE], ma = p->sampled[CGM_STAT_MAPPED_ANON];
+
+		hf = hf < anon ? hf : anon;
+		ma = ma < anon - hf ? ma : anon - hf;
+		__atomic_store_n(&p->sampled[CGM_STAT_HEAP_FREE], hf, __ATOMIC_RELAXED);
+		__atomic_store_n(&p->sampled[CGM_STAT_MAPPED_ANON], ma, __ATOMIC_RELAXED);
+	}
+	__atomic_store_n(&p->sampled_ns, now_ns(), __ATOMIC_RELAXED);
+	hier_unlock(&p->lock);
+	hier_map_set(h->hdr->sample_map, proc);
+	rstat_fold_sampled(h, proc);
+	return delta;
+}
+
+int64_t acct_sample_set(struct cgm_acct *a, bool charge, int64_t anon, int64_t heap_free,
+			int64_t mapped)
+{
+	struct cgm_proc *p = hier_proc(&a->h, a->proc);
+	int64_t split[2] = { heap_free, mapped };
+
+	if (!p)
+		return 0;
+	if (charge)
+		__atomic_or_fetch(&p->sample_flags, CGM_SAMPLE_CHARGE, __ATOMIC_RELAXED);
+	else
+		__atomic_and_fetch(&p->sample_flags, ~(uint32_t)CGM_SAMPLE_CHARGE, __ATOMIC_RELAXED);
+	return sample_apply(&a->h, a->proc, anon - __atomic_load_n(&p->anon_base, __ATOMIC_RELAXED),
+			    split);
+}
+
+void acct_set_anon_base(struct cgm_acct *a, int64_t base)
+{
+	struct cgm_proc *p = hier_proc(&a->h, a->proc);
+
+	if (p)
+		__atomic_store_n(&p->anon_base, base > 0 ? base : 0, __ATOMIC_RELAXED);
+}
+
+void acct_refresh_stale(struct cgm_hier *h, uint32_t group, int64_t max_age_ns)
+{
+	int64_t now = now_ns();
+	struct cgm_proc *p;
+	uint32_t i;
+
+	for_each_live_proc(h, i, p) {
+		int64_t anon;
+
+		if (!group_in_subtree(h, __atomic_load_n(&p->group, __ATOMIC_RELAXED), group) ||
+		    now - __atomic_load_n(&p->sampled_ns, __ATOMIC_RELAXED) < max_age_ns)
+			continue;
+		anon = acct_read_anon(p->pid);
+		/* Read first, then checked: a pid reused meanwhile is not taken for ours. */
+		if (anon < 0 || acct_proc_gone(p))
+			continue;
+		sample_apply(h, i, anon - __atomic_load_n(&p->anon_base, __ATOMIC_RELAXED), NULL);
+	}
+}

@@ -1,0 +1,226 @@
+/*
+ * This process's resident memory, sampled: the heap's pages and the
+ * program's own mappings that are in memory (shim/regions.c, mincore),
+ * published as the sampled statistics of memory.stat and, with
+ * charge=resident, charged (accounting/sample.c).
+ *
+ * With no thread of its own, the process samples in its allocation slow
+ * paths: stock refills, blocks above 1 KiB, realloc, mmap.  A sample is
+ * due 20 ms after the last one, or later when sampling is slow -- the
+ * interval is at least 50 times what the last sample cost, so sampling
+ * takes at most 2% of the time -- and every 16th slow path of a thread
+ * reads the clock to see (a block of 1 MiB or more, or a mapping, looks
+ * at once).  A large block is sampled before it is freed, so that what
+ * was touched in it reaches memory.peak.  Readers in the process (the
+ * C API) and reclaim sample at once.  A process that touches memory it
+ * already has without allocating is seen at its next slow path: that is
+ * the lag.
+ */
+#include <mimalloc.h>
+#include <pthread.h>
+#include <string.h>
+#include <time.h>
+
+#include "cgm/accounted.h"
+#include "cgm/clock.h"
+#include "cgm/log.h"
+#include "cgm/regions.h"
+#include "cgm/shim.h"
+
+#define SAMPLE_MIN_NS		(20 * 1000000LL)
+#define SAMPLE_COST_SHARE	50	/* interval >= 50 x cost: at most 2% */
+#define TICKS_PER_CLOCK		16	/* slow paths per clock read */
+#define COLLECT_MIN_NS		(1 * 1000000LL)	/* reclaims closer than this collect once */
+#define RECLAIM_WAIT_MIN	(1 << 20)	/* heap_free worth waiting for */
+
+static pthread_mutex_t sample_lock = PTHREAD_MUTEX_INITIALIZER;
+static int64_t next_sample_ns;
+/* Bytes of large blocks and mappings made since the last sample. */
+static int64_t unsampled_bytes;
+static int64_t last_collect_ns;
+/* Until then, every sample collects first: a reclaim asked by another process goes on. */
+static int64_t collect_until_ns;
+/* A forked child counts only the pages it does not share with its parent. */
+static bool exclusive_only;
+static CGM_TLS unsigned int ticks;
+/* This thread is sampling: a signal handler's malloc must not sample again. */
+static CGM_TLS bool sampling;
+
+/* The calling thread's own slot, or NULL (boot or unaccounted slot). */
+static struct cgm_thread_slot *own_slot(void)
+{
+	struct cgm_thread_slot *t = cgm_tslot;
+
+	return hier_thread_index(&cgm_acct.h, t) == CGM_NONE ? NULL : t;
+}
+
+/* Take a sample and charge it.  sample_lock held.  Returns the pages charged. */
+static int64_t sample_locked(void)
+{
+	struct cgm_proc *p = hier_proc(&cgm_acct.h, cgm_acct.proc);
+	int64_t start = cgm_now_ns(), anon, heap, mapped, live, delta, cost;
+	struct cgm_regions_usage u;
+	static int warned;
+
+	if (!p)
+		return 0;
+	__atomic_store_n(&unsampled_bytes, 0, __ATOMIC_RELAXED);
+	anon = acct_read_anon(0);
+	if (anon < 0) {
+		cgm_log_once(&warned, "accounting: /proc/self/statm cannot be read: resident "
+			     "memory is not sampled (large blocks and mappings go uncharged)");
+		return 0;
+	}
+	/* The split between heap and the program's mappings, which only we can see. */
+	if (cgm_regions_usage(&u, exclusive_only) < 0 && (!exclusive_only ||
+	    (exclusive_only = false, cgm_regions_usage(&u, false) < 0)))
+		memset(&u, 0, sizeof(u));
+	heap = (int64_t)u.resident[CGM_REGION_HEAP];
+	mapped = (int64_t)u.resident[CGM_REGION_PROGRAM];
+	/* The live bytes as of now, not as of the last flush. */
+	rstat_flush_proc(&cgm_acct.h, cgm_acct.proc);
+	live = __atomic_load_n(&p->heap_live, __ATOMIC_RELAXED);
+	delta = acct_sample_set(&cgm_acct, cgm_conf.charge == CGM_CHARGE_RESIDENT, anon,
+				heap > live ? heap - live : 0, mapped);
+	cost = cgm_now_ns() - start;
+	__atomic_store_n(&next_sample_ns, start + cost +
+			 (cost * SAMPLE_COST_SHARE > SAMPLE_MIN_NS ? cost * SAMPLE_COST_SHARE :
+			  SAMPLE_MIN_NS), __ATOMIC_RELAXED);
+	return delta;
+}
+
+/* Reclaim: one thread at a time collects; another arriving meanwhile finds it done. */
+static void collect_now(void)
+{
+	static pthread_mutex_t collect_lock = PTHREAD_MUTEX_INITIALIZER;
+
+	if (pthread_mutex_trylock(&collect_lock) != 0)
+		return;
+	cgm_mi_collect_now();
+	pthread_mutex_unlock(&collect_lock);
+}
+
+int64_t cgm_resident_sample(void)
+{
+	int64_t delta;
+
+	if (cgm_acct.proc == CGM_NONE || sampling)
+		return 0;
+	sampling = true;
+	pthread_mutex_lock(&sample_lock);
+	delta = sample_locked();
+	pthread_mutex_unlock(&sample_lock);
+	sampling = false;
+	return delta;
+}
+
+void cgm_resident_tick(bool large)
+{
+	struct cgm_thread_slot *t;
+	int64_t delta;
+
+	if (!large && (++ticks % TICKS_PER_CLOCK) != 0)
+		return;
+	if (sampling || cgm_acct.proc == CGM_NONE ||
+	    cgm_now_ns() < __atomic_load_n(&next_sample_ns, __ATOMIC_RELAXED))
+		return;
+	if (__atomic_load_n(&collect_until_ns, __ATOMIC_RELAXED) > cgm_now_ns())
+		collect_now();
+	/* Another thread is sampling: its sample is as good as ours. */
+	if (pthread_mutex_trylock(&sample_lock) != 0)
+		return;
+	sampling = true;
+	delta = sample_locked();
+	pthread_mutex_unlock(&sample_lock);
+	sampling = false;
+	/* Memory found in use that takes the group over memory.high throttles, as a charge does. */
+	t = own_slot();
+	if (delta > 0 && t && static_branch_unlikely(&cgm_limits_key))
+		acct_handle_high(&cgm_acct, t, delta);
+}
+
+bool cgm_resident_refuse(int64_t bytes)
+{
+	int64_t pending;
+
+	if (cgm_conf.charge != CGM_CHARGE_RESIDENT || !static_branch_unlikely(&cgm_limits_key) ||
+	    cgm_acct.proc == CGM_NONE)
+		return false;
+	/*
+	 * A program that fills each large block as it gets it would run
+	 * far past memory.max in the 20 ms between samples: once what was
+	 * made since the last sample could reach a limit, look now.
+	 */
+	pending = __atomic_add_fetch(&unsampled_bytes, bytes, __ATOMIC_RELAXED);
+	if (acct_limit_near(&cgm_acct, pending / CGM_PAGE_SIZE))
+		cgm_resident_sample();
+	return acct_over_max(&cgm_acct) < 0;
+}
+
+void cgm_reclaim_self(bool force)
+{
+	int64_t now = cgm_now_ns();
+
+	/* Pressure that asks again within a millisecond finds nothing new to collect. */
+	if (force || now - __atomic_load_n(&last_collect_ns, __ATOMIC_RELAXED) >= COLLECT_MIN_NS) {
+		collect_now();
+		__atomic_store_n(&last_collect_ns, cgm_now_ns(), __ATOMIC_RELAXED);
+	}
+	/* What went back to the system leaves the charge now. */
+	cgm_resident_sample();
+}
+
+/* The delays after which mimalloc decommits what was freed: pages, then whole segments. */
+static const int64_t settle_ns[] = { 30 * 1000000LL, 520 * 1000000LL };
+
+static int64_t own_heap_free(void)
+{
+	struct cgm_proc *p = hier_proc(&cgm_acct.h, cgm_acct.proc);
+
+	return p ? __atomic_load_n(&p->sampled[CGM_STAT_HEAP_FREE], __ATOMIC_RELAXED) : 0;
+}
+
+void cgm_reclaim_self_wait(void)
+{
+	int64_t start = cgm_now_ns();
+
+	cgm_reclaim_self(true);
+	/*
+	 * What was freed within mimalloc's delays is decommitted only once
+	 * they have passed, forced collect or not: an administrator's request
+	 * (not an allocation) waits for them while much is left.
+	 */
+	for (size_t i = 0; i < sizeof(settle_ns) / sizeof(settle_ns[0]) &&
+	     own_heap_free() >= RECLAIM_WAIT_MIN; i++) {
+		int64_t left = start + settle_ns[i] - cgm_now_ns();
+		struct timespec ts = { (time_t)(left / 1000000000), (long)(left % 1000000000) };
+
+		if (left > 0)
+			nanosleep(&ts, NULL);
+		cgm_reclaim_self(true);
+	}
+}
+
+void cgm_reclaim_later(void)
+{
+	__atomic_store_n(&collect_until_ns, cgm_now_ns() + settle_ns[1], __ATOMIC_RELAXED);
+}
+
+void cgm_resident_joined(void)
+{
+	/* A forked child: what it shares with its parent at the fork is the parent's charge. */
+	if (exclusive_only)
+		acct_set_anon_base(&cgm_acct, acct_read_anon(0));
+}
+
+void cgm_resident_fork_child(void)
+{
+	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+
+	sample_lock = fresh;
+	sampling = false;
+	exclusive_only = true;
+	next_sample_ns = 0;
+	unsampled_bytes = 0;
+	collect_until_ns = 0;
+}
