@@ -5,11 +5,13 @@
  *
  * Exit status: 0 done, 1 the command failed (one "cgmctl: ..." line on
  * stderr says why), 2 the command line was wrong (likewise).  `run`
- * returns the command's status, since it becomes the command.
+ * returns the command's status, since it becomes the command, and so
+ * does `compare` unless it failed itself.
  */
 #ifndef CGMCTL_H
 #define CGMCTL_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -96,7 +98,51 @@ void json_string(FILE *f, const char *s);
 /* Is @s a decimal integer, as JSON may print it bare? */
 bool json_is_number(const char *s);
 
-/* ---- the subcommands: tree.c, files.c, run.c, help.c ---- */
+/* ---- kcgroup.c: a kernel memory cgroup, for compare ---- */
+
+struct kcg {
+	int version;			/* of the cgroup hierarchy: 1 or 2 */
+	char dir[PATH_MAX];		/* its directory; "" when there is none */
+	char name[PATH_MAX];		/* its path below the mount: libcgroup's name */
+	char home[PATH_MAX];		/* our own cgroup's path below the mount, or "" */
+};
+
+/*
+ * Make a child cgroup named @name with the memory controller: in this
+ * process's own memory cgroup if it can, else in the nearest ancestor
+ * that can have one (v2: the controller enabled for children, mkdir
+ * allowed).  0, or -1 with why none could be made in @why.
+ */
+int kcg_create(struct kcg *k, const char *name, char *why, size_t whylen);
+
+/* Limit it to @bytes (CGM_SIZE_MAX: none): 0 or a negative errno. */
+int kcg_set_max(const struct kcg *k, uint64_t bytes);
+
+/*
+ * Move process @pid into it: 0 or a negative errno.  In v1 only the
+ * thread @pid moves: a process that has not started threads.
+ */
+int kcg_join(const struct kcg *k, pid_t pid);
+
+/*
+ * What the kernel charges it: anonymous memory (v2 memory.stat anon, v1
+ * total_rss) and all of it (memory.current, memory.usage_in_bytes).  0 or
+ * a negative errno.
+ */
+int kcg_read(const struct kcg *k, uint64_t *anon, uint64_t *usage);
+
+/*
+ * Remove it, once the process that was moved in is reaped: processes
+ * still in it are moved to our own cgroup first.  0, or a negative errno
+ * (-EBUSY: processes could not be moved out).  Removing none does
+ * nothing.
+ */
+int kcg_remove(struct kcg *k);
+
+/* The value N of line "@key N" of a flat-keyed file's @text (memory.stat), or -1. */
+int64_t ctl_keyed_value(const char *text, const char *key);
+
+/* ---- the subcommands: tree.c, files.c, run.c, compare.c, help.c ---- */
 
 int cmd_ls(struct ctl *c, int argc, char **argv);
 int cmd_mkdir(struct ctl *c, int argc, char **argv);
@@ -105,6 +151,7 @@ int cmd_cat(struct ctl *c, int argc, char **argv);
 int cmd_set(struct ctl *c, int argc, char **argv);
 int cmd_move(struct ctl *c, int argc, char **argv);
 int cmd_run(struct ctl *c, int argc, char **argv);
+int cmd_compare(struct ctl *c, int argc, char **argv);
 int cmd_help(struct ctl *c, int argc, char **argv);
 
 #endif /* CGMCTL_H */

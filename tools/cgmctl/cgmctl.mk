@@ -6,11 +6,13 @@
 
 CGMCTL := $(B)/cgmctl
 CGMCTL_SRCS := $(wildcard tools/cgmctl/*.c)
+# compare's kernel memory cgroup is made and removed through libcgroup.
+CGMCTL_LIBS := -lcgroup
 # Where `make install` puts the library: run looks there last.
 CFLAGS_tools_cgmctl_run := -DCGM_LIBDIR='"$(LIBDIR)"'
 
 $(CGMCTL): $(patsubst %.c,$(B)/obj/%.o,$(CGMCTL_SRCS)) $(call archives,plain,acct base)
-	$(CC) -pthread $(LDFLAGS) -o $@ $^
+	$(CC) -pthread $(LDFLAGS) -o $@ $^ $(CGMCTL_LIBS)
 
 TOOLS += $(CGMCTL)
 all: $(CGMCTL)
@@ -28,6 +30,12 @@ check-cgmctl: tests/test_cgmctl.sh tests/cgmctl/lib.sh tests/cgmctl/readme_table
 # cgmctl on running processes: cgroup.procs, move, dead-process reclaim.
 check-cgmctl-procs: tests/cgmctl/test_procs.sh tests/cgmctl/lib.sh $(CGMCTL) $(LIB)
 	$(RUN) env $(CGMCTL_TEST_ENV) sh tests/cgmctl/test_procs.sh
+
+# compare: a python3 touching 64 MiB in a kernel memory cgroup and a
+# cgmalloc group at once; cgmalloc's peak within 0.8-1.25x of the
+# kernel's.  Skipped without a writable kernel memory cgroup.
+check-cgmctl-compare: tests/cgmctl/test_compare.sh tests/cgmctl/lib.sh $(CGMCTL) $(LIB)
+	$(RUN) env $(CGMCTL_TEST_ENV) sh tests/cgmctl/test_compare.sh
 
 # The moving key: a program allocating on two threads is moved twelve times.
 $(T)/move_worker: tests/move_worker.c
@@ -47,7 +55,8 @@ readme-tables-update: $(CGMCTL)
 	CGMCTL=$(abspath $(CGMCTL)) sh tests/cgmctl/readme_tables.sh --update README.md
 
 # The API from C, in a private hierarchy: in a group below a delegated
-# one; in a limited group of its own; with accounting off.
+# one; in a limited group of its own; with charge=alloc; with accounting
+# off.
 $(T)/test_api: tests/test_api.c $(LIB)
 	@mkdir -p $(T)
 	$(CC) $(TEST_CFLAGS) $(TEST_DEPFLAGS) $(CHECK_CFLAGS) -o $@ $< $(SHIM_LINK) $(CHECK_LIBS)
@@ -57,7 +66,9 @@ check-api: $(T)/test_api $(CGMCTL)
 		$(CGMCTL) --hierarchy $(TEST_HIER) set /api cgroup.delegate 1 && \
 		$(CGMCTL) --hierarchy $(TEST_HIER) mkdir /elsewhere && \
 		CGMALLOC_CONF=hierarchy=$(TEST_HIER),group=/api/test $(T)/test_api && \
-		CGMALLOC_CONF=hierarchy=$(TEST_HIER),group=/plain,max=512M CGM_TEST_API_PLAIN=1 $(T)/test_api'
+		CGMALLOC_CONF=hierarchy=$(TEST_HIER),group=/plain,max=512M CGM_TEST_API_PLAIN=1 $(T)/test_api && \
+		CGMALLOC_CONF=hierarchy=$(TEST_HIER),group=/api/alloc,charge=alloc \
+			CGM_TEST_API_CHARGE_ALLOC=1 $(T)/test_api'
 	$(RUN) env CGMALLOC_CONF=hierarchy=$(TEST_HIER),accounting=0 CGM_TEST_API_OFF=1 $(T)/test_api
 
 # cgmctl itself under AddressSanitizer+UBSan, through the same test.  The
@@ -68,14 +79,15 @@ CGMCTL_ASAN := $(B)/asan-cgmctl/cgmctl
 $(CGMCTL_ASAN): $(CGMCTL_SRCS) $(call archives,asan,acct base) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CFLAGS) $(TEST_DEPFLAGS) $(ASAN_FLAGS) -pthread $(CFLAGS_tools_cgmctl_run) \
-		-o $@ $(CGMCTL_SRCS) $(call archives,asan,acct base)
+		-o $@ $(CGMCTL_SRCS) $(call archives,asan,acct base) $(CGMCTL_LIBS)
 	ln -sf $(abspath $(LIB)) $(dir $@)libcgmalloc.so
 
 check-asan-cgmctl: $(CGMCTL_ASAN) tests/test_cgmctl.sh tests/cgmctl/lib.sh
 	CGMCTL=$(abspath $(CGMCTL_ASAN)) CGM_LIB=$(abspath $(LIB)) sh tests/test_cgmctl.sh
 
-CHECK_TARGETS += check-cgmctl check-cgmctl-procs check-cgmctl-moving check-api
+CHECK_TARGETS += check-cgmctl check-cgmctl-procs check-cgmctl-compare check-cgmctl-moving check-api
 ASAN_TARGETS += check-asan-cgmctl
 
-.PHONY: check-cgmctl check-cgmctl-procs check-cgmctl-moving check-api check-asan-cgmctl \
+.PHONY: check-cgmctl check-cgmctl-procs check-cgmctl-compare check-cgmctl-moving check-api \
+	check-asan-cgmctl \
 	readme-tables readme-tables-update

@@ -2,7 +2,8 @@
  * cgmctl help: the usage, the CGMALLOC_CONF keys straight from
  * cgm_conf_keys[] (base/config_table.c) and a group's files straight from
  * cgm_files[] (accounting/files.c) -- as tables for the terminal, or with
- * --markdown as the README's tables, which a test compares.
+ * --markdown as the README's tables, which a test compares -- and what
+ * compare measures.
  */
 #include <inttypes.h>
 #include <string.h>
@@ -93,6 +94,8 @@ static void print_conf(bool markdown)
 /* How a file may be used, in a few words. */
 static const char *access_text(const struct cgm_file *f)
 {
+	if (!f->show)
+		return "write-only";
 	if (f->flags & CGM_FILE_NOT_ON_ROOT)
 		return f->write ? "read-write, not on /" : "read-only, not on /";
 	if (f->flags & CGM_FILE_ONLY_ON_ROOT)
@@ -129,6 +132,38 @@ static void print_files(bool markdown)
 	}
 }
 
+/* What cgmctl compare does, measures and writes. */
+static void print_compare(void)
+{
+	fputs("cgmctl compare [-i MS] [-o DIR] [--limit SIZE] [--] CMD [ARGS]\n"
+	      "\n"
+	      "Runs CMD in a new kernel memory cgroup (cgmalloc-compare-PID, made in cgmctl's own\n"
+	      "memory cgroup, else in the nearest ancestor that allows it; cgroup v2 or v1) and,\n"
+	      "exactly as `cgmctl run -g /compare-PID` would, in a cgmalloc group /compare-PID.\n"
+	      "The caller's CGMALLOC_CONF applies, as with run.  Both are limited to SIZE with\n"
+	      "--limit, and both are removed when CMD exits or cgmctl is interrupted (the signal\n"
+	      "is passed on to CMD; a second one kills it).  Processes CMD leaves running are\n"
+	      "moved back to cgmctl's own kernel cgroup and keep the cgmalloc group until the\n"
+	      "last of them exits.  Every MS milliseconds (default 100) until CMD exits it\n"
+	      "samples:\n"
+	      "\n"
+	      "  kernel_anon      anonymous memory the kernel charges (v2 memory.stat anon, v1 rss)\n"
+	      "  kernel_usage     all the kernel charges (v2 memory.current, v1 memory.usage_in_bytes)\n"
+	      "  cgm_current      the cgmalloc group's memory.current\n"
+	      "  cgm_KEY          its memory.stat anon, heap_free and mapped_anon, where this\n"
+	      "                   build has them\n"
+	      "\n"
+	      "and then prints each series' peak and mean in MiB, cgm_current / kernel_anon at\n"
+	      "their peaks, and the median of that ratio over the samples where kernel_anon is\n"
+	      "at least 1 MiB (--json: the same as JSON, in bytes).  With -o DIR it also writes\n"
+	      "DIR/samples.tsv (time_ms and the series, in bytes), DIR/plot.gp and, if gnuplot\n"
+	      "is on PATH, DIR/plot.png.\n"
+	      "\n"
+	      "It needs a kernel memory cgroup it may create (usually: root); without one it says\n"
+	      "why and exits 1.  Exit status: CMD's (128 + N if signal N killed it), 1 if\n"
+	      "compare itself failed, 2 for a bad command line.\n", stdout);
+}
+
 const char *ctl_file_list(char *buf, size_t len)
 {
 	size_t n = 0;
@@ -161,6 +196,11 @@ int cmd_help(struct ctl *c, int argc, char **argv)
 		print_files(markdown);
 		return CTL_OK;
 	}
-	ctl_err("help: the topics are: conf, files (usage: cgmctl help [conf|files [--markdown]])");
+	if (argc - optind == 1 && strcmp(argv[optind], "compare") == 0 && !markdown) {
+		print_compare();
+		return CTL_OK;
+	}
+	ctl_err("help: the topics are: conf, files, compare "
+		"(usage: cgmctl help [conf|files [--markdown]|compare])");
 	return CTL_USAGE;
 }

@@ -31,11 +31,16 @@ void ctl_usage(FILE *f)
 	      "                               run CMD under libcgmalloc.so in GROUP (default: a scope\n"
 	      "                               /run-PID, removed when its last process is gone),\n"
 	      "                               after setting the files given with -s\n"
-	      "  help [conf|files [--markdown]]  this text; the CGMALLOC_CONF keys; a group's files\n"
+	      "  compare [-i MS] [-o DIR] [--limit SIZE] [--] CMD [ARGS]\n"
+	      "                               run CMD in a kernel memory cgroup and a cgmalloc group\n"
+	      "                               at once and report both charges (cgmctl help compare)\n"
+	      "  help [conf|files [--markdown]|compare]\n"
+	      "                               this text; the CGMALLOC_CONF keys; a group's files;\n"
+	      "                               what compare measures\n"
 	      "\n"
 	      "  --hierarchy PATH   the hierarchy file (default: hierarchy= of CGMALLOC_CONF,\n"
 	      "                     else /dev/shm/cgmalloc-UID/hierarchy)\n"
-	      "  --json             ls and cat print JSON\n"
+	      "  --json             ls, cat and compare print JSON\n"
 	      "\n", f);
 	fprintf(f, "Files: %s.\nExit status: 0 done, 1 failed, 2 bad command line.\n",
 		ctl_file_list(files, sizeof(files)));
@@ -60,6 +65,7 @@ int ctl_getopt(struct ctl *c, int argc, char **argv, const char *own)
 		{ "hierarchy", required_argument, NULL, 'H' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "markdown", no_argument, NULL, 'm' },
+		{ "limit", required_argument, NULL, 'L' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -150,12 +156,24 @@ static const struct {
 } commands[] = {
 	{ "ls", cmd_ls }, { "cat", cmd_cat }, { "set", cmd_set },
 	{ "mkdir", cmd_mkdir }, { "rmdir", cmd_rmdir }, { "move", cmd_move },
-	{ "run", cmd_run }, { "help", cmd_help },
+	{ "run", cmd_run }, { "compare", cmd_compare }, { "help", cmd_help },
 };
+
+/* The names of commands[], each after a space. */
+static const char *command_list(char *buf, size_t len)
+{
+	size_t n = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < CGM_ARRAY_SIZE(commands) && n < len; i++)
+		n += (size_t)snprintf(buf + n, len - n, " %s", commands[i].name);
+	return buf;
+}
 
 int main(int argc, char **argv)
 {
 	static struct ctl c;
+	char names[128];
 
 	default_path(&c);
 	switch (ctl_getopt(&c, argc, argv, "+hV")) {
@@ -187,7 +205,6 @@ int main(int argc, char **argv)
 			return status;
 		}
 	}
-	ctl_err("unknown command '%s' (commands: ls cat set mkdir rmdir move run help)",
-		argv[optind]);
+	ctl_err("unknown command '%s' (commands:%s)", argv[optind], command_list(names, sizeof(names)));
 	return CTL_USAGE;
 }
