@@ -140,7 +140,8 @@ RUN = @CGM_CHECK_RESULTS=$(CHECK_RESULTS) CGM_TEST_HIER=$(TEST_HIER) tests/run-t
 MODULE_MKS := base/base.mk accounting/accounting.mk zpool/zpool.mk shim/shim.mk \
 	tools/cgmctl/cgmctl.mk scripts/overhead.mk \
 	tests/tests.mk tests/static_key.mk tests/accounting.mk tests/zpool.mk \
-	tests/runtime.mk tests/preload/preload.mk tests/reliability/reliability.mk tests/fuzz/fuzz.mk \
+	tests/runtime.mk tests/preload/preload.mk tests/reliability/reliability.mk \
+	tests/fidelity/fidelity.mk tests/fuzz/fuzz.mk \
 	bench/bench.mk bench/insn.mk bench/zpool.mk
 include $(MODULE_MKS)
 

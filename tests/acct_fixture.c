@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "acct_fixture.h"
+#include "cgm/files.h"
 #include "cgm/size_class.h"
 #include "check_run.h"
 
@@ -183,7 +184,7 @@ int64_t acct_subtree_held(const struct cgm_hier *h, uint32_t group)
 
 		if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) == CGM_SLOT_LIVE &&
 		    group_in_subtree(h, p->group, group))
-			sum += __atomic_load_n(&p->held_pages, __ATOMIC_RELAXED);
+			sum += proc_charged_pages(p);
 	}
 	return sum;
 }
@@ -408,6 +409,27 @@ int64_t acct_file_value(const char *text, const char *key)
 		if (!strncmp(p, key, kl) && p[kl] == ' ')
 			return strtoll(p + kl + 1, NULL, 10);
 	return -1;
+}
+
+void acct_group_write(struct cgm_hier *h, const char *path, const char *file, const char *value)
+{
+	char why[256];
+	uint32_t g = group_lookup(h, path);
+	int err;
+
+	ck_assert_msg(g != CGM_NONE, "no group %s", path);
+	err = cgm_file_write(h, CGM_NONE, g, file, value, why, sizeof(why));
+	ck_assert_msg(err == 0, "%s %s=%s: %s", path, file, value, why);
+}
+
+int64_t acct_group_value(struct cgm_hier *h, const char *path, const char *file, const char *key)
+{
+	char buf[8192];
+	uint32_t g = group_lookup(h, path);
+
+	ck_assert_msg(g != CGM_NONE, "no group %s", path);
+	ck_assert_int_gt(cgm_file_read(h, g, file, buf, sizeof(buf)), 0);
+	return acct_file_value(buf, key);
 }
 
 void *acct_shared_alloc(size_t size)

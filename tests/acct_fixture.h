@@ -124,6 +124,12 @@ int acct_run_guarded(void (*fn)(void *), void *arg, int timeout_ms, char *msg, s
 /* Read a "key value" line of a memory.stat / memory.events rendering. */
 int64_t acct_file_value(const char *text, const char *key);
 
+/* Write @value to file @file of group @path (as root); the test fails if refused. */
+void acct_group_write(struct cgm_hier *h, const char *path, const char *file, const char *value);
+
+/* The "@key N" line of file @file of group @path; the test fails if unreadable. */
+int64_t acct_group_value(struct cgm_hier *h, const char *path, const char *file, const char *key);
+
 /* Shared memory that survives fork, for results of children. */
 void *acct_shared_alloc(size_t size);
 

@@ -126,7 +126,7 @@ END_TEST
 
 START_TEST(test_usage_follows_the_heap)
 {
-	long cur0, cur1, cur2, allocs0, bytes0;
+	long cur0, cur1, cur2, cur3, allocs0, bytes0, live1;
 	char *p;
 
 	cur0 = read_num(NULL, "memory.current");
@@ -143,30 +143,70 @@ START_TEST(test_usage_follows_the_heap)
 	/* Hierarchical: the root's anon includes ours; the peak saw it. */
 	ck_assert_int_ge(read_key("/", "memory.stat", "anon"), 16 * MiB);
 	ck_assert_int_ge(read_num("/api", "memory.peak"), cur1);
+	live1 = read_key(NULL, "memory.stat.local", "heap_live");
 	release(p);
+	/* Freed: no longer live at once; still charged while the allocator keeps the pages. */
+	ck_assert_int_le(read_key(NULL, "memory.stat.local", "heap_live"), live1 - 16 * MiB + 256 * 1024);
 	cur2 = read_num(NULL, "memory.current");
-	ck_assert_int_ge(cur1 - cur2, 16 * MiB - 256 * 1024);
+	ck_assert_int_le(cur2, cur1);
+	/* memory.reclaim gives back what the allocator keeps: then it is uncharged. */
+	ck_assert_int_eq(cgm_write(NULL, "memory.reclaim", "0"), 0);
+	cur3 = read_num(NULL, "memory.current");
+	ck_assert_int_ge(cur1 - cur3, 16 * MiB - 256 * 1024);
 }
 END_TEST
 
+/*
+ * charge=resident: a block is charged as it is touched; once a sample
+ * finds the group over memory.max (here the read of memory.current,
+ * which samples), the next allocation reclaims and then fails.
+ */
 START_TEST(test_limit_set_from_inside)
 {
 	char val[32];
-	long max0, oom0;
-	void *p;
+	long max0, oom0, max;
+	char *p, *q;
 
 	max0 = read_key(NULL, "memory.events", "max");
 	oom0 = read_key(NULL, "memory.events", "oom");
+	max = read_num(NULL, "memory.current") + 8 * MiB;
+	snprintf(val, sizeof(val), "%ld", max);
+	ck_assert_int_eq(cgm_write(NULL, "memory.max", val), 0);
+	/* Reserved, not touched: nothing to refuse, as in the kernel. */
+	p = alloc(32 * MiB);
+	ck_assert_ptr_nonnull(p);
+	memset(p, 1, 32 * MiB);
+	ck_assert_int_le(read_num(NULL, "memory.current"), max);
+	ck_assert_int_gt(read_key(NULL, "memory.events", "max"), max0);
+	errno = 0;
+	q = alloc(2 * MiB);
+	ck_assert_ptr_null(q);
+	ck_assert_int_eq(errno, ENOMEM);
+	ck_assert_int_gt(read_key(NULL, "memory.events", "oom"), oom0);
+	ck_assert_int_gt(read_key("/api", "memory.events", "oom"), 0);
+	release(p);
+	ck_assert_int_eq(cgm_write(NULL, "memory.max", "max"), 0);
+	q = alloc(2 * MiB);
+	ck_assert_ptr_nonnull(q);
+	release(q);
+}
+END_TEST
+
+/* charge=alloc: the very next allocation that would pass memory.max fails. */
+START_TEST(test_limit_charge_alloc)
+{
+	char val[32];
+	long oom0;
+	void *p;
+
+	oom0 = read_key(NULL, "memory.events", "oom");
 	snprintf(val, sizeof(val), "%ld", read_num(NULL, "memory.current") + 8 * MiB);
 	ck_assert_int_eq(cgm_write(NULL, "memory.max", val), 0);
-	/* The very next allocation sees the limit. */
 	errno = 0;
 	p = alloc(32 * MiB);
 	ck_assert_ptr_null(p);
 	ck_assert_int_eq(errno, ENOMEM);
-	ck_assert_int_gt(read_key(NULL, "memory.events", "max"), max0);
 	ck_assert_int_gt(read_key(NULL, "memory.events", "oom"), oom0);
-	ck_assert_int_gt(read_key("/api", "memory.events", "oom"), 0);
 	ck_assert_int_eq(cgm_write(NULL, "memory.max", "max"), 0);
 	p = alloc(32 * MiB);
 	ck_assert_ptr_nonnull(p);
@@ -285,6 +325,8 @@ int main(void)
 		tcase_add_test(tc, test_accounting_off);
 	} else if (getenv("CGM_TEST_API_PLAIN")) {
 		tcase_add_test(tc, test_own_limits_refused);
+	} else if (getenv("CGM_TEST_API_CHARGE_ALLOC")) {
+		tcase_add_test(tc, test_limit_charge_alloc);
 	} else {
 		tcase_add_test(tc, test_delegated_limits);
 		tcase_add_test(tc, test_own_group);

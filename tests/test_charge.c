@@ -433,19 +433,12 @@ END_TEST
 
 static void set_limit(const char *path, const char *file, const char *value)
 {
-	char why[256];
-	uint32_t g = group_lookup(&ac.h, path);
-	int err = cgm_file_write(&ac.h, CGM_NONE, g, file, value, why, sizeof(why));
-
-	ck_assert_msg(err == 0, "%s %s=%s: %s", path, file, value, why);
+	acct_group_write(&ac.h, path, file, value);
 }
 
 static int64_t event_of(const char *path, const char *file, const char *ev)
 {
-	char buf[512];
-
-	ck_assert_int_gt(cgm_file_read(&ac.h, group_lookup(&ac.h, path), file, buf, sizeof(buf)), 0);
-	return acct_file_value(buf, ev);
+	return acct_group_value(&ac.h, path, file, ev);
 }
 
 START_TEST(test_limit_holds_and_refuses_cleanly)
@@ -711,14 +704,14 @@ END_TEST
  * A forked child joins its parent's group charged nothing for what it
  * inherited (the kernel charges nothing at fork); its frees of inherited
  * blocks uncharge nothing of the parent's and take neither its charge nor
- * the group's anon below what the processes hold; its own allocations are
+ * the group's heap_live below what the processes hold; its own allocations are
  * charged to it.
  */
 START_TEST(test_fork_child_slot)
 {
 	uint32_t slot, group;
 	struct cgm_thread_slot *t;
-	int64_t parent_held, group_before, anon_before, own;
+	int64_t parent_held, group_before, live_before, own;
 	int up[2], down[2], status;
 	pid_t pid;
 	char go;
@@ -732,8 +725,8 @@ START_TEST(test_fork_child_slot)
 	acct_drain(&ac.h);
 	parent_held = me()->held_pages;
 	group_before = usage_of("/f");
-	anon_before = ac.h.groups[group].stat[CGM_STAT_ANON];
-	ck_assert_int_eq(anon_before, 40 * sim_block_size(7000));
+	live_before = ac.h.groups[group].stat[CGM_STAT_HEAP_LIVE];
+	ck_assert_int_eq(live_before, 40 * sim_block_size(7000));
 	ck_assert_int_eq(pipe(up), 0);
 	ck_assert_int_eq(pipe(down), 0);
 	pid = fork();
@@ -788,14 +781,14 @@ START_TEST(test_fork_child_slot)
 		ck_assert_int_eq(usage_of("/f"), parent_held + child_held);
 		ck_assert_int_eq(me()->held_pages, parent_held);
 		/* anon: the parent's live bytes and the child's own block, once each. */
-		ck_assert_int_eq(ac.h.groups[group].stat[CGM_STAT_ANON], anon_before + own);
+		ck_assert_int_eq(ac.h.groups[group].stat[CGM_STAT_HEAP_LIVE], live_before + own);
 		check_usage_held("with the child");
 		ck_assert_int_eq(write(down[1], "g", 1), 1);
 		ck_assert_int_eq(waitpid(pid, &status, 0), pid);
 		ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	}
 	ck_assert_int_eq(usage_of("/f"), group_before);
-	ck_assert_int_eq(ac.h.groups[group].stat[CGM_STAT_ANON], anon_before);
+	ck_assert_int_eq(ac.h.groups[group].stat[CGM_STAT_HEAP_LIVE], live_before);
 	ck_assert_int_eq(me()->held_pages, parent_held);
 	check_usage_held("after the child");
 }

@@ -716,7 +716,7 @@ static void sum_held(const struct run *r, int64_t *held)
 		if (p->state != CGM_SLOT_LIVE)
 			continue;
 		for (int d = 0; d < 80 && g < r->high && hier_group(r->h, g); d++) {
-			held[g] += p->held_pages;
+			held[g] += proc_charged_pages(p);
 			if (g == CGM_ROOT)
 				break;
 			g = r->h->groups[g].parent;

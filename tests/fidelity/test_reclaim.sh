@@ -1,0 +1,62 @@
+#!/bin/sh
+# What the allocator keeps: freed memory that mimalloc keeps resident is
+# shown as heap_free, is part of memory.current (as the kernel's is), and
+# memory.reclaim gives it back -- from the process itself, or from another
+# process while the program keeps allocating.
+. "$(cd "$(dirname "$0")" && pwd)/lib.sh"
+
+# After freeing everything, without reclaim: heap_free holds most of it.
+start "scope=/keep" "$FID_PROG" freeall 96M hold=1500
+reach peak
+peak=$(value /keep memory.current)
+reach end
+cur=$(value /keep memory.current)
+hf=$(value /keep memory.stat heap_free)
+live=$(value /keep memory.stat heap_live)
+[ "$live" -le $((8 * MIB)) ] || fail "after free(): heap_live still $(mib "$live")"
+[ "$hf" -le "$cur" ] || fail "heap_free $(mib "$hf") above memory.current $(mib "$cur")"
+k=$(kernel_anon "$BG")
+within_ratio "$cur" "$k" 85 120 || fail "after free(): memory.current $(mib "$cur"), RssAnon $(mib "$k")"
+finish
+echo "$TEST_NAME: after free(): peak $(mib "$peak"), current $(mib "$cur"), heap_free $(mib "$hf")"
+CHECKS=$((CHECKS + 1))
+
+# The program writes memory.reclaim itself: memory.current falls to a
+# small part of the peak.
+start "scope=/self" "$FID_PROG" freeall 96M hold=1500 reclaim
+reach peak
+peak=$(value /self memory.current)
+reach end
+grep -q "fid_prog: reclaim 0" "$T/bg.err" || fail "memory.reclaim from the program: $(grep reclaim "$T/bg.err")"
+cur=$(value /self memory.current)
+[ "$cur" -le $((peak / 3)) ] || fail "after memory.reclaim: memory.current $(mib "$cur") of a peak of $(mib "$peak")"
+finish
+echo "$TEST_NAME: reclaim by the program: $(mib "$peak") -> $(mib "$cur")"
+CHECKS=$((CHECKS + 1))
+
+# cgmctl writes memory.reclaim of a group whose process keeps allocating:
+# it answers within the writer's wait, and memory.current falls.
+start "scope=/other" "$FID_PROG" freeall 96M hold=3000 busy
+reach end
+before=$(value /other memory.current)
+if [ "$(value /other memory.stat heap_free)" -lt $((16 * MIB)) ]; then
+	echo "$TEST_NAME: note: the allocator returned the freed pages by itself" >&2
+fi
+run ctl set /other memory.reclaim 32M
+[ "$ST" = 0 ] || fail "memory.reclaim 32M from cgmctl: exit $ST: $(cat "$T/err")"
+after=$(value /other memory.current)
+[ "$after" -le $((before - 32 * MIB)) ] || fail "memory.reclaim 32M: $(mib "$before") -> $(mib "$after")"
+finish
+CHECKS=$((CHECKS + 1))
+
+# An idle group (no process): EAGAIN, one line, as the kernel says it.
+ok ctl mkdir /idle
+bad 1 "memory.reclaim.*reclaimed" ctl set /idle memory.reclaim 1M
+# Bad values: one line naming the format.
+bad 1 "expected a size" ctl set /idle memory.reclaim abc
+bad 1 "swappiness=0..200" ctl set /idle memory.reclaim "1M swappiness=300"
+ok ctl set /idle memory.reclaim "0 swappiness=60"
+# Write-only, like the kernel's.
+bad 1 "memory.reclaim" ctl cat /idle memory.reclaim
+
+echo "$TEST_NAME: $CHECKS checks passed"

@@ -1,0 +1,240 @@
+/*
+ * Charging by residency (accounting/sample.c and the pressure paths of
+ * accounting/charge.c), driven with made-up samples: a sample charges the
+ * anon a process has beyond what it holds by bytes, never past
+ * memory.max (the rest is its shortfall); the inherited base is not
+ * charged; charge=alloc publishes without charging; at memory.high and
+ * memory.max reclaim runs first, and only what it does not bring back is
+ * throttled or refused; a reader refreshes a stale sample from /proc.
+ *
+ * usage: test_sample [regressions] [seed]
+ */
+#include <check.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "acct_fixture.h"
+#include "cgm/files.h"
+
+#define PAGE CGM_PAGE_SIZE
+#define MIB (1 << 20)
+
+static uint64_t seed0 = 1;
+static struct acct_tmp tmp;
+static struct cgm_acct ac;
+
+/* What the reclaim hook gives back: the next sample's anon, or -1 for nothing. */
+static int64_t anon_after_reclaim;
+static int reclaims;
+
+static void fake_reclaim(void)
+{
+	reclaims++;
+	if (anon_after_reclaim >= 0)
+		acct_sample_set(&ac, true, anon_after_reclaim, 0, 0);
+}
+
+static void setup(void)
+{
+	memset(&ac, 0, sizeof(ac));
+	ac.proc = CGM_NONE;
+	ac.batch_pages = CGM_CHARGE_BATCH;
+	ac.oom_policy = ACCT_OOM_ENOMEM;
+	ac.reclaim = fake_reclaim;
+	anon_after_reclaim = -1;
+	reclaims = 0;
+	acct_tmp_open(&tmp, &ac.h);
+}
+
+static void teardown(void)
+{
+	hier_close(&ac.h);
+	acct_tmp_remove(&tmp);
+}
+
+static struct cgm_proc *me(void)
+{
+	return hier_proc(&ac.h, ac.proc);
+}
+
+static int64_t usage_of(const char *path)
+{
+	uint32_t g = group_lookup(&ac.h, path);
+
+	ck_assert_msg(g != CGM_NONE, "no group %s", path);
+	return page_counter_read(&ac.h.groups[g].memory);
+}
+
+static void set_file(const char *path, const char *file, const char *value)
+{
+	acct_group_write(&ac.h, path, file, value);
+}
+
+static int64_t file_value(const char *path, const char *file, const char *key)
+{
+	return acct_group_value(&ac.h, path, file, key);
+}
+
+/* A sample charges what is beyond the held bytes, and follows the anon down. */
+START_TEST(test_sample_charges_beyond_held)
+{
+	int64_t held;
+
+	ck_assert_int_eq(acct_attach(&ac, "/s"), 0);
+	held = me()->held_pages;
+	ck_assert_int_eq(acct_sample_set(&ac, true, held * PAGE + 10 * MIB, 3 * MIB, 5 * MIB),
+			 10 * MIB / PAGE);
+	ck_assert_int_eq(usage_of("/s"), held + 10 * MIB / PAGE);
+	ck_assert_int_eq(usage_of("/"), held + 10 * MIB / PAGE);
+	ck_assert_int_eq(file_value("/s", "memory.stat", "anon"), held * PAGE + 10 * MIB);
+	ck_assert_int_eq(file_value("/s", "memory.stat", "heap_free"), 3 * MIB);
+	ck_assert_int_eq(file_value("/s", "memory.stat", "mapped_anon"), 5 * MIB);
+	/* Pages given back leave the charge; a partial page counts whole. */
+	ck_assert_int_eq(acct_sample_set(&ac, true, held * PAGE + 2 * MIB + 1, 0, 0),
+			 2 * MIB / PAGE + 1 - 10 * MIB / PAGE);
+	ck_assert_int_eq(usage_of("/s"), held + 2 * MIB / PAGE + 1);
+	/* Less anon than held bytes: nothing sampled, never negative. */
+	acct_sample_set(&ac, true, 0, 0, 0);
+	ck_assert_int_eq(me()->sampled_pages, 0);
+	ck_assert_int_eq(usage_of("/s"), held);
+}
+END_TEST
+
+/* charge=alloc: the sample is published, nothing is charged by it. */
+START_TEST(test_sample_alloc_mode_publishes_only)
+{
+	int64_t before;
+
+	ck_assert_int_eq(acct_attach(&ac, "/a"), 0);
+	before = usage_of("/a");
+	ck_assert_int_eq(acct_sample_set(&ac, false, 64 * MIB, 1 * MIB, 0), 0);
+	ck_assert_int_eq(usage_of("/a"), before);
+	ck_assert_int_eq(file_value("/a", "memory.stat", "anon"), 64 * MIB);
+	/* Switching to resident charges it; back to alloc gives it back. */
+	ck_assert_int_gt(acct_sample_set(&ac, true, 64 * MIB, 1 * MIB, 0), 0);
+	ck_assert_int_gt(usage_of("/a"), before);
+	ck_assert_int_lt(acct_sample_set(&ac, false, 64 * MIB, 1 * MIB, 0), 0);
+	ck_assert_int_eq(usage_of("/a"), before);
+}
+END_TEST
+
+/* A forked child's base (what it shares with its parent) is not charged. */
+START_TEST(test_sample_base_not_charged)
+{
+	int64_t held;
+
+	ck_assert_int_eq(acct_attach(&ac, "/f"), 0);
+	held = me()->held_pages;
+	acct_set_anon_base(&ac, 100 * MIB);
+	ck_assert_int_eq(acct_sample_set(&ac, true, 100 * MIB + held * PAGE, 0, 0), 0);
+	ck_assert_int_eq(acct_sample_set(&ac, true, 104 * MIB + held * PAGE, 0, 0), 4 * MIB / PAGE);
+	ck_assert_int_eq(file_value("/f", "memory.stat", "anon"), 4 * MIB + held * PAGE);
+	/* Below the base (the child unmapped what it inherited): zero, not negative. */
+	ck_assert_int_lt(acct_sample_set(&ac, true, 10 * MIB, 0, 0), 0);
+	ck_assert_int_eq(me()->sampled_pages, 0);
+	ck_assert_int_ge(file_value("/f", "memory.stat", "anon"), 0);
+}
+END_TEST
+
+/*
+ * Never past memory.max: what does not fit is the shortfall, a max event;
+ * acct_over_max reclaims first and answers 0 if that made room, -ENOMEM
+ * (and an oom event) if it did not.
+ */
+START_TEST(test_sample_max_reclaims_then_refuses)
+{
+	int64_t held, max_pages = 32 * MIB / PAGE;
+
+	ck_assert_int_eq(acct_attach(&ac, "/m/x"), 0);
+	set_file("/m", "memory.max", "32M");
+	held = me()->held_pages;
+	acct_sample_set(&ac, true, held * PAGE + 48 * MIB, 0, 0);
+	ck_assert_int_eq(usage_of("/m"), max_pages);
+	ck_assert(acct_sample_short(&ac));
+	ck_assert_int_ge(file_value("/m", "memory.events", "max"), 1);
+	/* Reclaim brings it back under: allowed, the shortfall gone. */
+	anon_after_reclaim = held * PAGE + 16 * MIB;
+	ck_assert_int_eq(acct_over_max(&ac), 0);
+	ck_assert_int_eq(reclaims, 1);
+	ck_assert(!acct_sample_short(&ac));
+	ck_assert_int_eq(usage_of("/m"), held + 16 * MIB / PAGE);
+	ck_assert_int_eq(file_value("/m", "memory.events", "oom"), 0);
+	/* Over again, and reclaim finds nothing: refused, with an oom event. */
+	acct_sample_set(&ac, true, held * PAGE + 40 * MIB, 0, 0);
+	anon_after_reclaim = -1;
+	ck_assert_int_eq(acct_over_max(&ac), -ENOMEM);
+	ck_assert_int_ge(reclaims, 2);
+	ck_assert_int_eq(file_value("/m", "memory.events", "oom"), 1);
+	ck_assert_int_le(usage_of("/m"), max_pages);
+}
+END_TEST
+
+/* Over memory.high: reclaim first; only what it leaves over counts as high. */
+START_TEST(test_sample_high_reclaims_first)
+{
+	uint32_t slot;
+	int64_t held;
+
+	ck_assert_int_eq(acct_attach(&ac, "/h/x"), 0);
+	slot = acct_thread_register(&ac, (int)syscall(SYS_gettid));
+	ck_assert_uint_ne(slot, CGM_NONE);
+	set_file("/h", "memory.high", "32M");
+	held = me()->held_pages;
+	/* 33 MiB: over by a little, and reclaim gives back 8 MiB. */
+	acct_sample_set(&ac, true, held * PAGE + 33 * MIB, 0, 0);
+	anon_after_reclaim = held * PAGE + 25 * MIB;
+	acct_handle_high(&ac, &ac.h.threads[slot], MIB / PAGE);
+	ck_assert_int_eq(reclaims, 1);
+	ck_assert_int_eq(file_value("/h", "memory.events", "high"), 0);
+	ck_assert_int_eq(usage_of("/h"), held + 25 * MIB / PAGE);
+	/* Reclaim finds nothing: the high event (the overage is too small to sleep for). */
+	acct_sample_set(&ac, true, held * PAGE + 33 * MIB, 0, 0);
+	anon_after_reclaim = -1;
+	acct_handle_high(&ac, &ac.h.threads[slot], 1);
+	ck_assert_int_eq(reclaims, 2);
+	ck_assert_int_eq(file_value("/h", "memory.events", "high"), 1);
+}
+END_TEST
+
+/* A reader refreshes a sample older than it accepts, from /proc/PID/statm. */
+START_TEST(test_sample_reader_refreshes_stale)
+{
+	int64_t real = acct_read_anon(0), seen;
+
+	ck_assert_int_gt(real, 0);
+	ck_assert_int_eq(acct_attach(&ac, "/r"), 0);
+	acct_sample_set(&ac, false, 1, 0, 0);
+	ck_assert_int_eq(file_value("/r", "memory.stat", "anon"), 1);
+	usleep(20000);
+	acct_refresh_stale(&ac.h, group_lookup(&ac.h, "/r"), 10 * 1000000LL);
+	seen = file_value("/r", "memory.stat", "anon");
+	/* This process's own RssAnon, give or take what it touched meanwhile. */
+	ck_assert_msg(seen > real / 2 && seen < real * 2, "refreshed anon %" PRId64 ", statm %" PRId64,
+		      seen, real);
+	/* A fresh sample is left alone. */
+	acct_sample_set(&ac, false, 7 * PAGE, 0, 0);
+	acct_refresh_stale(&ac.h, group_lookup(&ac.h, "/r"), 10 * 1000000000LL);
+	ck_assert_int_eq(file_value("/r", "memory.stat", "anon"), 7 * PAGE);
+}
+END_TEST
+
+static void add_tests(TCase *tc, bool regressions)
+{
+	(void)regressions;
+	tcase_add_test(tc, test_sample_charges_beyond_held);
+	tcase_add_test(tc, test_sample_alloc_mode_publishes_only);
+	tcase_add_test(tc, test_sample_base_not_charged);
+	tcase_add_test(tc, test_sample_max_reclaims_then_refuses);
+	tcase_add_test(tc, test_sample_high_reclaims_first);
+	tcase_add_test(tc, test_sample_reader_refreshes_stale);
+}
+
+int main(int argc, char **argv)
+{
+	return acct_suite_main(argc, argv, "sample", &seed0, setup, teardown, add_tests);
+}
