@@ -39,3 +39,13 @@ bench-fork: $(BENCH_BIN)/forks $(LIB)
 
 BENCH_TARGETS += bench-fork
 .PHONY: bench-fork
+
+# cgmalloc's memory.current against the kernel's memcg, workload by
+# workload (cgmctl compare; skipped where no kernel memory cgroup is
+# writable).
+bench-fidelity: $(CGMCTL) $(LIB) $(B)/tests/fidelity/fid_prog $(B)/tests/preload/cxx_workload
+	bench/fidelity.sh $(B) > bench/RESULTS-fidelity.md
+	cat bench/RESULTS-fidelity.md
+
+BENCH_TARGETS += bench-fidelity
+.PHONY: bench-fidelity
