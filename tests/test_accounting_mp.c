@@ -78,8 +78,13 @@ static void worker_start(struct worker *w, const char *group, const char *conf, 
 		n++;
 	va_end(ap);
 	argv[n] = NULL;
-	snprintf(env_conf, sizeof(env_conf), "hierarchy=%s,group=%s%s%s", tmp.path, group,
-		 conf[0] ? "," : "", conf);
+	/*
+	 * charge=alloc: these checks are of the byte charging (usage equal
+	 * to what the processes hold); charging by residency has its own
+	 * tests (tests/fidelity, test_sample).
+	 */
+	snprintf(env_conf, sizeof(env_conf), "hierarchy=%s,group=%s,charge=alloc%s%s", tmp.path,
+		 group, conf[0] ? "," : "", conf);
 	ck_assert_int_eq(pipe(in), 0);
 	ck_assert_int_eq(pipe(out), 0);
 	w->pid = fork();
