@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <mimalloc.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -48,9 +49,13 @@ static uintptr_t mi_lo, mi_hi;
 static uintptr_t brk_hi;
 
 /*
- * This thread holds the lock: a signal handler that maps memory while the
- * thread it interrupted is in the table must not wait for itself.  Its
- * mapping goes untracked instead.
+ * This thread holds the lock, or is inside pthread_mutex_lock/unlock on
+ * it: a signal handler that maps memory (or forks) while the thread it
+ * interrupted is in the table must not wait for itself.  Its mapping goes
+ * untracked instead.  The flag is up before the lock call and down after
+ * the unlock call (the signal fences keep the compiler from moving it
+ * across them): a signal landing inside pthread_mutex_unlock finds the
+ * lock still held.
  */
 static CGM_TLS bool holding;
 
@@ -58,15 +63,17 @@ static bool table_lock(void)
 {
 	if (holding)
 		return false;
-	pthread_mutex_lock(&lock);
 	holding = true;
+	atomic_signal_fence(memory_order_seq_cst);
+	pthread_mutex_lock(&lock);
 	return true;
 }
 
 static void table_unlock(void)
 {
-	holding = false;
 	pthread_mutex_unlock(&lock);
+	atomic_signal_fence(memory_order_seq_cst);
+	holding = false;
 }
 
 static void *raw_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)

@@ -18,6 +18,7 @@
  */
 #include <mimalloc.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <time.h>
 
@@ -107,9 +108,11 @@ int64_t cgm_resident_sample(void)
 	if (cgm_acct.proc == CGM_NONE || sampling)
 		return 0;
 	sampling = true;
+	atomic_signal_fence(memory_order_seq_cst);
 	pthread_mutex_lock(&sample_lock);
 	delta = sample_locked();
 	pthread_mutex_unlock(&sample_lock);
+	atomic_signal_fence(memory_order_seq_cst);
 	sampling = false;
 	return delta;
 }
@@ -126,12 +129,17 @@ void cgm_resident_tick(bool large)
 		return;
 	if (__atomic_load_n(&collect_until_ns, __ATOMIC_RELAXED) > cgm_now_ns())
 		collect_now();
-	/* Another thread is sampling: its sample is as good as ours. */
-	if (pthread_mutex_trylock(&sample_lock) != 0)
-		return;
+	/* Up before the lock: a signal handler's malloc here must not sample (and wait on it). */
 	sampling = true;
+	atomic_signal_fence(memory_order_seq_cst);
+	/* Another thread is sampling: its sample is as good as ours. */
+	if (pthread_mutex_trylock(&sample_lock) != 0) {
+		sampling = false;
+		return;
+	}
 	delta = sample_locked();
 	pthread_mutex_unlock(&sample_lock);
+	atomic_signal_fence(memory_order_seq_cst);
 	sampling = false;
 	/* Memory found in use that takes the group over memory.high throttles, as a charge does. */
 	t = own_slot();
