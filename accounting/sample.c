@@ -131,7 +131,9 @@ static int64_t sample_apply(struct cgm_hier *h, uint32_t proc, int64_t anon, con
 		return 0;
 	}
 	g = hier_group(h, p->group);
-	held = p->held_pages > 0 ? p->held_pages * CGM_PAGE_SIZE : 0;
+	/* Saturating: a corrupt count must not overflow (it only makes the sample charge nothing). */
+	held = p->held_pages <= 0 ? 0 : p->held_pages > INT64_MAX / CGM_PAGE_SIZE ? INT64_MAX :
+	       p->held_pages * CGM_PAGE_SIZE;
 	if ((p->sample_flags & CGM_SAMPLE_CHARGE) && anon > held)
 		pages = (anon - held + CGM_PAGE_SIZE - 1) / CGM_PAGE_SIZE;
 	if (p->sampled_pages < 0)

@@ -374,7 +374,10 @@ static inline int64_t proc_charged_pages(const struct cgm_proc *p)
 	int64_t held = __atomic_load_n(&p->held_pages, __ATOMIC_RELAXED);
 	int64_t sampled = __atomic_load_n(&p->sampled_pages, __ATOMIC_RELAXED);
 
-	return (held > 0 ? held : 0) + (sampled > 0 ? sampled : 0);
+	held = held > 0 ? held : 0;
+	sampled = sampled > 0 ? sampled : 0;
+	/* Saturating: corrupt counts in a shared file must not overflow. */
+	return sampled > INT64_MAX - held ? INT64_MAX : held + sampled;
 }
 
 /* The robust shared mutexes: a lock left by a dead owner is recovered. */
