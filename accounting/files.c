@@ -97,12 +97,29 @@ static int parse_limit(const char *v, uint64_t *bytes, char *why, size_t whylen)
 	return -EINVAL;
 }
 
+static int64_t reclaim_subtree(struct cgm_hier *h, uint32_t group);
+
+/*
+ * memory.max or memory.high written below the group's usage reclaims at
+ * once, as the kernel's memory_max_write and memory_high_write do: the
+ * processes give back what their allocators keep (the writer waits up to
+ * half a second for them).  What is still over is then refused or
+ * throttled at their next allocations.
+ */
 static int write_limit(const struct cgm_file *f, struct cgm_hier *h, uint32_t group,
 		       uint64_t bytes, char *why, size_t whylen)
 {
+	enum acct_limit which = (enum acct_limit)f->private;
+	struct cgm_group *g = hier_group(h, group);
+	int err;
+
 	(void)why;
 	(void)whylen;
-	return acct_set_limit(h, group, (enum acct_limit)f->private, bytes);
+	err = acct_set_limit(h, group, which, bytes);
+	if (!err && (which == CGM_LIMIT_MAX || which == CGM_LIMIT_HIGH) &&
+	    page_counter_read(&g->memory) > page_counter_pages(bytes))
+		reclaim_subtree(h, group);
+	return err;
 }
 
 /* memory.stat and memory.stat.local: private says which. */
@@ -300,22 +317,19 @@ bad:
 void (*cgm_files_reclaim_self)(void);
 
 /*
- * Ask every process of the subtree to give back what its allocator keeps:
- * it does at its next allocation slow path (the writer's own process at
- * once).  Waits up to half a second for them; -EAGAIN, as the kernel
- * says it, when less than @bytes came back.
+ * Ask every process of the subtree of @group to give back what its
+ * allocator keeps: it does at its next allocation slow path (the caller's
+ * own process at once).  Waits up to half a second for them.  Returns
+ * the pages by which the group's usage fell.
  */
-static int write_reclaim(const struct cgm_file *f, struct cgm_hier *h, uint32_t group,
-			 uint64_t bytes, char *why, size_t whylen)
+static int64_t reclaim_subtree(struct cgm_hier *h, uint32_t group)
 {
 	struct cgm_group *g = hier_group(h, group);
-	int64_t before, after;
+	int64_t before;
 	struct cgm_proc *p;
 	bool any = false;
-	char a[32], b[32];
 	uint32_t i;
 
-	(void)f;
 	acct_reclaim_dead(h);
 	before = page_counter_read(&g->memory);
 	acct_harvest_subtree(h, group);
@@ -348,12 +362,23 @@ static int write_reclaim(const struct cgm_file *f, struct cgm_hier *h, uint32_t 
 		}
 	}
 	acct_harvest_subtree(h, group);
-	after = page_counter_read(&g->memory);
-	if (bytes == 0 || before - after >= page_counter_pages(bytes))
+	return before - page_counter_read(&g->memory);
+}
+
+/* -EAGAIN, as the kernel says it, when less than @bytes came back. */
+static int write_reclaim(const struct cgm_file *f, struct cgm_hier *h, uint32_t group,
+			 uint64_t bytes, char *why, size_t whylen)
+{
+	int64_t got;
+	char a[32], b[32];
+
+	(void)f;
+	got = reclaim_subtree(h, group);
+	if (bytes == 0 || got >= page_counter_pages(bytes))
 		return 0;
 	snprintf(why, whylen, "reclaimed %s of the %s asked (a process reclaims at its next "
 		 "allocation; an idle one has not)",
-		 cgm_format_size(page_counter_bytes(before > after ? before - after : 0), a, sizeof(a)),
+		 cgm_format_size(page_counter_bytes(got > 0 ? got : 0), a, sizeof(a)),
 		 cgm_format_size(bytes, b, sizeof(b)));
 	return -EAGAIN;
 }
