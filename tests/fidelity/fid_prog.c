@@ -12,9 +12,9 @@
  *	fid_prog freeall SIZE		small and large blocks, SIZE in all, then all freed
  *
  * Options after the mode's arguments: hold=MS (default 300); busy (while
- * holding, allocate and free a 256 KiB block every millisecond, so that
- * the program keeps reaching the library's slow path, where it answers
- * requests from other processes); and, for freeall, reclaim (write
+ * holding, map and unmap 64 KiB every millisecond, so that the program
+ * keeps reaching the library's slow path, where it answers requests from
+ * other processes); and, for freeall, reclaim (write
  * 32M to memory.reclaim through the C API after the free).
  * It prints "peak" and "end" lines to stderr when it reaches each phase
  * (and, with busy, how many of those allocations failed).
@@ -62,13 +62,21 @@ static void hold(const char *phase)
 	fprintf(stderr, "fid_prog: %s\n", phase);
 	while (now_ms() < end) {
 		if (busy) {
-			char *volatile p = malloc(256 << 10);
+			/*
+			 * A mapping rather than malloc: it reaches the library's
+			 * slow path without making mimalloc purge what it keeps
+			 * (any allocation lets it decommit freed pages whose delay
+			 * has passed), so that what reclaim finds is reclaim's.
+			 */
+			char *p = mmap(NULL, 64 << 10, PROT_READ | PROT_WRITE,
+				       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
-			if (p)
+			if (p != MAP_FAILED) {
 				p[0] = 1;
-			else
+				munmap(p, 64 << 10);
+			} else {
 				busy_failed++;
-			free(p);
+			}
 		}
 		nanosleep(&ms, NULL);
 	}

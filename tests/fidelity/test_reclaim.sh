@@ -49,6 +49,24 @@ after=$(value /other memory.current)
 finish
 CHECKS=$((CHECKS + 1))
 
+# memory.high written below the usage of a group whose process keeps
+# allocating: reclaim at once, as the kernel's memory_high_write does --
+# the write returns with the kept memory given back, before any throttling.
+start "scope=/lower" "$FID_PROG" freeall 96M hold=3000 busy
+reach end
+sleep 0.2
+before=$(value /lower memory.current)
+hf=$(value /lower memory.stat heap_free)
+[ "$hf" -ge $((16 * MIB)) ] || fail "after free(): heap_free only $(mib "$hf") (nothing to reclaim)"
+run ctl set /lower memory.high 8M
+[ "$ST" = 0 ] || fail "memory.high 8M below usage: exit $ST: $(cat "$T/err")"
+after=$(value /lower memory.current)
+[ "$after" -le $((before - 16 * MIB)) ] ||
+	fail "memory.high 8M below $(mib "$before"): still $(mib "$after") when the write returned"
+finish
+echo "$TEST_NAME: memory.high below usage: $(mib "$before") -> $(mib "$after") at once"
+CHECKS=$((CHECKS + 1))
+
 # An idle group (no process): EAGAIN, one line, as the kernel says it.
 ok ctl mkdir /idle
 bad 1 "memory.reclaim.*reclaimed" ctl set /idle memory.reclaim 1M
