@@ -10,6 +10,8 @@
  * pages than it holds: frees of memory that was allocated before it
  * attached are counted as untracked instead.
  */
+#include <stdint.h>
+
 #include "cgm/size_class.h"
 #include "internal.h"
 
@@ -53,6 +55,35 @@ void harvest_collect(struct cgm_hier *h, uint32_t proc, struct cgm_proc *p)
 	harvest_pool_add(p, 0);
 }
 
+/*
+ * charge=resident: bytes freed but still resident (the allocator keeps
+ * their pages) stay in the process's anon, which its sample charges
+ * beyond the held bytes.  Of @pages about to leave held_pages, the part
+ * that the last sample's anon still covers moves to sampled_pages instead
+ * of being uncharged: memory.current does not dip until the next sample
+ * says the pages are gone.  Returns the pages moved.  p->lock held.
+ */
+static int64_t sampled_takes_over(struct cgm_proc *p, int64_t pages)
+{
+	int64_t anon = __atomic_load_n(&p->sampled[CGM_STAT_ANON], __ATOMIC_RELAXED);
+	int64_t sampled = p->sampled_pages > 0 ? p->sampled_pages : 0;
+	int64_t held_after = p->held_pages - pages, want, move;
+
+	if (!(p->sample_flags & CGM_SAMPLE_CHARGE) || anon <= 0 || held_after < 0 ||
+	    held_after > INT64_MAX / CGM_PAGE_SIZE)
+		return 0;
+	held_after *= CGM_PAGE_SIZE;
+	want = anon > held_after ? (anon - held_after) / CGM_PAGE_SIZE +
+				   ((anon - held_after) % CGM_PAGE_SIZE != 0) : 0;
+	move = want - sampled;
+	if (move <= 0)
+		return 0;
+	if (move > pages)
+		move = pages;
+	__atomic_store_n(&p->sampled_pages, sampled + move, __ATOMIC_RELAXED);
+	return move;
+}
+
 void harvest_uncharge(struct cgm_hier *h, struct cgm_proc *p)
 {
 	struct cgm_group *g = hier_group(h, p->group);
@@ -72,7 +103,9 @@ void harvest_uncharge(struct cgm_hier *h, struct cgm_proc *p)
 		pages = p->held_pages;
 	}
 	if (pages > 0 && g) {
-		page_counter_uncharge(&g->memory, pages);
+		int64_t keep = sampled_takes_over(p, pages);
+
+		page_counter_uncharge(&g->memory, pages - keep);
 		p->held_pages -= pages;
 		p->free_pool -= pages * CGM_PAGE_SIZE;
 	}
