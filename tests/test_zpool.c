@@ -491,7 +491,102 @@ START_TEST(test_limit_without_backing)
 	ck_assert_int_eq(ret, -ENOSPC);
 	zp_pool_stats(pool, &st);
 	ck_assert_uint_ge(st.pool_limit_hit, 1);
-	ck_assert_uint_le(st.mem_used_total, 64 * ZPT_PAGE + 8 * ZPT_PAGE);
+	ck_assert_uint_le(st.mem_used_total, 64 * ZPT_PAGE);
+	zp_destroy_pool(pool);
+}
+END_TEST
+
+/*
+ * The limit holds exactly, not to within a zspage: no store ever takes
+ * the pool past max_bytes, whatever the size class (random pages are
+ * one-page huge objects, mixed ones fill zspages of up to 8 pages), and
+ * a limit that is not a whole number of pages rounds down.
+ */
+START_TEST(test_limit_exact)
+{
+	const size_t limits[] = { 64 * ZPT_PAGE, 40 * ZPT_PAGE + 100, 3 * ZPT_PAGE };
+
+	for (size_t l = 0; l < sizeof(limits) / sizeof(limits[0]); l++) {
+		for (int kind = 0; kind < 2; kind++) {
+			struct zp_options o = { .max_bytes = limits[l] };
+			struct zp_pool *pool = new_pool(&o);
+			unsigned char page[ZPT_PAGE];
+			uint64_t rng = 10 + l * 2 + (uint64_t)kind;
+			unsigned long worst = 0;
+			int ret = 0, stored = 0;
+			zp_entry_t e;
+
+			while (stored < 20000) {
+				if (kind)
+					zpt_page_random(&rng, page);
+				else
+					zpt_page_mixed(&rng, page);
+				ret = zp_store(pool, page, &e);
+				if (zp_get_total_pages(pool) > worst)
+					worst = zp_get_total_pages(pool);
+				if (ret)
+					break;
+				stored++;
+			}
+			ck_assert_int_eq(ret, -ENOSPC);
+			/* A 3-page pool holds no zspage of 4 pages or more. */
+			if (kind || limits[l] >= 8 * ZPT_PAGE)
+				ck_assert_int_gt(stored, 0);
+			ck_assert_uint_le(worst * ZPT_PAGE, limits[l]);
+			zp_destroy_pool(pool);
+		}
+	}
+}
+END_TEST
+
+/*
+ * zp_malloc's objects count toward the limit, so zp_malloc enforces it
+ * too: past it, 0 (the documented failure), and room again once an
+ * object is freed.
+ */
+START_TEST(test_malloc_limit)
+{
+	struct zp_options o = { .max_bytes = 16 * ZPT_PAGE, .compact_threshold = 100 };
+	struct zp_pool *pool = new_pool(&o);
+	enum { MAX = 10000 };
+	static zp_handle_t h[MAX];
+	unsigned char page[ZPT_PAGE];
+	uint64_t rng = 4;
+	zp_entry_t e[20];
+	int n = 0, ne, ret;
+
+	while (n < MAX && (h[n] = zp_malloc(pool, 3000)) != 0) {
+		ck_assert_uint_le(zp_get_total_pages(pool) * ZPT_PAGE, o.max_bytes);
+		n++;
+	}
+	ck_assert_int_lt(n, MAX);
+	ck_assert_int_gt(n, 0);
+	ck_assert_uint_le(zp_get_total_pages(pool) * ZPT_PAGE, o.max_bytes);
+	/* Stores meet the same limit: one-page objects fill what is left,
+	 * then (no backing file) they are refused. */
+	for (ret = 0, ne = 0; ne < 20 && ret == 0; ne++) {
+		zpt_page_random(&rng, page);
+		ret = zp_store(pool, page, &e[ne]);
+	}
+	ck_assert_int_eq(ret, -ENOSPC);
+	ck_assert_uint_eq(zp_get_total_pages(pool), 16);
+	/* Any class's next zspage is past the limit now. */
+	ck_assert_uint_eq(zp_malloc(pool, 100), 0);
+	ck_assert_uint_eq(zp_malloc(pool, 3000), 0);
+	/* A freed object leaves room for the next one. */
+	ck_assert_int_eq(zp_free(pool, h[--n]), 0);
+	h[n] = zp_malloc(pool, 3000);
+	ck_assert_uint_ne(h[n], 0);
+	for (int i = 0; i <= n; i++)
+		ck_assert_int_eq(zp_free(pool, h[i]), 0);
+	for (int i = 0; i < ne - 1; i++)
+		ck_assert_int_eq(zp_invalidate(pool, e[i]), 0);
+	ck_assert_uint_eq(zp_get_total_pages(pool), 0);
+	/* Without a limit, nothing is refused. */
+	zp_destroy_pool(pool);
+	pool = new_pool(NULL);
+	for (int i = 0; i < 2000; i++)
+		ck_assert_uint_ne(h[i] = zp_malloc(pool, 3000), 0);
 	zp_destroy_pool(pool);
 }
 END_TEST
@@ -514,10 +609,12 @@ START_TEST(test_limit_writes_back)
 	for (int i = 0; i < N; i++) {
 		zpt_page_mixed(&rng, pages[i]);
 		bad += zp_store(pool, pages[i], &e[i]) != 0;
+		/* Writeback makes room first: the limit is never passed. */
+		bad += zp_get_total_pages(pool) > 64;
 	}
 	ck_assert_uint_eq(bad, 0);
 	zp_pool_stats(pool, &st);
-	ck_assert_uint_le(st.mem_used_total, 64 * ZPT_PAGE + 8 * ZPT_PAGE);
+	ck_assert_uint_le(st.mem_used_total, 64 * ZPT_PAGE);
 	ck_assert_uint_gt(st.written_back_pages, N / 2);
 	for (int i = 0; i < N; i++)
 		bad += zp_load(pool, e[i], out) != 0 ||
@@ -547,6 +644,8 @@ int main(void)
 	tcase_add_test(tc, test_writeback_and_reuse);
 	tcase_add_test(tc, test_limit_without_backing);
 	tcase_add_test(tc, test_limit_writes_back);
+	tcase_add_test(tc, test_limit_exact);
+	tcase_add_test(tc, test_malloc_limit);
 	suite_add_tcase(s, tc);
 	return check_run(s);
 }

@@ -2,10 +2,11 @@
  * Fault injection for writeback: a backing file on a full filesystem (a
  * 256 KiB tmpfs in a private mount namespace, or, where mounting is not
  * allowed, a 256 KiB RLIMIT_FSIZE with SIGXFSZ ignored), injected I/O
- * errors through the test hook, a pool limit over a failing disk, and a
- * backing file truncated behind the pool's back.  No entry may be lost:
- * every load stays byte-identical, failures are counted and reported
- * once on stderr.
+ * errors through the test hook, a pool limit over a failing disk (stores
+ * refused at once while writeback backs off), and a backing file
+ * truncated or corrupted behind the pool's back.  No entry may be lost:
+ * every load stays byte-identical or fails with -EIO, never returns other
+ * bytes; failures are counted and reported once on stderr.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -22,6 +23,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <linux/filter.h>
@@ -164,7 +166,8 @@ static void test_full_disk(void)
 	capture(false, err, sizeof(err));
 	zp_pool_stats(pool, &st);
 	CHECK(w1 > 0 && w1 < N, "%s: first writeback wrote %ld of %d", how, w1, N);
-	CHECK(w2 == 0, "%s: second writeback wrote %ld on a full disk", how, w2);
+	CHECK(w2 == -ENOSPC, "%s: second writeback on a full disk returned %ld, "
+	      "expected -ENOSPC", how, w2);
 	CHECK(st.wb_io_errors >= 2, "%s: %lu io errors counted", how,
 	      (unsigned long)st.wb_io_errors);
 	CHECK(count(err, "cgmalloc: zpool: writeback to") == 1 &&
@@ -276,7 +279,7 @@ static void test_limit_over_failing_disk(void)
 	zp_pool_stats(pool, &st);
 	CHECK(refused > 0 && other == 0, "stored %d refused %d other %d", stored,
 	      refused, other);
-	CHECK(st.mem_used_total <= 72 * ZPT_PAGE, "pool grew to %lu pages",
+	CHECK(st.mem_used_total <= 64 * ZPT_PAGE, "pool grew to %lu pages",
 	      (unsigned long)(st.mem_used_total / ZPT_PAGE));
 	for (int i = 0; i < N; i++)
 		if (e[i])
@@ -290,6 +293,221 @@ static void test_limit_over_failing_disk(void)
 	unlink(path);
 	printf("limit over a failing disk: %d stored, %d refused with -ENOSPC, "
 	       "none lost\n", stored, refused);
+}
+
+/* A writeback in which every write fails returns the error, not 0. */
+static void test_writeback_all_failed(void)
+{
+	char path[] = "/tmp/zpool-fault-XXXXXX", err[4096];
+	struct zp_options o = { .wb_batch = 32 };
+	struct zp_pool *pool;
+	struct zp_stats st;
+	long w1, w2, w3, w4;
+	int fd = mkstemp(path);
+
+	close(fd);
+	o.backing = path;
+	CHECK(zp_create_pool(&o, &pool) == 0, "create pool");
+	make_pages(5);
+	store_all(pool);
+	zp_test_fail_writes(pool, 1u << 30, EIO);
+	capture(true, NULL, 0);
+	w1 = zp_writeback(pool, N);
+	w2 = zp_writeback(pool, 1);
+	zp_test_fail_writes(pool, 0, 0);
+	w3 = zp_writeback(pool, N);
+	w4 = zp_writeback(pool, N);
+	capture(false, err, sizeof(err));
+	zp_pool_stats(pool, &st);
+	CHECK(w1 == -EIO, "writeback with every write failing returned %ld", w1);
+	CHECK(w2 == -EIO, "second writeback with every write failing returned %ld", w2);
+	CHECK(w3 == N, "after the fault: wrote %ld of %d", w3, N);
+	CHECK(w4 == 0, "nothing left in memory: returned %ld", w4);
+	/* The first call tries a batch; later ones probe with one write. */
+	CHECK(st.wb_io_errors == 32 + 1, "%lu io errors, expected 33",
+	      (unsigned long)st.wb_io_errors);
+	CHECK(verify_all(pool) == 0, "loads differ after failed writebacks");
+	release_all(pool);
+	zp_destroy_pool(pool);
+	unlink(path);
+	printf("every write failing: zp_writeback returned %ld, %ld; then %ld, %ld\n",
+	       w1, w2, w3, w4);
+}
+
+static double now_sec(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/*
+ * A pool at its limit over a device that refuses writes: the first store
+ * that meets the limit tries writeback and fails; the ones after it back
+ * off, are refused at once and add no io errors, until file space is
+ * freed (ENOSPC) or the backoff runs out (EIO), after which stores are
+ * accepted again.
+ */
+static void test_refused_store_backs_off(int fault)
+{
+	char path[] = "/tmp/zpool-fault-XXXXXX", err[4096];
+	struct zp_options o = { .max_bytes = 64 * ZPT_PAGE };
+	enum { TRIES = 5000 };
+	struct zp_pool *pool;
+	struct zp_stats st;
+	uint64_t errors0;
+	unsigned char page[ZPT_PAGE];
+	uint64_t rng = 77;
+	int fd = mkstemp(path), n = 0, ret = 0, refused = 0, accepted = 0, other = 0;
+	double t0, per_store, waited = 0;
+	static zp_entry_t kept[TRIES];
+	zp_entry_t extra;
+
+	close(fd);
+	o.backing = path;
+	CHECK(zp_create_pool(&o, &pool) == 0, "create pool");
+	make_pages(6);
+	/* Some entries on disk, whose file space can be freed later. */
+	for (n = 0; n < 32; n++)
+		CHECK(zp_store(pool, pages[n], &e[n]) == 0, "store %d", n);
+	CHECK(zp_writeback(pool, 32) == 32, "first writeback");
+	zp_test_fail_writes(pool, 1u << 30, fault);
+	capture(true, NULL, 0);
+	while (n < N && (ret = zp_store(pool, pages[n], &e[n])) == 0)
+		n++;
+	CHECK(ret == -ENOSPC && n < N, "store %d at the limit returned %d", n, ret);
+	zp_pool_stats(pool, &st);
+	errors0 = st.wb_io_errors;
+	CHECK(errors0 > 0 && errors0 <= 32, "%lu io errors at the first refusal",
+	      (unsigned long)errors0);
+	zpt_page_mixed(&rng, page);
+	t0 = now_sec();
+	for (int i = 0; i < TRIES; i++) {
+		ret = zp_store(pool, page, &kept[accepted]);
+		if (ret == 0)
+			accepted++;	/* the compaction after a probe made room */
+		else if (ret == -ENOSPC)
+			refused++;
+		else
+			other++;
+	}
+	per_store = (now_sec() - t0) / TRIES;
+	zp_pool_stats(pool, &st);
+	CHECK(other == 0 && refused >= TRIES - 100, "%d of %d stores refused, "
+	      "%d accepted, %d failed otherwise", refused, TRIES, accepted, other);
+	/* A probe of one write each time the backoff runs out (1 ms, 2 ms,
+	 * ... ): a handful, where every store used to add a batch. */
+	CHECK(st.wb_io_errors - errors0 <= 12, "%d refused stores added %lu io errors",
+	      TRIES, (unsigned long)(st.wb_io_errors - errors0));
+	CHECK(st.mem_used_total <= 64 * ZPT_PAGE, "pool grew to %lu pages",
+	      (unsigned long)(st.mem_used_total / ZPT_PAGE));
+
+	/* The device recovers. */
+	zp_test_fail_writes(pool, 0, 0);
+	if (fault == ENOSPC) {
+		/* Freed file space ends the backoff at once. */
+		CHECK(zp_invalidate(pool, e[0]) == 0, "invalidate");
+		e[0] = 0;
+		ret = zp_store(pool, page, &extra);
+		CHECK(ret == 0, "store after freeing file space returned %d", ret);
+	} else {
+		/* The backoff is bounded: stores come back within a second. */
+		t0 = now_sec();
+		while ((ret = zp_store(pool, page, &extra)) == -ENOSPC &&
+		       now_sec() - t0 < 3)
+			usleep(1000);
+		waited = now_sec() - t0;
+		CHECK(ret == 0 && waited < 1.5, "store after the fault returned %d "
+		      "after %.3f s", ret, waited);
+	}
+	capture(false, err, sizeof(err));
+	if (ret == 0)
+		zp_invalidate(pool, extra);
+	for (int i = 0; i < accepted; i++)
+		zp_invalidate(pool, kept[i]);
+	for (int i = 0; i < n; i++)
+		if (e[i])
+			zp_invalidate(pool, e[i]);
+	zp_pool_stats(pool, &st);
+	zp_destroy_pool(pool);
+	unlink(path);
+	printf("refused store at the limit, device failing with %s: %.2f us each, "
+	       "%lu io errors in all over %d refusals; accepted again %s%.3f s\n",
+	       fault == ENOSPC ? "ENOSPC" : "EIO", per_store * 1e6,
+	       (unsigned long)st.wb_io_errors, TRIES,
+	       fault == ENOSPC ? "once file space was freed, " : "after ", waited);
+}
+
+/*
+ * The backing file is corrupted behind the pool's back: a load must fail
+ * with -EIO and leave @dst alone, never return the wrong bytes, for a
+ * page kept raw as for a compressed one (one whose corruption still
+ * decompresses: the last byte of an lz4 block is always a literal).
+ */
+static void test_corrupt_backing(void)
+{
+	char path[] = "/tmp/zpool-fault-XXXXXX", err[4096];
+	struct zp_options o = { 0 };
+	struct zp_pool *pool;
+	struct zp_stats st;
+	unsigned char raw[ZPT_PAGE], text[ZPT_PAGE], out[ZPT_PAGE], fill[ZPT_PAGE];
+	unsigned char byte;
+	uint64_t rng = 12;
+	zp_entry_t er, et;
+	struct stat sb;
+	off_t at[2];
+	int fd = mkstemp(path), r1, r2;
+
+	o.backing = path;
+	CHECK(zp_create_pool(&o, &pool) == 0, "create pool");
+	zpt_page_random(&rng, raw);
+	zpt_page_text(&rng, text);
+	CHECK(zp_store(pool, raw, &er) == 0 && zp_store(pool, text, &et) == 0,
+	      "store");
+	CHECK(zp_writeback(pool, 2) == 2, "writeback");
+	/* The raw page went first, at 0; the text page ends the file. */
+	CHECK(fstat(fd, &sb) == 0 && sb.st_size > ZPT_PAGE, "backing size");
+	at[0] = 100;
+	at[1] = sb.st_size - 1;
+	for (int i = 0; i < 2; i++) {
+		CHECK(pread(fd, &byte, 1, at[i]) == 1, "read back");
+		byte ^= 0x20;
+		CHECK(pwrite(fd, &byte, 1, at[i]) == 1, "corrupt");
+	}
+	memset(fill, 0xa5, sizeof(fill));
+	memcpy(out, fill, sizeof(out));
+	capture(true, NULL, 0);
+	r1 = zp_load(pool, er, out);
+	CHECK(r1 == -EIO, "load of a corrupted raw page returned %d (%s)", r1,
+	      memcmp(out, raw, ZPT_PAGE) ? "wrong bytes" : "right bytes");
+	CHECK(memcmp(out, fill, ZPT_PAGE) == 0, "failed load wrote into dst");
+	r2 = zp_load(pool, et, out);
+	CHECK(r2 == -EIO, "load of a corrupted compressed page returned %d (%s)", r2,
+	      memcmp(out, text, ZPT_PAGE) ? "wrong bytes" : "right bytes");
+	CHECK(memcmp(out, fill, ZPT_PAGE) == 0, "failed load wrote into dst");
+	capture(false, err, sizeof(err));
+	zp_pool_stats(pool, &st);
+	CHECK(st.wb_read_errors == 2, "read errors %lu", (unsigned long)st.wb_read_errors);
+	CHECK(count(err, "cgmalloc: zpool: ") >= 1 && strstr(err, "checksum"),
+	      "stderr: %s", err);
+	/* The entries stay: repaired, the file loads again. */
+	for (int i = 0; i < 2; i++) {
+		CHECK(pread(fd, &byte, 1, at[i]) == 1, "read back");
+		byte ^= 0x20;
+		CHECK(pwrite(fd, &byte, 1, at[i]) == 1, "repair");
+	}
+	CHECK(zp_load(pool, er, out) == 0 && memcmp(out, raw, ZPT_PAGE) == 0,
+	      "raw page after repair");
+	CHECK(zp_load(pool, et, out) == 0 && memcmp(out, text, ZPT_PAGE) == 0,
+	      "text page after repair");
+	CHECK(zp_invalidate(pool, er) == 0 && zp_invalidate(pool, et) == 0,
+	      "invalidate");
+	zp_destroy_pool(pool);
+	close(fd);
+	unlink(path);
+	printf("corrupted backing file: loads returned %d (raw), %d (lz4), "
+	       "dst untouched\n", r1, r2);
 }
 
 /* io_uring_setup fails with ENOSYS from here on (seccomp). */
@@ -366,6 +584,10 @@ int main(void)
 		return 2;
 	}
 	test_injected_errors();
+	test_writeback_all_failed();
+	test_refused_store_backs_off(ENOSPC);
+	test_refused_store_backs_off(EIO);
+	test_corrupt_backing();
 	test_without_io_uring();
 	test_limit_over_failing_disk();
 	test_full_disk();	/* last: it may leave RLIMIT_FSIZE behind */

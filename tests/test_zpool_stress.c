@@ -3,7 +3,8 @@
  * pages and allocate, read, free objects, while a fifth compacts and a
  * sixth forces writeback, under a pool limit that also writes back on its
  * own.  Every load and every object read is checked against the thread's
- * reference copy.  Also built with ThreadSanitizer (check-tsan-zpool).
+ * reference copy, and the fifth thread checks that the pool never passes
+ * its limit.  Also built with ThreadSanitizer (check-tsan-zpool).
  *
  * usage: test_zpool_stress [ops-per-thread] [seed]
  */
@@ -30,7 +31,7 @@ static long nheap;
 static unsigned long ops = 20000;
 static uint64_t seed = 42;
 static atomic_bool stop;
-static atomic_ulong mismatches, errors, compactions, writebacks;
+static atomic_ulong mismatches, errors, compactions, writebacks, peak_pages;
 
 struct worker {
 	pthread_t tid;
@@ -39,7 +40,7 @@ struct worker {
 	unsigned char ref[SLOTS][ZPT_PAGE];
 	zp_handle_t h[OBJS];
 	uint32_t hsize[OBJS], hseed[OBJS];
-	unsigned long stores, loads, objs, refused;
+	unsigned long stores, loads, objs, refused, objs_refused;
 };
 
 static void make_page(uint64_t *rng, unsigned char *p)
@@ -115,7 +116,9 @@ static void *worker_main(void *arg)
 				err += zp_obj_write(pool, w->h[j], page, w->hsize[j]) != 0;
 				w->objs++;
 			} else {
-				err++;
+				/* Objects count toward the limit: at it, zp_malloc
+				 * refuses (it never writes back). */
+				w->objs_refused++;
 			}
 		} else if (op < 95) {
 			if (w->h[j]) {
@@ -150,6 +153,11 @@ static void *compactor_main(void *arg)
 {
 	(void)arg;
 	while (!atomic_load(&stop)) {
+		unsigned long pages = zp_get_total_pages(pool);
+
+		/* The limit holds exactly, with four threads allocating. */
+		if (pages > atomic_load(&peak_pages))
+			atomic_store(&peak_pages, pages);
 		zp_compact(pool);
 		atomic_fetch_add(&compactions, 1);
 		sched_yield();
@@ -178,7 +186,7 @@ int main(int argc, char **argv)
 	pthread_t compactor, writer;
 	const char *source;
 	struct zp_stats st;
-	unsigned long stores = 0, loads = 0, objs = 0, refused = 0;
+	unsigned long stores = 0, loads = 0, objs = 0, refused = 0, objs_refused = 0;
 	int fd, bad = 0;
 
 	if (argc > 1)
@@ -210,16 +218,18 @@ int main(int argc, char **argv)
 		loads += w[i].loads;
 		objs += w[i].objs;
 		refused += w[i].refused;
+		objs_refused += w[i].objs_refused;
 	}
 	atomic_store(&stop, true);
 	pthread_join(compactor, NULL);
 	pthread_join(writer, NULL);
 	zp_compact(pool);
 	zp_pool_stats(pool, &st);
-	printf("stress: %d threads x %lu ops (%s): %lu stores (%lu refused), %lu loads, %lu objects, "
+	printf("stress: %d threads x %lu ops (%s): %lu stores (%lu refused), %lu loads, "
+	       "%lu objects (%lu refused), "
 	       "%lu compactions (%lu pages, %lu objects moved), %lu written back, "
 	       "%lu loads from disk\n", WORKERS, ops, source, stores, refused, loads, objs,
-	       atomic_load(&compactions), (unsigned long)st.pages_compacted,
+	       objs_refused, atomic_load(&compactions), (unsigned long)st.pages_compacted,
 	       (unsigned long)st.objs_moved, (unsigned long)st.written_back_pages,
 	       (unsigned long)st.wb_loads);
 	if (atomic_load(&mismatches) || atomic_load(&errors)) {
@@ -233,6 +243,11 @@ int main(int argc, char **argv)
 			"%lu of file\n", (unsigned long)st.stored_pages,
 			(unsigned long)st.mem_used_total,
 			(unsigned long)st.backing_bytes);
+		bad = 1;
+	}
+	if (atomic_load(&peak_pages) * ZPT_PAGE > o.max_bytes) {
+		fprintf(stderr, "FAIL: the pool reached %lu pages, limit %zu\n",
+			atomic_load(&peak_pages), o.max_bytes / ZPT_PAGE);
 		bad = 1;
 	}
 	if (st.written_back_pages == 0 || st.objs_moved == 0) {

@@ -16,6 +16,11 @@
  * Freeing 4 KB pieces of a huge page splits it; the kernel does that.
  * Without THP ("never") the hint is ignored.
  *
+ * The pool's limit is enforced here, where every zspage gets its pages:
+ * a run is charged to pages_allocated before it is taken, by a
+ * compare-and-swap that refuses to pass limit_pages, so the limit holds
+ * exactly however many threads allocate at once.
+ *
  * Page 0 is never handed out, so a location is never 0.
  */
 #include <errno.h>
@@ -68,11 +73,32 @@ static uint32_t run_pop(struct zp_pool *pool, unsigned n)
 	return page;
 }
 
-/* First page of a free run of @nr_pages pages, or 0 if the arena is full. */
-uint32_t zp_arena_alloc(struct zp_pool *pool, unsigned nr_pages)
+/* Charge @nr_pages to the pool unless that passes its limit. */
+static bool limit_charge(struct zp_pool *pool, unsigned nr_pages)
+{
+	uint64_t cur = atomic_load_explicit(&pool->pages_allocated,
+					    memory_order_relaxed);
+
+	do {
+		if (cur + nr_pages > pool->limit_pages)
+			return false;
+	} while (!atomic_compare_exchange_weak_explicit(&pool->pages_allocated,
+			&cur, cur + nr_pages, memory_order_relaxed,
+			memory_order_relaxed));
+	return true;
+}
+
+/*
+ * Take a free run of @nr_pages pages; its first page in *page.  Returns 0,
+ * -ENOSPC if the run would take the pool past its limit, or -ENOMEM if
+ * the arena is full.
+ */
+int zp_arena_alloc(struct zp_pool *pool, unsigned nr_pages, uint32_t *pagep)
 {
 	uint32_t page;
 
+	if (!limit_charge(pool, nr_pages))
+		return -ENOSPC;
 	pthread_mutex_lock(&pool->arena_lock);
 	page = run_pop(pool, nr_pages);
 	if (!page && pool->arena_pages - pool->arena_top >= nr_pages) {
@@ -85,10 +111,13 @@ uint32_t zp_arena_alloc(struct zp_pool *pool, unsigned nr_pages)
 			run_push(pool, page + nr_pages, m - nr_pages);
 	}
 	pthread_mutex_unlock(&pool->arena_lock);
-	if (page)
-		atomic_fetch_add_explicit(&pool->pages_allocated, nr_pages,
+	if (!page) {
+		atomic_fetch_sub_explicit(&pool->pages_allocated, nr_pages,
 					  memory_order_relaxed);
-	return page;
+		return -ENOMEM;
+	}
+	*pagep = page;
+	return 0;
 }
 
 void zp_arena_free(struct zp_pool *pool, uint32_t page, unsigned nr_pages)

@@ -92,52 +92,71 @@ static char *loc_data(struct zp_pool *pool, uint64_t loc)
 	       cls->hdr;
 }
 
-static CGM_NOINLINE uint32_t zspage_get_slow(struct zp_pool *pool,
-					     struct zp_class *cls)
+/* No zspage of @cls has room: an empty one, else a new one (class lock
+ * held, dropped while mapping).  Returns 0 and the page, or -errno. */
+static CGM_NOINLINE int zspage_get_slow(struct zp_pool *pool,
+					struct zp_class *cls, uint32_t *pagep)
 {
-	uint32_t page;
+	int ret;
 
 	zp_drain_deferred(pool, cls);
-	if (cls->fullness_list[ZP_FULLNESS_EMPTY])
-		return cls->fullness_list[ZP_FULLNESS_EMPTY];
+	*pagep = cls->fullness_list[ZP_FULLNESS_EMPTY];
+	if (*pagep)
+		return 0;
 	/* Map outside the class lock; another thread may fill in meanwhile. */
 	pthread_mutex_unlock(&cls->lock);
-	page = zp_zspage_create(pool, cls);
+	ret = zp_zspage_create(pool, cls, pagep);
 	pthread_mutex_lock(&cls->lock);
-	if (page)
-		zp_zspage_insert(pool, cls, page);
-	return page;
+	if (ret == 0)
+		zp_zspage_insert(pool, cls, *pagep);
+	return ret;
 }
 
-zp_handle_t zp_malloc(struct zp_pool *pool, size_t size)
+/*
+ * zp_malloc, saying why it failed: allocate an object of @size bytes and
+ * set *handlep.  Returns 0, -EINVAL for a size out of range, -ENOSPC if
+ * the object needs a new zspage that would take the pool past its limit,
+ * or -ENOMEM (no handle, or the arena is full).
+ */
+int zp_obj_malloc(struct zp_pool *pool, size_t size, zp_handle_t *handlep)
 {
 	struct zp_class *cls;
 	zp_handle_t handle;
 	uint32_t page = 0;
 	unsigned obj;
+	int ret;
 
 	if (size == 0 || size > ZP_PAGE_SIZE)
-		return 0;
+		return -EINVAL;
 	cls = zp_size_class(pool, size);
 	handle = zp_id_alloc(&pool->handles);
 	if (!handle)
-		return 0;
+		return -ENOMEM;
 	pthread_mutex_lock(&cls->lock);
 	/* The fullest zspage that has room keeps the others emptiable. */
 	for (int fg = ZP_FULLNESS_99; fg > ZP_FULLNESS_EMPTY && !page; fg--)
 		page = cls->fullness_list[fg];
-	if (!page)
-		page = zspage_get_slow(pool, cls);
 	if (!page) {
-		pthread_mutex_unlock(&cls->lock);
-		zp_id_free(&pool->handles, handle);
-		return 0;
+		ret = zspage_get_slow(pool, cls, &page);
+		if (ret) {
+			pthread_mutex_unlock(&cls->lock);
+			zp_id_free(&pool->handles, handle);
+			return ret;
+		}
 	}
 	obj = zp_obj_alloc(pool, cls, page, handle);
 	atomic_store_explicit(&pool->handle_slot[handle],
 			      zp_loc(page, obj, cls->index), memory_order_release);
 	pthread_mutex_unlock(&cls->lock);
-	return handle;
+	*handlep = handle;
+	return 0;
+}
+
+zp_handle_t zp_malloc(struct zp_pool *pool, size_t size)
+{
+	zp_handle_t handle;
+
+	return zp_obj_malloc(pool, size, &handle) ? 0 : handle;
 }
 
 int zp_free(struct zp_pool *pool, zp_handle_t handle)

@@ -107,6 +107,8 @@ int zp_create_pool(const struct zp_options *opt, struct zp_pool **poolp)
 	} else {
 		pool->opt.backing = NULL;
 	}
+	/* Whole pages: a limit between two page counts holds at the lower. */
+	pool->limit_pages = o.max_bytes ? o.max_bytes / ZP_PAGE_SIZE : UINT64_MAX;
 	pthread_mutex_init(&pool->lru_lock, NULL);
 	zp_classes_init(pool);
 	pool->huge_watermark = o.huge_watermark ? o.huge_watermark :

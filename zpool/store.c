@@ -140,31 +140,66 @@ static void page_fill(void *dst, uint64_t word)
 
 /* ---- the pool limit ---- */
 
-static bool pool_over(struct zp_pool *pool, uint64_t pct)
+/*
+ * Would @need more pages take the pool past @pct percent of its limit?
+ * The arena enforces the limit itself (zp_arena_alloc); this is the
+ * store's early look, which spares the compression of a page that would
+ * be refused, and its measure of how much room writeback must make.
+ */
+static bool pool_over(struct zp_pool *pool, uint64_t need, uint64_t pct)
 {
-	return pool->opt.max_bytes &&
-	       (uint64_t)zp_get_total_pages(pool) * ZP_PAGE_SIZE * 100 >
-	       (uint64_t)pool->opt.max_bytes * pct;
+	return pool->limit_pages != UINT64_MAX &&
+	       ((uint64_t)zp_get_total_pages(pool) + need) * 100 >
+	       pool->limit_pages * pct;
+}
+
+/*
+ * Must a store make room before it compresses?  When the next page would
+ * pass the limit, and, after a store was refused, until the pool is back
+ * under 90% of it: the kernel's hysteresis, which spares a pool just
+ * under its limit from compressing page after page only to find that
+ * each needs a zspage past it.
+ */
+static bool pool_at_limit(struct zp_pool *pool)
+{
+	if (pool_over(pool, 1, 100))
+		return true;
+	if (!atomic_load_explicit(&pool->limit_full, memory_order_relaxed))
+		return false;
+	if (pool_over(pool, 0, 90))
+		return true;
+	atomic_store_explicit(&pool->limit_full, false, memory_order_relaxed);
+	return false;
 }
 
 /*
  * The pool is at its limit: write back the oldest entries and compact
- * until it is below 90% of it (zswap's accept threshold), as far as
- * writeback succeeds.  Returns false if the store must be refused.
+ * until @need pages fit below 90% of it (zswap's accept threshold), as
+ * far as writeback succeeds.  While writeback backs off after a failure
+ * (writeback.c) nothing is tried: the store is refused at once.  Returns
+ * false if the store must be refused.
  */
-static CGM_NOINLINE bool pool_make_room(struct zp_pool *pool)
+static CGM_NOINLINE bool pool_make_room(struct zp_pool *pool, unsigned need)
 {
-	zp_stat_add(pool, st_limit_hit, 1);
-	if (!pool->wb)
+	if (!pool->wb || need > pool->limit_pages || zp_wb_backing_off(pool))
 		return false;
-	for (unsigned round = 0; round < 64 && pool_over(pool, 90); round++) {
+	for (unsigned round = 0; round < 64 && pool_over(pool, need, 90); round++) {
 		long n = zp_writeback(pool, pool->opt.wb_batch);
 
 		zp_compact(pool);
 		if (n <= 0)
 			break;
 	}
-	return !pool_over(pool, 100);
+	if (pool_over(pool, need, 100))
+		return false;
+	atomic_store_explicit(&pool->limit_full, false, memory_order_relaxed);
+	return true;
+}
+
+static CGM_NOINLINE int store_refused(struct zp_pool *pool)
+{
+	atomic_store_explicit(&pool->limit_full, true, memory_order_relaxed);
+	return -ENOSPC;
 }
 
 /* ---- store, load, invalidate ---- */
@@ -187,21 +222,46 @@ static int store_same(struct zp_pool *pool, uint64_t word, zp_entry_t *entry)
 	return 0;
 }
 
+/* An object of @len bytes for a store; at the limit, writeback makes
+ * room for its zspage and it is tried once more.  @hit: the store was
+ * already counted in pool_limit_hit. */
+static int store_malloc(struct zp_pool *pool, size_t len, zp_handle_t *handle,
+			bool hit)
+{
+	int ret = zp_obj_malloc(pool, len, handle);
+
+	if (cgm_unlikely(ret == -ENOSPC)) {
+		unsigned need = zp_size_class(pool, len)->pages_per_zspage;
+
+		if (!hit)
+			zp_stat_add(pool, st_limit_hit, 1);
+		if (pool_make_room(pool, need))
+			ret = zp_obj_malloc(pool, len, handle);
+	}
+	return ret;
+}
+
 int zp_store(struct zp_pool *pool, const void *page, zp_entry_t *entry)
 {
 	struct zp_cctx *c;
-	zp_handle_t handle;
+	zp_handle_t handle = 0;
 	zp_entry_t e;
 	uint64_t word;
 	size_t len;
-	bool raw;
+	bool raw, hit = false;
+	int ret;
 
 	if (!page || !entry)
 		return -EINVAL;
 	if (page_same_filled(page, &word))
 		return store_same(pool, word, entry);
-	if (cgm_unlikely(pool_over(pool, 100)) && !pool_make_room(pool))
-		return -ENOSPC;
+	/* At the limit, as zswap: make room before compressing, or refuse. */
+	if (cgm_unlikely(pool_at_limit(pool))) {
+		hit = true;
+		zp_stat_add(pool, st_limit_hit, 1);
+		if (!pool_make_room(pool, 1))
+			return store_refused(pool);
+	}
 
 	c = zp_cctx_get(pool);
 	len = zp_compress(pool, c, page);
@@ -213,11 +273,15 @@ int zp_store(struct zp_pool *pool, const void *page, zp_entry_t *entry)
 	}
 	if (raw)
 		len = ZP_PAGE_SIZE;
-	handle = zp_malloc(pool, len);
-	e = handle ? entry_new(pool) : 0;
+	ret = store_malloc(pool, len, &handle, hit);
+	if (ret == -ENOSPC) {
+		zp_cctx_put(c);
+		return store_refused(pool);
+	}
+	e = ret == 0 ? entry_new(pool) : 0;
 	if (!e) {
 		zp_cctx_put(c);
-		if (handle)
+		if (ret == 0)
 			zp_free(pool, handle);
 		zp_stat_add(pool, st_reject_alloc, 1);
 		return -ENOMEM;
@@ -270,7 +334,8 @@ int zp_load(struct zp_pool *pool, zp_entry_t e, void *dst)
 	}
 	case ZE_DISK:
 		ret = zp_wb_load(pool, atomic_load_explicit(&ent->offset,
-					memory_order_relaxed), ent->len, dst);
+					memory_order_relaxed), ent->len, ent->csum,
+				 dst);
 		break;
 	default:
 		ret = bad_entry("zp_load", e);

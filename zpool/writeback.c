@@ -11,7 +11,21 @@
  *
  * A write that fails (I/O error, full disk, short write) keeps its entry
  * in memory, back at the old end of the LRU; the event is counted and
- * reported once on stderr.  Nothing is lost.
+ * reported once on stderr.  Nothing is lost.  A failure also starts a
+ * backoff, because a full or failing device usually stays so for a while
+ * and every attempt costs a batch of copies, writes and error counts:
+ *   - the next writeback, whoever asks for it, starts with a probe of one
+ *     write, and goes on with whole batches only if that one lands;
+ *   - the pool's own writeback, made by a store at the limit, is not
+ *     attempted at all for 1 ms after a failure, doubled at each failure
+ *     that follows up to 1 s (the store is refused at once meanwhile),
+ *     and at once again when file space is freed after an ENOSPC;
+ *   - a write that lands ends the backoff.
+ * zp_writeback itself is always attempted: its caller paces it.
+ *
+ * Each entry written carries a checksum (csum.c) of the bytes written,
+ * checked when they are read back: bytes changed in the file make the
+ * load fail with -EIO instead of returning them.
  *
  * Loads of written-back entries read through a few rings of their own,
  * each with one registered page buffer, so concurrent loads rarely share
@@ -25,6 +39,7 @@
 #include <sched.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <liburing.h>
@@ -37,6 +52,8 @@
 #define ZP_WB_MAX_BATCH		256u
 #define ZP_NR_RD		4
 #define ZP_SPACE_NONE		UINT64_MAX
+#define ZP_WB_BACKOFF_MIN_NS	1000000ull		/* 1 ms */
+#define ZP_WB_BACKOFF_MAX_NS	1000000000ull		/* 1 s */
 
 struct zp_rd {
 	pthread_mutex_t lock;
@@ -67,10 +84,24 @@ struct zp_wb {
 
 	struct zp_rd rd[ZP_NR_RD];
 
+	/* Backoff after a failed write (see the top of the file). */
+	_Atomic uint64_t retry_ns;	/* limit path waits until; 0: go */
+	_Atomic int last_err;		/* errno of the last failure; 0: none */
+	uint64_t backoff_ns;		/* current delay; 0: healthy (lock) */
+	bool probe;			/* start with one write (lock) */
+
 	_Atomic unsigned fail_count;
 	_Atomic int fail_err;
-	int logged_write, logged_read, logged_uring;
+	int logged_write, logged_read, logged_csum, logged_uring;
 };
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 /* ---- file space ---- */
 
@@ -126,9 +157,8 @@ static uint64_t space_alloc(struct zp_wb *wb, uint32_t len)
 	return s == ZP_SPACE_NONE ? s : s << ZP_SECTOR_SHIFT;
 }
 
-void zp_wb_space_free(struct zp_pool *pool, uint64_t offset, uint32_t len)
+static void space_free(struct zp_wb *wb, uint64_t offset, uint32_t len)
 {
-	struct zp_wb *wb = pool->wb;
 	unsigned k = (len + ZP_SECTOR - 1) >> ZP_SECTOR_SHIFT;
 
 	pthread_mutex_lock(&wb->space_lock);
@@ -137,6 +167,30 @@ void zp_wb_space_free(struct zp_pool *pool, uint64_t offset, uint32_t len)
 		wb->low = offset >> ZP_SECTOR_SHIFT;
 	pthread_mutex_unlock(&wb->space_lock);
 	atomic_fetch_sub_explicit(&wb->used_sectors, k, memory_order_relaxed);
+}
+
+/* The file space of an invalidated entry: free, and where writeback
+ * stopped for want of space, worth another try now. */
+void zp_wb_space_free(struct zp_pool *pool, uint64_t offset, uint32_t len)
+{
+	struct zp_wb *wb = pool->wb;
+
+	space_free(wb, offset, len);
+	if (atomic_load_explicit(&wb->last_err, memory_order_relaxed) == ENOSPC)
+		atomic_store_explicit(&wb->retry_ns, 0, memory_order_relaxed);
+}
+
+/*
+ * Is the pool's own writeback backing off after a failure?  Read without
+ * the writeback lock: a stale answer costs one early probe or one refused
+ * store, never an entry.
+ */
+bool zp_wb_backing_off(struct zp_pool *pool)
+{
+	uint64_t until = atomic_load_explicit(&pool->wb->retry_ns,
+					      memory_order_relaxed);
+
+	return until && now_ns() < until;
 }
 
 uint64_t zp_wb_space_used(struct zp_pool *pool)
@@ -341,7 +395,7 @@ static void finish_written(struct zp_pool *pool, zp_entry_t e, uint64_t off)
 		if (st & ZE_DOOMED) {
 			/* Invalidated while in flight: finish its free. */
 			pthread_mutex_unlock(&pool->lru_lock);
-			zp_wb_space_free(pool, off, len);
+			space_free(pool->wb, off, len);
 			zp_free(pool, handle);
 			zp_entry_release(pool, e);
 			return;
@@ -372,7 +426,7 @@ static void finish_failed(struct zp_pool *pool, zp_entry_t e, uint64_t off,
 	struct zp_entry *ent = &pool->entry[e];
 
 	if (off != ZP_SPACE_NONE)
-		zp_wb_space_free(pool, off, ent->len);
+		space_free(pool->wb, off, ent->len);
 	zp_stat_add(pool, st_wb_errors, 1);
 	cgm_log_once(&pool->wb->logged_write,
 		     "zpool: writeback to %s failed: %s; entries stay in memory",
@@ -389,14 +443,15 @@ static void finish_failed(struct zp_pool *pool, zp_entry_t e, uint64_t off,
 	pthread_mutex_unlock(&pool->lru_lock);
 }
 
-/* Take up to wb->batch of the oldest entries and copy their objects into
- * the registered buffers.  Returns how many. */
-static unsigned gather_batch(struct zp_pool *pool, struct zp_wb *wb)
+/* Take up to @max of the oldest entries, copy their objects into the
+ * registered buffers and checksum the copies.  Returns how many. */
+static unsigned gather_batch(struct zp_pool *pool, struct zp_wb *wb,
+			     unsigned max)
 {
 	unsigned n = 0;
 
 	pthread_mutex_lock(&pool->lru_lock);
-	while (n < wb->batch) {
+	while (n < max) {
 		zp_entry_t e = zp_lru_pop_oldest(pool);
 
 		if (!e)
@@ -416,28 +471,58 @@ static unsigned gather_batch(struct zp_pool *pool, struct zp_wb *wb)
 		if (p) {
 			memcpy(wb->iov[i].iov_base, p, ent->len);
 			zp_obj_read_end(pool, ent->handle, p);
+			/* Published with ZE_DISK, which loads acquire. */
+			ent->csum = zp_csum(wb->iov[i].iov_base, ent->len);
 		}
 	}
 	return n;
+}
+
+/* After a writeback that wrote @written and failed with @err (0: none):
+ * start, lengthen or end the backoff (writeback lock held). */
+static void backoff_update(struct zp_wb *wb, unsigned long written, int err)
+{
+	if (err) {
+		wb->backoff_ns = wb->backoff_ns ? wb->backoff_ns * 2 :
+				 ZP_WB_BACKOFF_MIN_NS;
+		if (wb->backoff_ns > ZP_WB_BACKOFF_MAX_NS)
+			wb->backoff_ns = ZP_WB_BACKOFF_MAX_NS;
+		wb->probe = true;
+		atomic_store_explicit(&wb->last_err, err, memory_order_relaxed);
+		atomic_store_explicit(&wb->retry_ns, now_ns() + wb->backoff_ns,
+				      memory_order_relaxed);
+	} else if (written) {
+		wb->backoff_ns = 0;
+		wb->probe = false;
+		atomic_store_explicit(&wb->last_err, 0, memory_order_relaxed);
+		atomic_store_explicit(&wb->retry_ns, 0, memory_order_relaxed);
+	}
 }
 
 long zp_writeback(struct zp_pool *pool, unsigned long nr)
 {
 	struct zp_wb *wb = pool->wb;
 	unsigned long written = 0;
-	bool failed = false;
+	int err = 0;
 
 	if (!wb)
 		return -ENODEV;
 	pthread_mutex_lock(&wb->lock);
-	while (written < nr && !failed) {
-		unsigned n = gather_batch(pool, wb);
+	while (written < nr && !err) {
+		/* After a failure, one write tells whether the device is back
+		 * before a whole batch is spent on it. */
+		unsigned max = wb->probe ? 1 : wb->batch;
+		unsigned n;
+
+		if (nr - written < max)
+			max = (unsigned)(nr - written);
+		n = gather_batch(pool, wb, max);
 
 		if (n == 0)
 			break;
 		write_batch(pool, wb, n);
 		/* Failures go back to the head youngest first, so the batch
-		 * keeps its order there. */
+		 * keeps its order there; the oldest one's error is reported. */
 		for (unsigned j = n; j-- > 0;) {
 			zp_entry_t e = wb->ids[j];
 
@@ -445,13 +530,17 @@ long zp_writeback(struct zp_pool *pool, unsigned long nr)
 				finish_written(pool, e, wb->off[j]);
 				written++;
 			} else {
-				finish_failed(pool, e, wb->off[j],
-					      wb->res[j] < 0 ? -wb->res[j] : ENOSPC);
-				failed = true;
+				err = wb->res[j] < 0 ? -wb->res[j] : ENOSPC;
+				finish_failed(pool, e, wb->off[j], err);
 			}
 		}
+		if (!err)
+			wb->probe = false;
 	}
+	backoff_update(wb, written, err);
 	pthread_mutex_unlock(&wb->lock);
+	if (written == 0 && err)
+		return -err;
 	return (long)written;
 }
 
@@ -510,8 +599,10 @@ static int read_rd(struct zp_wb *wb, struct zp_rd *rd, uint64_t off,
 	return 0;
 }
 
-/* Read an entry's bytes back and decompress (or copy) them into @dst. */
-int zp_wb_load(struct zp_pool *pool, uint64_t offset, uint32_t len, void *dst)
+/* Read an entry's bytes back, check them against @csum, and decompress
+ * (or copy) them into @dst.  -EIO, @dst untouched, if they changed. */
+int zp_wb_load(struct zp_pool *pool, uint64_t offset, uint32_t len,
+	       uint32_t csum, void *dst)
 {
 	struct zp_wb *wb = pool->wb;
 	struct zp_rd *rd = NULL;
@@ -525,6 +616,15 @@ int zp_wb_load(struct zp_pool *pool, uint64_t offset, uint32_t len, void *dst)
 		pthread_mutex_lock(&rd->lock);
 	}
 	ret = read_rd(wb, rd, offset, len);
+	if (ret == 0 && zp_csum(rd->buf, len) != csum) {
+		pthread_mutex_unlock(&rd->lock);
+		zp_stat_add(pool, st_wb_read_errors, 1);
+		cgm_log_once(&wb->logged_csum,
+			     "zpool: %s changed behind the pool's back: checksum "
+			     "mismatch at offset %llu; the load fails with EIO",
+			     pool->backing_path, (unsigned long long)offset);
+		return -EIO;
+	}
 	if (ret == 0) {
 		if (len == ZP_PAGE_SIZE)
 			memcpy(dst, rd->buf, ZP_PAGE_SIZE);

@@ -146,7 +146,7 @@ struct zp_entry {
 	uint32_t len;			/* compressed bytes; ZP_PAGE_SIZE: raw */
 	uint32_t handle;		/* ZE_OBJ */
 	uint32_t lru_prev, lru_next;	/* ZE_OBJ without WB: on the LRU */
-	uint32_t pad;
+	uint32_t csum;			/* ZE_DISK: zp_csum of the bytes written */
 	uint64_t word;			/* ZE_SAME: the word */
 	_Atomic uint64_t offset;	/* ZE_DISK: file offset */
 };
@@ -175,7 +175,13 @@ struct zp_pool {
 	pthread_mutex_t arena_lock;
 	uint32_t arena_top;		/* next never-used page */
 	uint32_t free_runs[ZP_MAX_PAGES_PER_ZSPAGE + 1];
+	/* Pages charged to zspages; never past limit_pages (max_bytes in
+	 * whole pages, UINT64_MAX without a limit). */
 	_Atomic uint64_t pages_allocated;
+	uint64_t limit_pages;
+	/* A store was refused at the limit; stores are refused before they
+	 * compress until the pool is back under 90% (zswap's reached_full). */
+	atomic_bool limit_full;
 
 	/* handles */
 	struct zp_idpool handles;
@@ -221,7 +227,7 @@ struct zp_class *zp_size_class(struct zp_pool *pool, size_t size);
 /* arena.c */
 int zp_arena_init(struct zp_pool *pool, size_t bytes);
 void zp_arena_destroy(struct zp_pool *pool);
-uint32_t zp_arena_alloc(struct zp_pool *pool, unsigned nr_pages);
+int zp_arena_alloc(struct zp_pool *pool, unsigned nr_pages, uint32_t *pagep);
 void zp_arena_free(struct zp_pool *pool, uint32_t page, unsigned nr_pages);
 static inline char *zp_page_addr(struct zp_pool *pool, uint32_t page)
 {
@@ -229,7 +235,8 @@ static inline char *zp_page_addr(struct zp_pool *pool, uint32_t page)
 }
 
 /* zspage.c: zspages, fullness, pinning (class lock held where noted) */
-uint32_t zp_zspage_create(struct zp_pool *pool, struct zp_class *cls);
+int zp_zspage_create(struct zp_pool *pool, struct zp_class *cls,
+		     uint32_t *pagep);
 void zp_zspage_insert(struct zp_pool *pool, struct zp_class *cls,
 		      uint32_t page);				/* locked */
 unsigned zp_zspage_release(struct zp_pool *pool, struct zp_class *cls,
@@ -257,6 +264,7 @@ static inline uint32_t *zp_obj_hdr(struct zp_pool *pool, struct zp_class *cls,
 }
 
 /* obj.c */
+int zp_obj_malloc(struct zp_pool *pool, size_t size, zp_handle_t *handle);
 uint64_t zp_handle_loc(struct zp_pool *pool, zp_handle_t handle);
 bool zp_handle_valid(struct zp_pool *pool, zp_handle_t handle);
 void zp_class_maybe_compact(struct zp_pool *pool, struct zp_class *cls);
@@ -277,9 +285,14 @@ int zp_decompress(struct zp_pool *pool, const void *src, size_t len, void *dst);
 /* writeback.c */
 int zp_wb_init(struct zp_pool *pool);
 void zp_wb_destroy(struct zp_pool *pool);
-int zp_wb_load(struct zp_pool *pool, uint64_t offset, uint32_t len, void *dst);
+int zp_wb_load(struct zp_pool *pool, uint64_t offset, uint32_t len,
+	       uint32_t csum, void *dst);
 void zp_wb_space_free(struct zp_pool *pool, uint64_t offset, uint32_t len);
 uint64_t zp_wb_space_used(struct zp_pool *pool);
+bool zp_wb_backing_off(struct zp_pool *pool);
+
+/* csum.c */
+uint32_t zp_csum(const void *buf, size_t len);
 
 /* store.c */
 void zp_entry_release(struct zp_pool *pool, zp_entry_t e);

@@ -87,16 +87,19 @@ void zp_zspage_list(struct zp_pool *pool, struct zp_class *cls,
  * Map a new zspage for @cls, its objects all free, and make it LIVE.
  * Called without the class lock (the arena has its own, and a fresh zspage
  * is nobody else's yet); zp_zspage_insert then lists it under the lock.
- * Returns the first page, 0 if out of memory.
+ * Returns 0 and the first page in *pagep, or zp_arena_alloc's -ENOSPC
+ * (past the pool's limit) or -ENOMEM.
  */
-uint32_t zp_zspage_create(struct zp_pool *pool, struct zp_class *cls)
+int zp_zspage_create(struct zp_pool *pool, struct zp_class *cls,
+		     uint32_t *pagep)
 {
 	unsigned n = cls->pages_per_zspage;
-	uint32_t page = zp_arena_alloc(pool, n);
 	struct zp_zspage *zs;
+	uint32_t page;
+	int ret = zp_arena_alloc(pool, n, &page);
 
-	if (!page)
-		return 0;
+	if (ret)
+		return ret;
 	for (unsigned i = 0; i < n; i++)
 		pool->desc[page + i].head = page;
 	zs = &pool->desc[page];
@@ -122,7 +125,8 @@ uint32_t zp_zspage_create(struct zp_pool *pool, struct zp_class *cls)
 	 * count, which it will take back.
 	 */
 	atomic_fetch_add_explicit(&zs->lock, ZS_LIVE, memory_order_release);
-	return page;
+	*pagep = page;
+	return 0;
 }
 
 /* Account a created zspage to its class and list it (class lock held). */

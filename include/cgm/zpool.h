@@ -54,9 +54,16 @@ enum zp_huge_policy {
  *
  *   backing     file for writeback (created, truncated); NULL or "" means
  *               no writeback
- *   max_bytes   limit on pool memory; past it the oldest entries are
- *               written back, or, without a backing file, stores are
- *               refused with -ENOSPC (0: no limit)
+ *   max_bytes   limit on pool memory (zspage pages), held exactly and
+ *               rounded down to whole pages (0: no limit).  A store that
+ *               finds the pool at the limit, or whose object needs a new
+ *               zspage past it, first writes the oldest entries back and
+ *               compacts; without a backing file, or while writeback backs
+ *               off after a failed write (see zp_writeback), it is refused
+ *               with -ENOSPC.  After a refusal, stores make room (or are
+ *               refused) before compressing until the pool is back under
+ *               90% of the limit, as zswap's accept threshold.  zp_malloc
+ *               never writes back: it refuses.
  *   codec       lz4 or zstd, with level (lz4: acceleration, default 1;
  *               zstd: level, default 3)
  */
@@ -96,7 +103,8 @@ struct zp_stats {
 	uint64_t wb_pages_on_disk;	/* entries currently on disk */
 	uint64_t wb_loads;		/* loads served from the backing file */
 	uint64_t wb_io_errors;		/* failed writes (I/O error, full disk) */
-	uint64_t wb_read_errors;	/* failed reads of written-back entries */
+	uint64_t wb_read_errors;	/* failed loads from the backing file
+					 * (I/O error, checksum mismatch) */
 	uint64_t backing_bytes;		/* file space in use */
 	uint64_t pool_limit_hit;	/* stores that found the pool at max */
 	uint64_t reject_compress_poor;	/* huge pages refused (ZP_HUGE_REJECT) */
@@ -124,7 +132,10 @@ void zp_destroy_pool(struct zp_pool *pool);
 /* ---- object allocator (zsmalloc) ---- */
 
 /* Allocate an object of @size (1..ZP_PAGE_SIZE) bytes.  Returns its handle,
- * or 0 when @size is out of range or memory is exhausted. */
+ * or 0 when @size is out of range, memory is exhausted, or the object
+ * needs a new zspage that would take the pool past max_bytes (objects
+ * count toward the limit like stored pages; zp_malloc writes nothing
+ * back to make room). */
 zp_handle_t zp_malloc(struct zp_pool *pool, size_t size);
 /* Free the object of @handle.  Returns 0 or -EINVAL for a bad handle. */
 int zp_free(struct zp_pool *pool, zp_handle_t handle);
@@ -156,18 +167,36 @@ unsigned long zp_get_total_pages(struct zp_pool *pool);
 /*
  * Store one page (ZP_PAGE_SIZE bytes).  Returns 0 and sets *entry, or
  * -E2BIG (incompressible page under ZP_HUGE_REJECT), -ENOSPC (pool at
- * max_bytes and nothing could be written back), -ENOMEM.
+ * max_bytes and not enough could be written back, or writeback is
+ * backing off after a failed write: refused at once, nothing tried),
+ * -ENOMEM.
  */
 int zp_store(struct zp_pool *pool, const void *page, zp_entry_t *entry);
-/* Copy the stored page, byte-identical, into @dst.  -EINVAL for a bad
- * entry, -EIO when the backing file cannot be read (the entry stays). */
+/*
+ * Copy the stored page, byte-identical, into @dst.  -EINVAL for a bad
+ * entry; -EIO when the backing file cannot be read or what is read back
+ * differs from what was written (every write is checksummed): @dst is
+ * then left as it was, never filled with corrupted bytes, and the entry
+ * stays (a later load may succeed if the file is repaired).
+ */
 int zp_load(struct zp_pool *pool, zp_entry_t entry, void *dst);
 /* Drop the entry, its object and its file space. */
 int zp_invalidate(struct zp_pool *pool, zp_entry_t entry);
 /*
  * Write back up to @nr of the oldest entries held in memory to the backing
- * file.  Returns how many were written, or -ENODEV without a backing file.
- * A failed write keeps its entries in memory (counted in wb_io_errors).
+ * file, in batches of wb_batch; stops at the first batch with a failed
+ * write.  Returns how many were written (0 if no entry was in memory, or
+ * @nr is 0); if there were entries but none could be written, the
+ * negative errno of the failure (-ENOSPC: device or backing_max full,
+ * short write; -EIO, ...); -ENODEV without a backing file.  A failed
+ * write keeps its entry in memory (counted in wb_io_errors).
+ *
+ * After a failed write the pool backs off: the next writeback starts
+ * with a single write and goes on only if it lands, and the writeback a
+ * store at the limit would make is not attempted for 1 ms, doubling at
+ * each further failure up to 1 s, or until file space is freed after an
+ * ENOSPC; a write that lands ends the backoff.  zp_writeback itself is
+ * always attempted.
  */
 long zp_writeback(struct zp_pool *pool, unsigned long nr);
 
