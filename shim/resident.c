@@ -168,6 +168,16 @@ bool cgm_resident_refuse(int64_t bytes)
 void cgm_reclaim_self(bool force)
 {
 	int64_t now = cgm_now_ns();
+	struct cgm_thread_slot *t = own_slot();
+
+	/*
+	 * An explicit reclaim (memory.reclaim, a limit written below usage)
+	 * also gives back this thread's precharged stock, as the kernel
+	 * drains its per-CPU stocks when memory.high or memory.max is
+	 * written.  Pressure in a charge path leaves it: the charge needs it.
+	 */
+	if (force && t)
+		acct_stock_drain(&cgm_acct, t);
 
 	/* Pressure that asks again within a millisecond finds nothing new to collect. */
 	if (force || now - __atomic_load_n(&last_collect_ns, __ATOMIC_RELAXED) >= COLLECT_MIN_NS) {
