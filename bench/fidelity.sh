@@ -1,7 +1,8 @@
 #!/bin/sh
 # The fidelity table: each workload under `cgmctl compare` (a kernel memory
 # cgroup and a cgmalloc group around the same preloaded process, sampled
-# every 100 ms), cgmalloc's memory.current against the kernel's anon.
+# every 100 ms, or 5 ms for a short one), cgmalloc's memory.current
+# against the kernel's anon.
 # Usage: bench/fidelity.sh BUILD_DIR  (make bench-fidelity)
 # Prints a markdown table; exits 77 where no kernel memory cgroup is writable.
 set -eu
@@ -33,7 +34,7 @@ measure() {
 	name=$1
 	shift
 	set +e
-	"$CGMCTL" --hierarchy "$T/h" compare -i 100 -o "$T/out" -- "$@" >"$T/rep" 2>"$T/err"
+	"$CGMCTL" --hierarchy "$T/h" compare -i "${IV:-100}" -o "$T/out" -- "$@" >"$T/rep" 2>"$T/err"
 	st=$?
 	set -e
 	if grep -q "no writable kernel memory cgroup" "$T/err"; then
@@ -64,8 +65,10 @@ measure() {
 			       st == 0 ? "" : " (exit " st ")"
 		}' "$T/rep"
 	TAIL=
+	IV=
 }
 TAIL=
+IV=
 
 echo "| workload | kernel anon peak (MiB) | cgmalloc memory.current peak (MiB) | ratio at peak | median ratio over time | end state: cgmalloc / kernel (MiB) |"
 echo "|---|---|---|---|---|---|"
@@ -83,6 +86,8 @@ TAIL=1
 measure "free-all (200 MiB), then memory.reclaim" "$FID" freeall 200M hold=1500 reclaim
 measure "C small objects, 200 MiB" "$FID" small 200M hold=500
 measure "C, 8 threads of small objects, 200 MiB" "$FID" threads 200M 8 hold=500
+# (short: sampled every 5 ms)
+IV=5
 measure "C++ strings/maps/threads/aligned new" "$CXX_WORKLOAD"
 measure "sqlite3, 1M rows in memory" sqlite3 :memory: "create table t(a, b);
 with recursive c(x) as (select 1 union all select x + 1 from c limit 1000000)
