@@ -3,5 +3,6 @@
 acct_SRCS := accounting/page_counter.c accounting/hier.c accounting/group.c \
 	accounting/attach.c accounting/stock.c accounting/harvest.c \
 	accounting/charge.c accounting/oom.c accounting/rstat.c \
-	accounting/move.c accounting/limits.c accounting/files.c accounting/sample.c
+	accounting/move.c accounting/limits.c accounting/files.c accounting/sample.c \
+	accounting/protect.c
 MODULES += acct

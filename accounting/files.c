@@ -97,7 +97,7 @@ static int parse_limit(const char *v, uint64_t *bytes, char *why, size_t whylen)
 	return -EINVAL;
 }
 
-static int64_t reclaim_subtree(struct cgm_hier *h, uint32_t group);
+static int64_t reclaim_subtree(struct cgm_hier *h, uint32_t group, int64_t want);
 
 /*
  * memory.max or memory.high written below the group's usage reclaims at
@@ -118,7 +118,7 @@ static int write_limit(const struct cgm_file *f, struct cgm_hier *h, uint32_t gr
 	err = acct_set_limit(h, group, which, bytes);
 	if (!err && (which == CGM_LIMIT_MAX || which == CGM_LIMIT_HIGH) &&
 	    page_counter_read(&g->memory) > page_counter_pages(bytes))
-		reclaim_subtree(h, group);
+		reclaim_subtree(h, group, page_counter_read(&g->memory) - page_counter_pages(bytes));
 	return err;
 }
 
@@ -317,25 +317,26 @@ bad:
 void (*cgm_files_reclaim_self)(void);
 
 /*
- * Ask every process of the subtree of @group to give back what its
- * allocator keeps: it does at its next allocation slow path (the caller's
- * own process at once).  Waits up to half a second for them.  Returns
- * the pages by which the group's usage fell.
+ * One reclaim pass: ask the processes of the subtree of @group whose
+ * group has protection @level to give back what their allocators keep --
+ * each does at its next allocation slow path (the caller's own process at
+ * once) -- and wait up to half a second for them.  A group below its low
+ * that is reclaimed gets a "low" event.  False if no process was asked.
  */
-static int64_t reclaim_subtree(struct cgm_hier *h, uint32_t group)
+static bool reclaim_pass(struct cgm_hier *h, uint32_t group, enum acct_protection level)
 {
-	struct cgm_group *g = hier_group(h, group);
-	int64_t before;
 	struct cgm_proc *p;
-	bool any = false;
+	bool any = false, asked = false;
 	uint32_t i;
 
-	acct_reclaim_dead(h);
-	before = page_counter_read(&g->memory);
-	acct_harvest_subtree(h, group);
 	for_each_live_proc(h, i, p) {
-		if (!group_in_subtree(h, __atomic_load_n(&p->group, __ATOMIC_RELAXED), group))
+		uint32_t pg = __atomic_load_n(&p->group, __ATOMIC_RELAXED);
+
+		if (!group_in_subtree(h, pg, group) || acct_reclaim_protection(h, group, pg) != level)
 			continue;
+		if (level == ACCT_PROT_LOW)
+			group_event(h, pg, CGM_EV_LOW);
+		asked = true;
 		if (p->pid == (int32_t)getpid()) {
 			if (cgm_files_reclaim_self)
 				cgm_files_reclaim_self();
@@ -362,6 +363,27 @@ static int64_t reclaim_subtree(struct cgm_hier *h, uint32_t group)
 		}
 	}
 	acct_harvest_subtree(h, group);
+	return asked;
+}
+
+/*
+ * Reclaim from the subtree of @group, @want pages (0: whatever the first
+ * pass gives), as the kernel's reclaim honours memory.min and memory.low:
+ * the unprotected groups first, then, if they did not give enough, the
+ * groups within their low, never those within their min.  Returns the
+ * pages by which the group's usage fell.
+ */
+static int64_t reclaim_subtree(struct cgm_hier *h, uint32_t group, int64_t want)
+{
+	struct cgm_group *g = hier_group(h, group);
+	int64_t before;
+
+	acct_reclaim_dead(h);
+	acct_harvest_subtree(h, group);
+	before = page_counter_read(&g->memory);
+	reclaim_pass(h, group, ACCT_PROT_NONE);
+	if (want > 0 && before - page_counter_read(&g->memory) < want)
+		reclaim_pass(h, group, ACCT_PROT_LOW);
 	return before - page_counter_read(&g->memory);
 }
 
@@ -373,7 +395,7 @@ static int write_reclaim(const struct cgm_file *f, struct cgm_hier *h, uint32_t 
 	char a[32], b[32];
 
 	(void)f;
-	got = reclaim_subtree(h, group);
+	got = reclaim_subtree(h, group, page_counter_pages(bytes));
 	if (bytes == 0 || got >= page_counter_pages(bytes))
 		return 0;
 	snprintf(why, whylen, "reclaimed %s of the %s asked (a process reclaims at its next "
@@ -398,10 +420,10 @@ const struct cgm_file cgm_files[] = {
 	  .help = "throttle limit: allocating threads above it sleep" },
 	{ .name = "memory.low", .flags = CGM_FILE_NOT_ON_ROOT, .private = CGM_LIMIT_LOW,
 	  .show = show_limit, .parse = parse_limit, .write = write_limit,
-	  .help = "best-effort protection (stored; not yet honoured: nothing is reclaimed)" },
+	  .help = "best-effort protection: reclaim takes from it only when unprotected groups did not give enough" },
 	{ .name = "memory.min", .flags = CGM_FILE_NOT_ON_ROOT, .private = CGM_LIMIT_MIN,
 	  .show = show_limit, .parse = parse_limit, .write = write_limit,
-	  .help = "hard protection (stored; not yet honoured: nothing is reclaimed)" },
+	  .help = "hard protection: reclaim never takes from a group within it" },
 	{ .name = "memory.reclaim", .parse = parse_reclaim, .write = write_reclaim,
 	  .help = "write a size: the subtree's processes give back what their allocators keep "
 		  "(EAGAIN if less came back)" },

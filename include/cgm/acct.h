@@ -293,6 +293,22 @@ int acct_move(struct cgm_hier *h, uint32_t proc, uint32_t group);
 
 enum acct_limit { CGM_LIMIT_MAX, CGM_LIMIT_HIGH, CGM_LIMIT_LOW, CGM_LIMIT_MIN };
 
+/* ---- protect.c: memory.min and memory.low in reclaim ---- */
+
+enum acct_protection {
+	ACCT_PROT_NONE,		/* reclaimed first */
+	ACCT_PROT_LOW,		/* reclaimed only if the others did not give enough */
+	ACCT_PROT_MIN,		/* never reclaimed */
+};
+
+/*
+ * How @group is protected in a reclaim of the subtree of @root (the group
+ * at its limit, or whose memory.reclaim was written): its usage against
+ * its effective memory.min and memory.low, computed from @root down.
+ * @root itself, and a group not below it, are not protected.
+ */
+enum acct_protection acct_reclaim_protection(struct cgm_hier *h, uint32_t root, uint32_t group);
+
 /* Set memory.max/high/low/min of @group (bytes; UINT64_MAX: "max"). */
 int acct_set_limit(struct cgm_hier *h, uint32_t group, enum acct_limit which, uint64_t bytes);
 
