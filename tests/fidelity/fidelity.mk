@@ -4,7 +4,7 @@
 # process's RssAnon and with a kernel cgroup (cgmctl compare).
 
 FID := $(B)/tests/fidelity
-FID_TESTS := resident reclaim
+FID_TESTS := resident reclaim protect
 FID_CHECKS := $(addprefix check-fid-,$(FID_TESTS))
 
 $(FID)/fid_prog: tests/fidelity/fid_prog.c
