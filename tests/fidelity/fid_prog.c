@@ -6,6 +6,10 @@
  *
  *	fid_prog bigtouch SIZE PCT	malloc SIZE, touch PCT% of it
  *	fid_prog mmap SIZE		mmap SIZE private anonymous, touch it all
+ *	fid_prog mremap SIZE		mmap SIZE/2, touch it, mremap it to SIZE (it may
+ *					move), touch the rest, shrink it back to SIZE/4
+ *	fid_prog brk SIZE		sbrk SIZE, touch it all, give it back
+ *	fid_prog shared SIZE		mmap SIZE shared anonymous, touch it all
  *	fid_prog small SIZE		objects of 16..512 bytes, SIZE in all
  *	fid_prog mixed SIZE TOUCHED	blocks of 4 KiB..8 MiB, SIZE in all, TOUCHED of it touched
  *	fid_prog threads SIZE N		N threads of small objects, SIZE in all
@@ -20,6 +24,7 @@
  * (and, with busy, how many of those allocations failed).
  */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,10 +174,12 @@ int main(int argc, char **argv)
 
 	if (!strcmp(mode, "bigtouch") || !strcmp(mode, "mixed") || !strcmp(mode, "threads"))
 		nargs = 2;
-	else if (!strcmp(mode, "mmap") || !strcmp(mode, "small") || !strcmp(mode, "freeall"))
+	else if (!strcmp(mode, "mmap") || !strcmp(mode, "small") || !strcmp(mode, "freeall") ||
+		 !strcmp(mode, "mremap") || !strcmp(mode, "brk") || !strcmp(mode, "shared"))
 		nargs = 1;
 	else {
-		fprintf(stderr, "usage: fid_prog bigtouch|mmap|small|mixed|threads|freeall ARGS "
+		fprintf(stderr, "usage: fid_prog bigtouch|mmap|mremap|brk|shared|small|mixed|threads|"
+			"freeall ARGS "
 			"[hold=MS] [busy] [reclaim]\n");
 		return 2;
 	}
@@ -200,6 +207,53 @@ int main(int argc, char **argv)
 	} else if (!strcmp(mode, "mmap")) {
 		size_t n = parse_size(argv[2]);
 		char *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		if (p == MAP_FAILED) {
+			perror("fid_prog: mmap");
+			return 1;
+		}
+		touch(p, n);
+		hold("peak");
+		munmap(p, n);
+	} else if (!strcmp(mode, "mremap")) {
+		size_t n = parse_size(argv[2]);
+		char *p = mmap(NULL, n / 2, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		if (p == MAP_FAILED) {
+			perror("fid_prog: mmap");
+			return 1;
+		}
+		touch(p, n / 2);
+		p = mremap(p, n / 2, n, MREMAP_MAYMOVE);
+		if (p == MAP_FAILED) {
+			perror("fid_prog: mremap");
+			return 1;
+		}
+		touch(p + n / 2, n / 2);
+		hold("peak");
+		if (mremap(p, n, n / 4, 0) != p) {
+			perror("fid_prog: mremap (shrink)");
+			return 1;
+		}
+		hold("shrunk");
+		munmap(p, n / 4);
+	} else if (!strcmp(mode, "brk")) {
+		size_t n = parse_size(argv[2]);
+		char *p = sbrk((intptr_t)n);
+
+		if (p == (void *)-1) {
+			perror("fid_prog: sbrk");
+			return 1;
+		}
+		touch(p, n);
+		hold("peak");
+		if (sbrk(-(intptr_t)n) == (void *)-1) {
+			perror("fid_prog: sbrk (give back)");
+			return 1;
+		}
+	} else if (!strcmp(mode, "shared")) {
+		size_t n = parse_size(argv[2]);
+		char *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 
 		if (p == MAP_FAILED) {
 			perror("fid_prog: mmap");

@@ -37,6 +37,31 @@ finish
 [ "$ST" = 0 ] || fail "mmap exited $ST"
 CHECKS=$((CHECKS + 1))
 
+# mremap: grown (it may move) and touched, then shrunk to a quarter; sbrk;
+# and a shared mapping, which is not charged (the kernel counts it as
+# shmem, which cgmalloc does not model).
+start "scope=/remap" "$FID_PROG" mremap 64M hold=1500 busy
+reach peak
+settle /remap mapped_anon -ge $((60 * MIB)) || fail "mremap to 64M, touched: mapped_anon $(mib "$V")"
+reach shrunk
+settle /remap mapped_anon -le $((20 * MIB)) || fail "mremap shrunk to 16M: mapped_anon $(mib "$V")"
+[ "$(value /remap memory.current)" -le $((24 * MIB)) ] ||
+	fail "mremap shrunk to 16M: memory.current $(mib "$(value /remap memory.current)")"
+finish
+[ "$ST" = 0 ] || fail "mremap exited $ST: $(head -3 "$T/bg.err")"
+start "scope=/brk" "$FID_PROG" brk 64M hold=1500 busy
+reach peak
+settle /brk mapped_anon -ge $((60 * MIB)) || fail "sbrk(64M), touched: mapped_anon $(mib "$V")"
+finish
+[ "$ST" = 0 ] || fail "brk exited $ST: $(head -3 "$T/bg.err")"
+start "scope=/shm" "$FID_PROG" shared 64M hold=1000 busy
+reach peak
+sleep 0.2
+[ "$(value /shm memory.current)" -le $((8 * MIB)) ] ||
+	fail "a shared mapping of 64M was charged: memory.current $(mib "$(value /shm memory.current)")"
+finish
+CHECKS=$((CHECKS + 1))
+
 # python3 with its own allocator (pymalloc's arenas come from mmap): the
 # group's charge is the process's RssAnon, within 10%.
 start "scope=/py" "$PY" -c '
