@@ -79,6 +79,29 @@ finish
 [ "$ST" = 0 ] || fail "python3 exited $ST"
 CHECKS=$((CHECKS + 1))
 
+# fork: the child is charged the anon it has beyond what it inherited
+# (the kernel charges nothing at fork; the shared pages stay the parent's):
+# a 100 MiB parent and a child that adds 20 MiB make about 120, not 220.
+start "scope=/fk" "$PY" -c '
+import os, sys, time
+hold = b"x" * (100 << 20)
+pid = os.fork()
+if pid == 0:
+    mine = b"y" * (20 << 20)
+    print("peak", flush=True)
+    time.sleep(1.5)
+    os._exit(0)
+os.waitpid(pid, 0)
+'
+reach peak
+sleep 0.2
+cur=$(value /fk memory.current)
+[ "$cur" -ge $((115 * MIB)) ] && [ "$cur" -le $((140 * MIB)) ] ||
+	fail "a 100 MiB parent and a child adding 20 MiB: memory.current $(mib "$cur")"
+finish
+[ "$ST" = 0 ] || fail "the fork workload exited $ST: $(head -3 "$T/bg.err")"
+CHECKS=$((CHECKS + 1))
+
 # memory.stat: the kernel's key (anon) and cgmalloc's own.
 start "scope=/keys" "$FID_PROG" small 32M hold=1000
 reach peak
