@@ -20,6 +20,11 @@ $(ZPT)/test_zpool_stress: tests/test_zpool_stress.c $(ZPT_DEPS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ZPT_CFLAGS) -pthread -o $@ $< $(call zpool_test_link,plain)
 
+# The spiller's engine: userfaultfd, so it skips where the kernel refuses.
+$(ZPT)/test_spill: tests/test_spill.c $(ZPT_DEPS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ZPT_CFLAGS) $(CHECK_CFLAGS) -pthread -o $@ $< $(call zpool_test_link,plain) $(CHECK_LIBS)
+
 check-zpool: $(ZPT)/test_zpool
 	$(RUN) $(ZPT)/test_zpool
 
@@ -46,6 +51,17 @@ $(ZPT)/tsan/test_zpool_stress: tests/test_zpool_stress.c tests/zpool_pages.c \
 check-tsan-zpool: $(ZPT)/tsan/test_zpool_stress
 	$(RUN) env TSAN_OPTIONS="halt_on_error=1 exitcode=66" $(ZPT)/tsan/test_zpool_stress 20000
 
+check-spill: $(ZPT)/test_spill
+	$(RUN) $(ZPT)/test_spill
+
+$(ZPT)/tsan/test_spill: tests/test_spill.c tests/zpool_pages.c $(call archives,tsan,zpool base)
+	@mkdir -p $(dir $@)
+	clang $(ZPT_CFLAGS) $(CHECK_CFLAGS) -fsanitize=thread -O1 -fno-omit-frame-pointer -pthread \
+		-o $@ $< $(call zpool_test_link,tsan) $(CHECK_LIBS)
+
+check-tsan-spill: $(ZPT)/tsan/test_spill
+	$(RUN) env TSAN_OPTIONS="halt_on_error=1 exitcode=66" $(ZPT)/tsan/test_spill
+
 # The unit, model, fault and stress tests with the pool under ASan+UBSan.
 $(ZPT)/asan/%: tests/%.c tests/zpool_pages.c $(call archives,asan,zpool base)
 	@mkdir -p $(dir $@)
@@ -67,8 +83,8 @@ stress-zpool: $(ZPT)/test_zpool_model $(ZPT)/test_zpool_stress \
 	TSAN_OPTIONS="halt_on_error=1 exitcode=66" $(ZPT)/tsan/test_zpool_stress 200000
 
 CHECK_TARGETS += check-zpool check-zpool-model check-zpool-stress check-zpool-fault \
-	check-zpool-nomalloc check-tsan-zpool
+	check-zpool-nomalloc check-tsan-zpool check-spill check-tsan-spill
 ASAN_TARGETS += check-asan-zpool
 STRESS_TARGETS += stress-zpool
-.PHONY: check-zpool check-zpool-model check-zpool-stress check-zpool-fault \
+.PHONY: check-spill check-tsan-spill check-zpool check-zpool-model check-zpool-stress check-zpool-fault \
 	check-zpool-nomalloc check-tsan-zpool check-asan-zpool stress-zpool

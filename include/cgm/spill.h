@@ -1,0 +1,125 @@
+/*
+ * spill: move cold anonymous pages into the compressed pool and bring them
+ * back on access through userfaultfd.
+ *
+ *   spill_open    create the engine: two uffds, a staging area, the page
+ *                 table, and the handler thread that serves refaults
+ *   spill_out     capture pages (UFFDIO_MOVE), store them compressed
+ *   spill_stats   counters
+ *   spill_close   bring every spilled page back, stop the thread, unmap
+ *
+ * How a page leaves.  spill_out() enters each page in the table as "in
+ * transit", registers the call's range for MISSING faults on the program
+ * uffd, and moves the pages with UFFDIO_MOVE into a staging area that is
+ * registered on a second uffd (a move's destination must be registered on
+ * the uffd that issues it, and the staging uffd has no handler: nothing
+ * ever faults there).  The move is atomic against the program's writes: a
+ * write either lands before the move and travels with the page, or finds
+ * the page missing and waits for the handler.  Each staged page is then
+ * compressed into the pool (zp_store) and its staging page released.
+ *
+ * How a page comes back.  A thread (or a system call: the uffd is created
+ * without UFFD_USER_MODE_ONLY and without UFFD_FEATURE_SIGBUS) that touches
+ * a spilled page blocks until the handler thread loads the page from the
+ * pool and installs it with UFFDIO_COPY, which wakes it.  A fault on a page
+ * still in transit waits until its store finishes, so it never sees zeros
+ * or stale bytes.  A range stays registered only while some page of it is
+ * spilled; the registration of the last page's range is dropped when that
+ * page comes back, so hot memory never faults through the handler.
+ *
+ * Nothing here calls malloc or stdio: every table is mmap'd at
+ * spill_open() and messages go through cgm_log(), so the engine can run
+ * inside the interposed malloc.
+ *
+ * Limits of this engine, for whoever wires it in:
+ *   - fork(): no UFFD_FEATURE_EVENT_FORK; a child reads zeros where the
+ *     parent's pages were spilled.  Bring pages back (or refuse) at fork.
+ *   - MADV_DONTNEED/munmap by the program on a spilled page is not seen
+ *     (no EVENT_REMOVE/UNMAP): a later touch brings the old bytes back, and
+ *     the entry of an unmapped page stays until spill_close().
+ *   - A thread must not touch, in the same spill_out() call, a page it is
+ *     spilling (it would wait for its own store).
+ */
+#ifndef CGM_SPILL_H
+#define CGM_SPILL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct zp_pool;
+struct spill_engine;
+
+/*
+ * Options; a zeroed struct means defaults.
+ *   pool        the pool pages are stored in (required); the engine does
+ *               not own it, and it must outlive spill_close()
+ *   max_pages   most pages spilled at once (0: 1 Mi pages, 4 GiB); a page
+ *               past it is skipped
+ *   max_ranges  most spill_out() ranges with a page still spilled (0: 64 Ki)
+ */
+struct spill_options {
+	struct zp_pool *pool;
+	size_t max_pages;
+	size_t max_ranges;
+};
+
+/* Counters; totals since spill_open() unless said otherwise. */
+struct spill_stats {
+	uint64_t spilled;	/* pages moved out and stored in the pool */
+	uint64_t refaulted;	/* pages brought back by a fault */
+	uint64_t restored;	/* pages brought back by spill_close() */
+	uint64_t skipped;	/* pages left in place: the move failed (not
+				 * present, EBUSY after fork, ...), already
+				 * spilled, or the table was full */
+	uint64_t store_failed;	/* pages put back because zp_store failed */
+	uint64_t stored_bytes;	/* page bytes handed to the pool (4 KiB each;
+				 * the compressed size is in zp_pool_stats) */
+	uint64_t in_pool;	/* pages spilled now */
+	uint64_t ranges;	/* ranges registered now */
+};
+
+/*
+ * Create an engine over @opt->pool: the uffds, the tables, and the handler
+ * thread (which blocks every signal).  Returns 0 and sets *enginep, or:
+ *   -EPERM       the kernel gives this process no uffd that serves system
+ *                calls: one "cgmalloc: spill: ..." line names what to grant
+ *                (root, CAP_SYS_PTRACE, sysctl vm.unprivileged_userfaultfd=1,
+ *                or read-write access to /dev/userfaultfd)
+ *   -EOPNOTSUPP  the kernel lacks userfaultfd or UFFDIO_MOVE (Linux 6.8+)
+ *   -EINVAL      no pool
+ *   -ENOMEM, -EAGAIN (thread)
+ * Call once per engine, from any thread, while no other call on it runs.
+ */
+int spill_open(const struct spill_options *opt, struct spill_engine **enginep);
+
+/*
+ * Spill @npages pages from @addr (page-aligned, private anonymous,
+ * writable memory of this process).  Each page is moved out and stored;
+ * a page that cannot be moved (not present, shared after fork, already
+ * spilled, table full) is left in place and counted as skipped; a page the
+ * pool refuses is put back and counted in store_failed.  Returns the number
+ * of pages spilled, or -EINVAL (unaligned, overlaps the engine's own
+ * memory, not registrable memory: then nothing was spilled), -ENOSPC (no
+ * free range slot), -ESHUTDOWN (engine closing).  Safe from any number of
+ * threads at once, and against faults on the same pages.
+ */
+long spill_out(struct spill_engine *e, void *addr, size_t npages);
+
+/*
+ * Read the counters (each one exact, the set not a snapshot).  A refault is
+ * counted, and its range unregistered, just after the faulting thread is
+ * released: that thread may read the counters a moment before they
+ * include its fault.
+ */
+void spill_stats(struct spill_engine *e, struct spill_stats *st);
+
+/*
+ * Bring every spilled page back into place (pages a program thread faults
+ * meanwhile are served as usual), unregister every range, stop and join
+ * the handler thread, close the uffds and unmap the engine.  A page the
+ * pool cannot load (backing-file I/O error) raises SIGBUS, as a failed
+ * swap-in does.  No spill_out() may run during or after it.
+ */
+void spill_close(struct spill_engine *e);
+
+#endif /* CGM_SPILL_H */

@@ -1,0 +1,823 @@
+/*
+ * The spiller's engine: cold pages moved out with UFFDIO_MOVE, stored in
+ * the pool, and served back by a userfaultfd handler thread.
+ *
+ * Two locks and one counter per range order everything:
+ *
+ *   table lock (lock, cond changed)  the page table: page -> entry, whose
+ *       state is TRANSIT (entered by spill_out, being moved and stored),
+ *       STORED (in the pool) or LOADING (being brought back).  Only the
+ *       spill_out call that entered a page changes TRANSIT; only the thread
+ *       that set LOADING removes the entry.  Anyone who finds an entry in a
+ *       state it may not touch waits on @changed.
+ *   reg_lock  the range slots and UFFDIO_REGISTER/UNREGISTER.  Taken
+ *       before the table lock when both are held, never after it.
+ *   range live count (atomic)  entries of the range, plus one while the
+ *       spill_out call that made it runs.  The thread that drops it to zero
+ *       unregisters whatever part of the range no live range covers.
+ *
+ * A page is entered in the table before its range is registered and before
+ * it is moved, and leaves it only after it is back in place, so a fault on
+ * a registered page with no entry is a page that was never there (served
+ * with the zero page) or one already back (EEXIST: just wake).  A range is
+ * registered before any of its pages moves and unregistered only when none
+ * of its pages is out, so no page is ever missing where the kernel would
+ * fill it with zeros.
+ *
+ * Nothing here calls malloc: the engine, the tables, the staging area and
+ * the bounce pages are mmap'd, and the handler uses its own stack.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "cgm/log.h"
+#include "cgm/spill.h"
+#include "cgm/zpool.h"
+
+/* UFFDIO_MOVE (Linux 6.8) is newer than the installed uapi headers. */
+#ifndef UFFD_FEATURE_MOVE
+#define UFFD_FEATURE_MOVE		(1 << 16)
+#endif
+#ifndef UFFDIO_MOVE
+#define _UFFDIO_MOVE			(0x05)
+#define UFFDIO_MOVE_MODE_DONTWAKE	((__u64)1 << 0)
+struct uffdio_move {
+	__u64 dst;
+	__u64 src;
+	__u64 len;
+	__u64 mode;
+	__s64 move;
+};
+#define UFFDIO_MOVE	_IOWR(UFFDIO, _UFFDIO_MOVE, struct uffdio_move)
+#endif
+#ifndef USERFAULTFD_IOC_NEW
+#define USERFAULTFD_IOC_NEW		_IO(0xAA, 0x00)
+#endif
+
+#define SP_PAGE		4096ul
+/* Pages moved per UFFDIO_MOVE call: each call pays a TLB-flush IPI when
+ * other threads run, so moves are batched. */
+#define SP_BATCH	64u
+/* Staging lanes: how many spill_out calls run side by side. */
+#define SP_LANES	4u
+#define SP_MSGS		16
+
+enum sp_state { SP_TRANSIT = 1, SP_STORED, SP_LOADING };
+
+struct sp_entry {
+	uintptr_t page;		/* page address; 0: free slot */
+	zp_entry_t zent;	/* valid from STORED on */
+	uint32_t range;
+	uint32_t state;
+};
+
+struct sp_range {
+	uintptr_t start, end;	/* end 0: free slot */
+	atomic_uint live;
+	uint32_t next_free;
+};
+
+struct spill_engine {
+	struct zp_pool *pool;
+	int uffd;		/* program ranges; read by the handler */
+	int stage_uffd;		/* staging area; issues the moves */
+	int stop_fd;
+	pthread_t thread;
+	atomic_bool closing;
+
+	pthread_mutex_t lock;
+	pthread_cond_t changed;
+	struct sp_entry *slots;
+	size_t mask, count, max_pages;
+	unsigned shift;
+
+	pthread_mutex_t reg_lock;
+	struct sp_range *ranges;
+	uint32_t max_ranges, ranges_hw, free_range;
+
+	unsigned char *stage;
+	pthread_mutex_t lane_lock;
+	pthread_cond_t lane_free;
+	unsigned lane_busy;
+
+	unsigned char *bounce;		/* the handler's */
+
+	atomic_uint_fast64_t spilled, refaulted, restored, skipped,
+		store_failed, in_pool, nr_ranges;
+};
+
+#define SP_NO_RANGE	UINT32_MAX
+
+static void *sp_map(size_t bytes)
+{
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static void sp_unmap(void *p, size_t bytes)
+{
+	if (p)
+		munmap(p, bytes);
+}
+
+/* ---- the page table: open addressing, linear probing ---- */
+
+static size_t sp_hash(const struct spill_engine *e, uintptr_t page)
+{
+	return (size_t)(((uint64_t)(page / SP_PAGE) * 0x9e3779b97f4a7c15ull) >> e->shift);
+}
+
+static struct sp_entry *sp_lookup(struct spill_engine *e, uintptr_t page)
+{
+	for (size_t i = sp_hash(e, page);; i = (i + 1) & e->mask) {
+		if (e->slots[i].page == page)
+			return &e->slots[i];
+		if (!e->slots[i].page)
+			return NULL;
+	}
+}
+
+/* Enter @page in transit; NULL if it is there already or the table is full. */
+static struct sp_entry *sp_insert(struct spill_engine *e, uintptr_t page,
+				  uint32_t range)
+{
+	size_t i;
+
+	if (e->count >= e->max_pages)
+		return NULL;
+	for (i = sp_hash(e, page); e->slots[i].page; i = (i + 1) & e->mask)
+		if (e->slots[i].page == page)
+			return NULL;
+	e->slots[i] = (struct sp_entry){ .page = page, .range = range,
+					 .state = SP_TRANSIT };
+	e->count++;
+	return &e->slots[i];
+}
+
+/* Remove @ent, shifting back the entries of its probe run (no tombstones:
+ * the table stays as fast after a million spills as after one). */
+static void sp_remove(struct spill_engine *e, struct sp_entry *ent)
+{
+	size_t i = (size_t)(ent - e->slots), j = i;
+
+	for (;;) {
+		size_t k;
+
+		j = (j + 1) & e->mask;
+		if (!e->slots[j].page)
+			break;
+		k = sp_hash(e, e->slots[j].page);
+		/* Entry j may fill hole i unless its home lies in (i, j]. */
+		if (i <= j ? (i < k && k <= j) : (i < k || k <= j))
+			continue;
+		e->slots[i] = e->slots[j];
+		i = j;
+	}
+	e->slots[i].page = 0;
+	e->count--;
+}
+
+/* ---- ranges: registration follows the spilled pages ---- */
+
+/* Unregister what of [start, end) no live range covers.  reg_lock held. */
+static void sp_unregister_uncovered(struct spill_engine *e, uintptr_t start,
+				    uintptr_t end)
+{
+	uintptr_t cur = start;
+
+	while (cur < end) {
+		uintptr_t next = end, cover = 0;
+
+		for (uint32_t i = 0; i < e->ranges_hw; i++) {
+			struct sp_range *r = &e->ranges[i];
+
+			if (!r->end || !atomic_load_explicit(&r->live, memory_order_acquire))
+				continue;
+			if (r->start <= cur && r->end > cur) {
+				if (r->end > cover)
+					cover = r->end;
+			} else if (r->start > cur && r->start < next) {
+				next = r->start;
+			}
+		}
+		if (cover) {
+			cur = cover;
+			continue;
+		}
+		/* Fails only where the program unmapped part of the range;
+		 * what is still registered then faults through the handler,
+		 * which serves it with zeros as the kernel would. */
+		ioctl(e->uffd, UFFDIO_UNREGISTER,
+		      &(struct uffdio_range){ .start = cur, .len = next - cur });
+		cur = next;
+	}
+}
+
+/*
+ * Make the range of one spill_out call and register it for MISSING faults.
+ * It starts with one live reference, the call's.  Returns the range or
+ * SP_NO_RANGE with *err set.
+ */
+static uint32_t sp_range_open(struct spill_engine *e, uintptr_t start,
+			      uintptr_t end, int *err)
+{
+	struct uffdio_register reg = {
+		.range = { .start = start, .len = end - start },
+		.mode = UFFDIO_REGISTER_MODE_MISSING,
+	};
+	uint32_t id;
+
+	pthread_mutex_lock(&e->reg_lock);
+	if (e->free_range != SP_NO_RANGE) {
+		id = e->free_range;
+		e->free_range = e->ranges[id].next_free;
+	} else if (e->ranges_hw < e->max_ranges) {
+		id = e->ranges_hw++;
+	} else {
+		pthread_mutex_unlock(&e->reg_lock);
+		*err = -ENOSPC;
+		return SP_NO_RANGE;
+	}
+	if (ioctl(e->uffd, UFFDIO_REGISTER, &reg)) {
+		*err = -errno;
+		e->ranges[id].next_free = e->free_range;
+		e->free_range = id;
+		pthread_mutex_unlock(&e->reg_lock);
+		return SP_NO_RANGE;
+	}
+	e->ranges[id].start = start;
+	e->ranges[id].end = end;
+	atomic_store_explicit(&e->ranges[id].live, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&e->nr_ranges, 1, memory_order_relaxed);
+	pthread_mutex_unlock(&e->reg_lock);
+	return id;
+}
+
+static void sp_range_get(struct spill_engine *e, uint32_t id, unsigned n)
+{
+	atomic_fetch_add_explicit(&e->ranges[id].live, n, memory_order_relaxed);
+}
+
+/* Drop one live reference; the last one unregisters and frees the range. */
+static void sp_range_put(struct spill_engine *e, uint32_t id)
+{
+	struct sp_range *r = &e->ranges[id];
+
+	if (atomic_fetch_sub_explicit(&r->live, 1, memory_order_acq_rel) != 1)
+		return;
+	pthread_mutex_lock(&e->reg_lock);
+	sp_unregister_uncovered(e, r->start, r->end);
+	r->end = 0;
+	r->next_free = e->free_range;
+	e->free_range = id;
+	atomic_fetch_sub_explicit(&e->nr_ranges, 1, memory_order_relaxed);
+	pthread_mutex_unlock(&e->reg_lock);
+}
+
+/* ---- putting pages in place ---- */
+
+static void sp_wake(struct spill_engine *e, uintptr_t page)
+{
+	ioctl(e->uffd, UFFDIO_WAKE,
+	      &(struct uffdio_range){ .start = page, .len = SP_PAGE });
+}
+
+/*
+ * UFFDIO_COPY @src to @page on the program uffd; with @wake, wake the
+ * threads that wait for it.  A page someone placed first (EEXIST) counts
+ * as placed.  Returns 0, or -errno when the page cannot be placed at all
+ * (the program unmapped it).
+ */
+static int sp_place(struct spill_engine *e, uintptr_t page, const void *src,
+		    bool wake)
+{
+	struct uffdio_copy c;
+
+	for (;;) {
+		c = (struct uffdio_copy){
+			.dst = page, .src = (uintptr_t)src, .len = SP_PAGE,
+			.mode = wake ? 0 : UFFDIO_COPY_MODE_DONTWAKE,
+		};
+		if (!ioctl(e->uffd, UFFDIO_COPY, &c))
+			return 0;
+		if (errno != EAGAIN)
+			break;
+	}
+	if (errno == EEXIST) {
+		/* A copy that fails wakes nobody. */
+		if (wake)
+			sp_wake(e, page);
+		return 0;
+	}
+	return -errno;
+}
+
+/* Serve a fault on a page that has no entry: never there, or already back. */
+static void sp_place_zero(struct spill_engine *e, uintptr_t page)
+{
+	struct uffdio_zeropage z;
+
+	do {
+		z = (struct uffdio_zeropage){ .range = { .start = page, .len = SP_PAGE } };
+	} while (ioctl(e->uffd, UFFDIO_ZEROPAGE, &z) && errno == EAGAIN);
+	if (z.zeropage == -EEXIST)
+		sp_wake(e, page);
+}
+
+/* The pool lost a page: as a failed swap-in, the process gets SIGBUS. */
+static CGM_COLD void sp_lost(uintptr_t page, int err)
+{
+	cgm_log("spill: page %#lx cannot be loaded from the pool (%s): SIGBUS",
+		(unsigned long)page, strerrordesc_np(-err));
+	kill(getpid(), SIGBUS);
+}
+
+/*
+ * Bring @page back from the pool through @bounce and count it in @counter.
+ * Waits while the page is in transit or another thread brings it back.
+ * The waiters are woken by the copy itself, before the bookkeeping: the
+ * faulting thread can see the page as soon as it is placed anyway (it
+ * need not have slept), so delaying the wake would only add latency.
+ * Returns 1 if this call placed it, 0 if it had no entry (or a concurrent
+ * bringer placed it), -1 if the pool lost it (SIGBUS raised; nothing
+ * placed, not even zeros).
+ */
+static int sp_restore(struct spill_engine *e, uintptr_t page, void *bounce,
+		      atomic_uint_fast64_t *counter)
+{
+	struct sp_entry *ent;
+	zp_entry_t zent;
+	uint32_t range;
+	int err;
+
+	pthread_mutex_lock(&e->lock);
+	while ((ent = sp_lookup(e, page)) && ent->state != SP_STORED)
+		pthread_cond_wait(&e->changed, &e->lock);
+	if (!ent) {
+		pthread_mutex_unlock(&e->lock);
+		return 0;
+	}
+	ent->state = SP_LOADING;
+	zent = ent->zent;
+	range = ent->range;
+	pthread_mutex_unlock(&e->lock);
+
+	err = zp_load(e->pool, zent, bounce);
+	if (err) {
+		sp_lost(page, err);
+		return -1;
+	}
+	/* A page the program unmapped meanwhile cannot be placed: its entry
+	 * goes all the same. */
+	sp_place(e, page, bounce, true);
+
+	pthread_mutex_lock(&e->lock);
+	sp_remove(e, sp_lookup(e, page));
+	pthread_cond_broadcast(&e->changed);
+	pthread_mutex_unlock(&e->lock);
+	zp_invalidate(e->pool, zent);
+	atomic_fetch_sub_explicit(&e->in_pool, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(counter, 1, memory_order_relaxed);
+	sp_range_put(e, range);
+	return 1;
+}
+
+/* ---- the handler thread ---- */
+
+static void *sp_handler(void *arg)
+{
+	struct spill_engine *e = arg;
+	struct pollfd pfd[2] = {
+		{ .fd = e->uffd, .events = POLLIN },
+		{ .fd = e->stop_fd, .events = POLLIN },
+	};
+	struct uffd_msg msg[SP_MSGS];
+
+	for (;;) {
+		ssize_t n;
+
+		if (poll(pfd, 2, -1) < 0)
+			continue;	/* EINTR cannot happen (signals blocked) */
+		if (pfd[1].revents)
+			break;
+		n = read(e->uffd, msg, sizeof(msg));
+		if (n <= 0)
+			continue;	/* EAGAIN: a wake-up served the fault */
+		for (size_t i = 0; i < (size_t)n / sizeof(msg[0]); i++) {
+			uintptr_t page;
+
+			if (msg[i].event != UFFD_EVENT_PAGEFAULT)
+				continue;
+			page = (uintptr_t)msg[i].arg.pagefault.address & ~(SP_PAGE - 1);
+			if (!sp_restore(e, page, e->bounce, &e->refaulted))
+				sp_place_zero(e, page);
+		}
+	}
+	return NULL;
+}
+
+/* ---- opening ---- */
+
+/* A uffd that serves system calls too, with @features; -errno on failure. */
+static int sp_uffd_new(uint64_t features)
+{
+	struct uffdio_api api = { .api = UFFD_API, .features = features };
+	int fd, dev;
+
+	fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0 && errno == EPERM) {
+		dev = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
+		if (dev < 0) {
+			errno = EPERM;
+		} else {
+			fd = ioctl(dev, USERFAULTFD_IOC_NEW, O_CLOEXEC | O_NONBLOCK);
+			close(dev);
+		}
+	}
+	if (fd < 0) {
+		int err = errno;
+
+		if (err == EPERM)
+			cgm_log("spill: userfaultfd refused (without user-mode-only, "
+				"which system calls need): run as root, or grant "
+				"CAP_SYS_PTRACE, sysctl vm.unprivileged_userfaultfd=1, "
+				"or read-write access to /dev/userfaultfd");
+		else if (err == ENOSYS)
+			cgm_log("spill: this kernel has no userfaultfd");
+		else
+			cgm_log("spill: userfaultfd: %s", strerrordesc_np(err));
+		return err == ENOSYS ? -EOPNOTSUPP : -err;
+	}
+	if (ioctl(fd, UFFDIO_API, &api) || (api.features & features) != features) {
+		cgm_log("spill: this kernel's userfaultfd lacks UFFDIO_MOVE "
+			"(Linux 6.8 or later is needed)");
+		close(fd);
+		return -EOPNOTSUPP;
+	}
+	return fd;
+}
+
+static size_t sp_table_slots(size_t max_pages)
+{
+	size_t n = 64;
+
+	while (n < 2 * max_pages)
+		n *= 2;
+	return n;
+}
+
+static size_t sp_stage_bytes(void)
+{
+	return (size_t)SP_LANES * SP_BATCH * SP_PAGE;
+}
+
+static void sp_free(struct spill_engine *e)
+{
+	if (e->uffd >= 0)
+		close(e->uffd);
+	if (e->stage_uffd >= 0)
+		close(e->stage_uffd);
+	if (e->stop_fd >= 0)
+		close(e->stop_fd);
+	sp_unmap(e->slots, (e->mask + 1) * sizeof(*e->slots));
+	sp_unmap(e->ranges, (size_t)e->max_ranges * sizeof(*e->ranges));
+	sp_unmap(e->stage, sp_stage_bytes());
+	sp_unmap(e->bounce, SP_PAGE);
+	pthread_mutex_destroy(&e->lock);
+	pthread_cond_destroy(&e->changed);
+	pthread_mutex_destroy(&e->reg_lock);
+	pthread_mutex_destroy(&e->lane_lock);
+	pthread_cond_destroy(&e->lane_free);
+	sp_unmap(e, sizeof(*e));
+}
+
+int spill_open(const struct spill_options *opt, struct spill_engine **enginep)
+{
+	struct spill_engine *e;
+	struct uffdio_register reg;
+	sigset_t all, old;
+	size_t nslots;
+	int err;
+
+	if (!opt || !opt->pool || !enginep)
+		return -EINVAL;
+	e = sp_map(sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	e->pool = opt->pool;
+	e->uffd = e->stage_uffd = e->stop_fd = -1;
+	pthread_mutex_init(&e->lock, NULL);
+	pthread_cond_init(&e->changed, NULL);
+	pthread_mutex_init(&e->reg_lock, NULL);
+	pthread_mutex_init(&e->lane_lock, NULL);
+	pthread_cond_init(&e->lane_free, NULL);
+
+	e->max_pages = opt->max_pages ? opt->max_pages : (size_t)1 << 20;
+	nslots = sp_table_slots(e->max_pages);
+	e->mask = nslots - 1;
+	e->shift = 64 - (unsigned)__builtin_ctzll(nslots);
+	e->max_ranges = opt->max_ranges ? (uint32_t)opt->max_ranges : 1u << 16;
+	e->free_range = SP_NO_RANGE;
+	e->slots = sp_map(nslots * sizeof(*e->slots));
+	e->ranges = sp_map((size_t)e->max_ranges * sizeof(*e->ranges));
+	e->stage = sp_map(sp_stage_bytes());
+	e->bounce = sp_map(SP_PAGE);
+	err = -ENOMEM;
+	if (!e->slots || !e->ranges || !e->stage || !e->bounce)
+		goto fail;
+	madvise(e->stage, sp_stage_bytes(), MADV_NOHUGEPAGE);
+
+	err = e->uffd = sp_uffd_new(0);
+	if (err < 0)
+		goto fail;
+	err = e->stage_uffd = sp_uffd_new(UFFD_FEATURE_MOVE);
+	if (err < 0)
+		goto fail;
+	reg = (struct uffdio_register){
+		.range = { .start = (uintptr_t)e->stage, .len = sp_stage_bytes() },
+		.mode = UFFDIO_REGISTER_MODE_MISSING,
+	};
+	if (ioctl(e->stage_uffd, UFFDIO_REGISTER, &reg)) {
+		err = -errno;
+		cgm_log("spill: cannot register the staging area: %s",
+			strerrordesc_np(errno));
+		goto fail;
+	}
+	e->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (e->stop_fd < 0) {
+		err = -errno;
+		goto fail;
+	}
+
+	/* The handler starts with every signal blocked: a signal handler
+	 * that touched a spilled page there would wait for itself. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	err = -pthread_create(&e->thread, NULL, sp_handler, e);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (err)
+		goto fail;
+	*enginep = e;
+	return 0;
+fail:
+	sp_free(e);
+	return err;
+}
+
+/* ---- spilling ---- */
+
+static unsigned char *sp_lane_get(struct spill_engine *e)
+{
+	unsigned lane;
+
+	pthread_mutex_lock(&e->lane_lock);
+	while (e->lane_busy == (1u << SP_LANES) - 1)
+		pthread_cond_wait(&e->lane_free, &e->lane_lock);
+	lane = (unsigned)__builtin_ctz(~e->lane_busy);
+	e->lane_busy |= 1u << lane;
+	pthread_mutex_unlock(&e->lane_lock);
+	return e->stage + (size_t)lane * SP_BATCH * SP_PAGE;
+}
+
+static void sp_lane_put(struct spill_engine *e, unsigned char *stage)
+{
+	unsigned lane = (unsigned)((size_t)(stage - e->stage) / (SP_BATCH * SP_PAGE));
+
+	pthread_mutex_lock(&e->lane_lock);
+	e->lane_busy &= ~(1u << lane);
+	pthread_cond_signal(&e->lane_free);
+	pthread_mutex_unlock(&e->lane_lock);
+}
+
+/* Drop the entries of the pages of a batch marked in @in (left in place). */
+static void sp_drop(struct spill_engine *e, uintptr_t addr, const bool *in,
+		    unsigned n, uint32_t range)
+{
+	unsigned dropped = 0;
+
+	pthread_mutex_lock(&e->lock);
+	for (unsigned i = 0; i < n; i++) {
+		if (!in[i])
+			continue;
+		sp_remove(e, sp_lookup(e, addr + i * SP_PAGE));
+		dropped++;
+	}
+	pthread_cond_broadcast(&e->changed);
+	pthread_mutex_unlock(&e->lock);
+	for (unsigned i = 0; i < dropped; i++)
+		sp_range_put(e, range);
+}
+
+/*
+ * Move the entered pages of a batch into @stage.  Sets moved[i] for each
+ * page that left; a page whose move fails is left where it was (EBUSY: a
+ * folio shared since fork; ENOENT: not present).
+ */
+static void sp_move(struct spill_engine *e, uintptr_t addr, unsigned char *stage,
+		    const bool *in, bool *moved, unsigned n)
+{
+	for (unsigned i = 0; i < n;) {
+		unsigned j = i, tries = 0;
+
+		if (!in[i]) {
+			i++;
+			continue;
+		}
+		while (j < n && in[j])
+			j++;
+		while (i < j) {
+			struct uffdio_move m = {
+				.dst = (uintptr_t)stage + i * SP_PAGE,
+				.src = addr + i * SP_PAGE,
+				.len = (j - i) * SP_PAGE,
+				.mode = UFFDIO_MOVE_MODE_DONTWAKE,
+			};
+			unsigned done;
+			int err = 0;
+
+			if (ioctl(e->stage_uffd, UFFDIO_MOVE, &m))
+				err = errno;
+			done = err ? (m.move > 0 ? (unsigned)(m.move / SP_PAGE) : 0) : j - i;
+			for (unsigned k = 0; k < done; k++)
+				moved[i + k] = true;
+			i += done;
+			if (!err)
+				break;
+			/* EAGAIN: a THP split or an mm change raced; try again. */
+			if (err == EAGAIN && ++tries < 4)
+				continue;
+			i++;	/* the page at i stays */
+			tries = 0;
+		}
+	}
+}
+
+/* Spill one batch of up to SP_BATCH pages at @addr; returns pages spilled. */
+static unsigned sp_spill_batch(struct spill_engine *e, uintptr_t addr,
+			       unsigned n, unsigned char *stage, uint32_t range)
+{
+	bool in[SP_BATCH] = { false }, moved[SP_BATCH] = { false };
+	bool left[SP_BATCH] = { false };
+	unsigned entered = 0, spilled = 0, skipped = 0, failed = 0;
+
+	pthread_mutex_lock(&e->lock);
+	for (unsigned i = 0; i < n; i++)
+		if (sp_insert(e, addr + i * SP_PAGE, range)) {
+			in[i] = true;
+			entered++;
+		}
+	pthread_mutex_unlock(&e->lock);
+	skipped += n - entered;
+	sp_range_get(e, range, entered);
+
+	sp_move(e, addr, stage, in, moved, n);
+	for (unsigned i = 0; i < n; i++)
+		if (in[i] && !moved[i]) {
+			left[i] = true;
+			skipped++;
+		}
+	sp_drop(e, addr, left, n, range);
+
+	for (unsigned i = 0; i < n; i++) {
+		uintptr_t page = addr + i * SP_PAGE;
+		unsigned char *src = stage + i * SP_PAGE;
+		zp_entry_t zent;
+		int err;
+
+		if (!moved[i])
+			continue;
+		err = zp_store(e->pool, src, &zent);
+		if (err) {
+			/* The pool refused: the page goes back where it was.
+			 * Faults on it wait meanwhile (TRANSIT). */
+			if (sp_place(e, page, src, true))
+				cgm_log("spill: page %#lx: pool refused it and it "
+					"cannot be put back", (unsigned long)page);
+			memset(left, 0, sizeof(left));
+			left[i] = true;
+			sp_drop(e, addr, left, n, range);
+			failed++;
+			continue;
+		}
+		pthread_mutex_lock(&e->lock);
+		sp_lookup(e, page)->zent = zent;
+		sp_lookup(e, page)->state = SP_STORED;
+		pthread_cond_broadcast(&e->changed);
+		pthread_mutex_unlock(&e->lock);
+		atomic_fetch_add_explicit(&e->in_pool, 1, memory_order_relaxed);
+		spilled++;
+	}
+	/* The staging area is on a uffd without EVENT_REMOVE: no one waits. */
+	madvise(stage, n * SP_PAGE, MADV_DONTNEED);
+
+	atomic_fetch_add_explicit(&e->spilled, spilled, memory_order_relaxed);
+	atomic_fetch_add_explicit(&e->skipped, skipped, memory_order_relaxed);
+	atomic_fetch_add_explicit(&e->store_failed, failed, memory_order_relaxed);
+	return spilled;
+}
+
+long spill_out(struct spill_engine *e, void *addr, size_t npages)
+{
+	uintptr_t start = (uintptr_t)addr, end = start + npages * SP_PAGE;
+	uintptr_t stage = (uintptr_t)e->stage;
+	unsigned char *lane;
+	uint32_t range;
+	long total = 0;
+	int err;
+
+	if (atomic_load_explicit(&e->closing, memory_order_relaxed))
+		return -ESHUTDOWN;
+	if (!npages)
+		return 0;
+	if (start % SP_PAGE || npages > (UINTPTR_MAX - start) / SP_PAGE ||
+	    (start < stage + sp_stage_bytes() && end > stage))
+		return -EINVAL;
+
+	range = sp_range_open(e, start, end, &err);
+	if (range == SP_NO_RANGE)
+		return err;
+	lane = sp_lane_get(e);
+	for (size_t off = 0; off < npages; off += SP_BATCH) {
+		unsigned n = npages - off < SP_BATCH ? (unsigned)(npages - off) : SP_BATCH;
+
+		total += sp_spill_batch(e, start + off * SP_PAGE, n, lane, range);
+	}
+	sp_lane_put(e, lane);
+	sp_range_put(e, range);
+	return total;
+}
+
+/* ---- statistics and closing ---- */
+
+void spill_stats(struct spill_engine *e, struct spill_stats *st)
+{
+	st->spilled = atomic_load_explicit(&e->spilled, memory_order_relaxed);
+	st->refaulted = atomic_load_explicit(&e->refaulted, memory_order_relaxed);
+	st->restored = atomic_load_explicit(&e->restored, memory_order_relaxed);
+	st->skipped = atomic_load_explicit(&e->skipped, memory_order_relaxed);
+	st->store_failed = atomic_load_explicit(&e->store_failed, memory_order_relaxed);
+	st->stored_bytes = st->spilled * SP_PAGE;
+	st->in_pool = atomic_load_explicit(&e->in_pool, memory_order_relaxed);
+	st->ranges = atomic_load_explicit(&e->nr_ranges, memory_order_relaxed);
+}
+
+/*
+ * Bring back every page, walking the table with a cursor: removals shift
+ * entries backwards, so an entry may be passed over once and is met on the
+ * next lap.  Entries the handler is loading are waited for.
+ */
+static void sp_restore_all(struct spill_engine *e, void *bounce)
+{
+	size_t cur = 0, seen = 0;
+
+	pthread_mutex_lock(&e->lock);
+	while (e->count) {
+		struct sp_entry *ent = &e->slots[cur];
+
+		cur = (cur + 1) & e->mask;
+		if (ent->page && ent->state == SP_STORED) {
+			uintptr_t page = ent->page;
+
+			pthread_mutex_unlock(&e->lock);
+			sp_restore(e, page, bounce, &e->restored);
+			pthread_mutex_lock(&e->lock);
+			seen = 0;
+		} else if (++seen > e->mask) {
+			/* A full lap found only pages being loaded. */
+			pthread_cond_wait(&e->changed, &e->lock);
+			seen = 0;
+		}
+	}
+	pthread_mutex_unlock(&e->lock);
+}
+
+void spill_close(struct spill_engine *e)
+{
+	void *bounce = sp_map(SP_PAGE);
+
+	atomic_store(&e->closing, true);
+	/* Without a page of our own, the handler's bounce serves both once
+	 * the handler has stopped; until then it must serve the program. */
+	if (bounce)
+		sp_restore_all(e, bounce);
+	eventfd_write(e->stop_fd, 1);
+	pthread_join(e->thread, NULL);
+	if (!bounce)
+		sp_restore_all(e, e->bounce);
+	sp_unmap(bounce, SP_PAGE);
+	sp_free(e);
+}
