@@ -84,8 +84,8 @@ assert isinstance(v["anon"], int) and "alloc_size_le_8" in v, v
 ' "$T/out" || fail "cat --json memory.stat: no anon"
 bad 1 "no file 'memory.nope'" ctl cat /a memory.nope
 bad 1 "cat: no group /nope" ctl cat /nope memory.max
-bad 2 "expected 2 arguments \(usage: cgmctl cat GROUP FILE\)" ctl cat /a
-bad 2 "expected 2 arguments \(usage: cgmctl cat GROUP FILE\)" ctl cat /a memory.max extra
+bad 2 "expected at least 1 argument \(usage: cgmctl cat GROUP \[FILE\]\.\.\.\)" ctl cat
+bad 1 "cat: no file 'extra'" ctl cat /a memory.max extra
 bad 2 "bad group path" ctl cat a memory.max
 
 # ---- set: good values apply, bad ones change nothing ----

@@ -53,6 +53,12 @@ int ctl_getopt(struct ctl *c, int argc, char **argv, const char *own);
 int ctl_args(struct ctl *c, int argc, char **argv, const char *own, int n,
 	     const char *usage);
 
+/*
+ * After the options: exactly @n operands are left, else -1 after saying
+ * so, as ctl_args() does.
+ */
+int ctl_nargs(struct ctl *c, int argc, int n, const char *usage);
+
 /* The usage text, to @f. */
 void ctl_usage(FILE *f);
 
@@ -87,8 +93,33 @@ const char *ctl_file_list(char *buf, size_t len);
 /* Is @name one of the files of a group?  -1 after saying it is not. */
 int ctl_check_file(struct ctl *c, const char *name);
 
+/*
+ * File @file of group @idx as `cat` shows it: rendered with
+ * cgm_file_read() (@flush) or cgm_file_render() into *@buf, which is
+ * grown to hold the whole text (*@cap its size; NULL and 0 to start).
+ * Returns the text's length or a negative errno (-ENOENT: the group has
+ * no such file, -EACCES: write-only, -ENOMEM).
+ */
+int ctl_render(struct ctl *c, uint32_t idx, const char *file, bool flush, char **buf,
+	       size_t *cap);
+
 /* Write @value to @file of group @group: CTL_OK, or CTL_FAIL after saying why. */
 int ctl_write(struct ctl *c, const char *group, const char *file, const char *value);
+
+/* ---- tree.c ---- */
+
+/*
+ * The indices of @top and of its children (all its descendants if
+ * @recursive) into @out (room for CGM_MAX_GROUPS), depth first, each
+ * group before those below it, siblings in name order; returns how many.
+ * Caller holds the tree lock.  Not reentrant (a static stack).
+ */
+size_t ctl_collect(const struct cgm_hier *h, uint32_t top, bool recursive, uint32_t *out);
+
+/* ---- export.c ---- */
+
+/* The metric families export writes, one "NAME TYPE HELP" line each. */
+void export_list_families(FILE *f);
 
 /* ---- json.c ---- */
 
@@ -142,7 +173,7 @@ int kcg_remove(struct kcg *k);
 /* The value N of line "@key N" of a flat-keyed file's @text (memory.stat), or -1. */
 int64_t ctl_keyed_value(const char *text, const char *key);
 
-/* ---- the subcommands: tree.c, files.c, run.c, compare.c, help.c ---- */
+/* ---- the subcommands: tree.c, files.c, run.c, compare.c, export.c, help.c ---- */
 
 int cmd_ls(struct ctl *c, int argc, char **argv);
 int cmd_mkdir(struct ctl *c, int argc, char **argv);
@@ -152,6 +183,7 @@ int cmd_set(struct ctl *c, int argc, char **argv);
 int cmd_move(struct ctl *c, int argc, char **argv);
 int cmd_run(struct ctl *c, int argc, char **argv);
 int cmd_compare(struct ctl *c, int argc, char **argv);
+int cmd_export(struct ctl *c, int argc, char **argv);
 int cmd_help(struct ctl *c, int argc, char **argv);
 
 #endif /* CGMCTL_H */

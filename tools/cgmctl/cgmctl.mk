@@ -31,6 +31,12 @@ check-cgmctl: tests/test_cgmctl.sh tests/cgmctl/lib.sh tests/cgmctl/readme_table
 check-cgmctl-procs: tests/cgmctl/test_procs.sh tests/cgmctl/lib.sh $(CGMCTL) $(LIB)
 	$(RUN) env $(CGMCTL_TEST_ENV) sh tests/cgmctl/test_procs.sh
 
+# export --prometheus against a strict checker of the format and against
+# cat, with a running preloaded python3; --textfile's atomic replace;
+# rmdir -r, cat of several files and of all, move of several pids.
+check-cgmctl-export: tests/cgmctl/test_export.sh tests/cgmctl/lib.sh $(CGMCTL) $(LIB)
+	$(RUN) env $(CGMCTL_TEST_ENV) sh tests/cgmctl/test_export.sh
+
 # compare: a python3 touching 64 MiB in a kernel memory cgroup and a
 # cgmalloc group at once; cgmalloc's peak within 0.8-1.25x of the
 # kernel's.  Skipped without a writable kernel memory cgroup.
@@ -85,9 +91,11 @@ $(CGMCTL_ASAN): $(CGMCTL_SRCS) $(call archives,asan,acct base) $(LIB)
 check-asan-cgmctl: $(CGMCTL_ASAN) tests/test_cgmctl.sh tests/cgmctl/lib.sh
 	CGMCTL=$(abspath $(CGMCTL_ASAN)) CGM_LIB=$(abspath $(LIB)) sh tests/test_cgmctl.sh
 
-CHECK_TARGETS += check-cgmctl check-cgmctl-procs check-cgmctl-compare check-cgmctl-moving check-api
+CHECK_TARGETS += check-cgmctl check-cgmctl-procs check-cgmctl-export check-cgmctl-compare \
+	check-cgmctl-moving check-api
 ASAN_TARGETS += check-asan-cgmctl
 
-.PHONY: check-cgmctl check-cgmctl-procs check-cgmctl-compare check-cgmctl-moving check-api \
+.PHONY: check-cgmctl check-cgmctl-procs check-cgmctl-export check-cgmctl-compare \
+	check-cgmctl-moving check-api \
 	check-asan-cgmctl \
 	readme-tables readme-tables-update

@@ -2,8 +2,8 @@
  * cgmctl help: the usage, the CGMALLOC_CONF keys straight from
  * cgm_conf_keys[] (base/config_table.c) and a group's files straight from
  * cgm_files[] (accounting/files.c) -- as tables for the terminal, or with
- * --markdown as the README's tables, which a test compares -- and what
- * compare measures.
+ * --markdown as the README's tables, which a test compares -- what
+ * compare measures and what export writes.
  */
 #include <inttypes.h>
 #include <string.h>
@@ -164,6 +164,30 @@ static void print_compare(void)
 	      "compare itself failed, 2 for a bad command line.\n", stdout);
 }
 
+/* What cgmctl export writes: the format, the file, every metric family. */
+static void print_export(void)
+{
+	fputs("cgmctl export --prometheus [--textfile DIR] [GROUP]\n"
+	      "\n"
+	      "Writes every group of the hierarchy (with GROUP: GROUP and every group below it)\n"
+	      "in the Prometheus text exposition format, version 0.0.4: for each metric family\n"
+	      "its # HELP and # TYPE lines, then one sample per group, labelled with the group's\n"
+	      "path, cgroup=\"/a/b\".  The values are what `cgmctl cat` shows, read after one\n"
+	      "flush of the subtree; limits set to max are +Inf, and the root group has no\n"
+	      "limits (as in cgroup v2).  memory.events is one family with the event as a\n"
+	      "label (event=\"oom_kill\"); memory.stat is one family per key.\n"
+	      "\n"
+	      "Without --textfile it prints to stdout.  With --textfile DIR it writes\n"
+	      "DIR/cgmalloc.prom for node_exporter's textfile collector\n"
+	      "(--collector.textfile.directory=DIR), through a temporary file in DIR that is\n"
+	      "synced and renamed over it: the collector never reads half of one.  Run it from\n"
+	      "cron or a systemd timer.\n"
+	      "\n"
+	      "The families:\n"
+	      "\n", stdout);
+	export_list_families(stdout);
+}
+
 const char *ctl_file_list(char *buf, size_t len)
 {
 	size_t n = 0;
@@ -200,7 +224,11 @@ int cmd_help(struct ctl *c, int argc, char **argv)
 		print_compare();
 		return CTL_OK;
 	}
-	ctl_err("help: the topics are: conf, files, compare "
-		"(usage: cgmctl help [conf|files [--markdown]|compare])");
+	if (argc - optind == 1 && strcmp(argv[optind], "export") == 0 && !markdown) {
+		print_export();
+		return CTL_OK;
+	}
+	ctl_err("help: the topics are: conf, files, compare, export "
+		"(usage: cgmctl help [conf|files [--markdown]|compare|export])");
 	return CTL_USAGE;
 }

@@ -22,11 +22,13 @@ void ctl_usage(FILE *f)
 	fputs("usage: cgmctl [--hierarchy PATH] [--json] COMMAND [ARGS]\n"
 	      "\n"
 	      "  ls [-r] [GROUP]              GROUP (default /) and its child groups (-r: all below)\n"
-	      "  cat GROUP FILE               print a file of GROUP, e.g. memory.stat\n"
+	      "  cat GROUP [FILE]...          print files of GROUP, e.g. memory.stat (none named: all\n"
+	      "                               it has); several are each headed \"==> FILE <==\"\n"
 	      "  set GROUP FILE VALUE         write a file of GROUP, e.g. memory.max 512M\n"
 	      "  mkdir GROUP                  create GROUP and its missing parents\n"
-	      "  rmdir GROUP                  remove an empty GROUP\n"
-	      "  move PID GROUP               move an attached process and its charge to GROUP\n"
+	      "  rmdir [-r] GROUP             remove an empty GROUP (-r: and every group below it,\n"
+	      "                               deepest first; refused if any has processes)\n"
+	      "  move PID... GROUP            move attached processes and their charges to GROUP\n"
 	      "  run [-g GROUP] [-s FILE=VALUE]... [--] CMD [ARGS]\n"
 	      "                               run CMD under libcgmalloc.so in GROUP (default: a scope\n"
 	      "                               /run-PID, removed when its last process is gone),\n"
@@ -34,9 +36,13 @@ void ctl_usage(FILE *f)
 	      "  compare [-i MS] [-o DIR] [--limit SIZE] [--] CMD [ARGS]\n"
 	      "                               run CMD in a kernel memory cgroup and a cgmalloc group\n"
 	      "                               at once and report both charges (cgmctl help compare)\n"
-	      "  help [conf|files [--markdown]|compare]\n"
+	      "  export --prometheus [--textfile DIR] [GROUP]\n"
+	      "                               every group (or GROUP and those below it) as Prometheus\n"
+	      "                               metrics; --textfile: replace DIR/cgmalloc.prom\n"
+	      "                               atomically (cgmctl help export)\n"
+	      "  help [conf|files [--markdown]|compare|export]\n"
 	      "                               this text; the CGMALLOC_CONF keys; a group's files;\n"
-	      "                               what compare measures\n"
+	      "                               what compare measures; the metrics export writes\n"
 	      "\n"
 	      "  --hierarchy PATH   the hierarchy file (default: hierarchy= of CGMALLOC_CONF,\n"
 	      "                     else /dev/shm/cgmalloc-UID/hierarchy)\n"
@@ -66,6 +72,8 @@ int ctl_getopt(struct ctl *c, int argc, char **argv, const char *own)
 		{ "json", no_argument, NULL, 'j' },
 		{ "markdown", no_argument, NULL, 'm' },
 		{ "limit", required_argument, NULL, 'L' },
+		{ "prometheus", no_argument, NULL, 'P' },
+		{ "textfile", required_argument, NULL, 'T' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -120,16 +128,21 @@ int ctl_getopt(struct ctl *c, int argc, char **argv, const char *own)
 	}
 }
 
-int ctl_args(struct ctl *c, int argc, char **argv, const char *own, int n,
-	     const char *usage)
+int ctl_nargs(struct ctl *c, int argc, int n, const char *usage)
 {
-	if (ctl_getopt(c, argc, argv, own) != -1)
-		return -1;
 	if (argc - optind == n)
 		return 0;
 	ctl_err("%s: expected %d argument%s (usage: cgmctl %s)", c->cmd, n, n == 1 ? "" : "s",
 		usage);
 	return -1;
+}
+
+int ctl_args(struct ctl *c, int argc, char **argv, const char *own, int n,
+	     const char *usage)
+{
+	if (ctl_getopt(c, argc, argv, own) != -1)
+		return -1;
+	return ctl_nargs(c, argc, n, usage);
 }
 
 /*
@@ -156,7 +169,8 @@ static const struct {
 } commands[] = {
 	{ "ls", cmd_ls }, { "cat", cmd_cat }, { "set", cmd_set },
 	{ "mkdir", cmd_mkdir }, { "rmdir", cmd_rmdir }, { "move", cmd_move },
-	{ "run", cmd_run }, { "compare", cmd_compare }, { "help", cmd_help },
+	{ "run", cmd_run }, { "compare", cmd_compare }, { "export", cmd_export },
+	{ "help", cmd_help },
 };
 
 /* The names of commands[], each after a space. */

@@ -1,5 +1,6 @@
 /*
- * cgmctl ls, mkdir, rmdir: the shape of the group tree.
+ * cgmctl ls, mkdir, rmdir: the shape of the group tree, and the one walk
+ * of it (ctl_collect) that ls, rmdir -r and export share.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -28,12 +29,11 @@ static int by_name_desc(const void *a, const void *b)
 }
 
 /*
- * The indices of @top and of its children (all its descendants if
- * @recursive), depth first, siblings in name order.  Caller holds the tree
- * lock, so links do not change under the walk; every index is still
- * bounds-checked (hier_group) and the walk bounded by the table size.
+ * The caller's tree lock keeps links from changing under the walk; every
+ * index is still bounds-checked (hier_group) and the walk bounded by the
+ * table size, against a corrupt file.
  */
-static size_t collect(const struct cgm_hier *h, uint32_t top, bool recursive, uint32_t *out)
+size_t ctl_collect(const struct cgm_hier *h, uint32_t top, bool recursive, uint32_t *out)
 {
 	static uint32_t stack[CGM_MAX_GROUPS];
 	size_t n = 0, sp = 0;
@@ -137,7 +137,7 @@ int cmd_ls(struct ctl *c, int argc, char **argv)
 		return CTL_FAIL;
 	}
 	hier_lock(&c->h.hdr->tree_lock);
-	n = collect(&c->h, top, recursive, idx);
+	n = ctl_collect(&c->h, top, recursive, idx);
 	hier_unlock(&c->h.hdr->tree_lock);
 
 	/*
@@ -173,20 +173,29 @@ int cmd_ls(struct ctl *c, int argc, char **argv)
 	return CTL_OK;
 }
 
-/* The one operand of mkdir/rmdir, checked. */
-static const char *one_group(struct ctl *c, int argc, char **argv)
+/*
+ * The one operand of mkdir/rmdir, checked; rmdir's -r sets *@recursive
+ * (NULL: no options).
+ */
+static const char *one_group(struct ctl *c, int argc, char **argv, bool *recursive)
 {
 	char usage[32];
+	int opt;
 
+	while ((opt = ctl_getopt(c, argc, argv, recursive ? "r" : "")) != -1) {
+		if (opt != 'r')
+			return NULL;
+		*recursive = true;
+	}
 	snprintf(usage, sizeof(usage), "%s GROUP", c->cmd);
-	if (ctl_args(c, argc, argv, "", 1, usage) < 0 || ctl_check_path(c, argv[optind]) < 0)
+	if (ctl_nargs(c, argc, 1, usage) < 0 || ctl_check_path(c, argv[optind]) < 0)
 		return NULL;
 	return argv[optind];
 }
 
 int cmd_mkdir(struct ctl *c, int argc, char **argv)
 {
-	const char *path = one_group(c, argc, argv);
+	const char *path = one_group(c, argc, argv, NULL);
 	int64_t idx;
 
 	if (!path)
@@ -206,10 +215,70 @@ int cmd_mkdir(struct ctl *c, int argc, char **argv)
 	return idx < 0 ? CTL_FAIL : CTL_OK;
 }
 
+/*
+ * Remove the group at @path and every group below it, deepest first, or
+ * nothing: a group with processes (or, having none, still a charge)
+ * refuses the whole removal, with why in @why.  Caller holds the tree
+ * lock, which processes take to attach: none joins between the check and
+ * the removal.  0 or a negative errno.
+ */
+static int rmdir_subtree(struct ctl *c, const char *path, char *why, size_t whylen)
+{
+	static uint32_t idx[CGM_MAX_GROUPS];
+	uint32_t top = group_lookup(&c->h, path);
+	char p[CGM_PATH_MAX];
+	size_t n;
+
+	if (top == CGM_NONE)
+		return -ENOENT;
+	if (top == CGM_ROOT)
+		return -EPERM;
+	n = ctl_collect(&c->h, top, true, idx);
+	for (size_t i = 0; i < n; i++) {
+		const struct cgm_group *g = hier_group(&c->h, idx[i]);
+
+		if (!g || !g->nr_procs)
+			continue;
+		if (group_path(&c->h, idx[i], p, sizeof(p)) < 0)
+			snprintf(p, sizeof(p), "a group below it");
+		snprintf(why, whylen, "%s has %u attached process%s; nothing was removed", p,
+			 g->nr_procs, g->nr_procs == 1 ? "" : "es");
+		return -EBUSY;
+	}
+	/* A charge without processes: name the deepest group holding it (usage is hierarchical). */
+	for (size_t i = n; i-- > 0;) {
+		const struct cgm_group *g = hier_group(&c->h, idx[i]);
+		uint64_t charged = g ? page_counter_bytes(page_counter_read(&g->memory)) : 0;
+
+		if (!charged)
+			continue;
+		if (group_path(&c->h, idx[i], p, sizeof(p)) < 0)
+			snprintf(p, sizeof(p), "a group below it");
+		snprintf(why, whylen, "%s still has %" PRIu64 " bytes charged; nothing was removed",
+			 p, charged);
+		return -EBUSY;
+	}
+	/* ctl_collect() lists each group before those below it. */
+	for (size_t i = n; i-- > 0;) {
+		int err;
+
+		if (group_path(&c->h, idx[i], p, sizeof(p)) < 0)
+			return -EINVAL;
+		err = group_rmdir(&c->h, p);
+		if (err) {
+			snprintf(why, whylen, "%s: %s (part of the subtree is removed)", p,
+				 strerror(-err));
+			return err;
+		}
+	}
+	return 0;
+}
+
 int cmd_rmdir(struct ctl *c, int argc, char **argv)
 {
-	const char *path = one_group(c, argc, argv);
-	char why[160] = "";
+	bool recursive = false;
+	const char *path = one_group(c, argc, argv, &recursive);
+	char why[CGM_PATH_MAX + 160] = "";
 	struct cgm_group *g;
 	uint32_t idx;
 	int err;
@@ -219,20 +288,24 @@ int cmd_rmdir(struct ctl *c, int argc, char **argv)
 	if (ctl_open(c, false) < 0)
 		return CTL_FAIL;
 	hier_lock(&c->h.hdr->tree_lock);
-	idx = group_lookup(&c->h, path);
-	g = hier_group(&c->h, idx);
-	if (g && (g->nr_children || g->nr_procs || page_counter_read(&g->memory)))
-		snprintf(why, sizeof(why), "not empty (%u child groups, %u processes, %" PRIu64
-			 " bytes charged)", g->nr_children, g->nr_procs,
-			 page_counter_bytes(page_counter_read(&g->memory)));
-	err = idx == CGM_ROOT ? -EPERM : group_rmdir(&c->h, path);
+	if (recursive) {
+		err = rmdir_subtree(c, path, why, sizeof(why));
+	} else {
+		idx = group_lookup(&c->h, path);
+		g = hier_group(&c->h, idx);
+		if (g && (g->nr_children || g->nr_procs || page_counter_read(&g->memory)))
+			snprintf(why, sizeof(why), "not empty (%u child groups, %u processes, %"
+				 PRIu64 " bytes charged)", g->nr_children, g->nr_procs,
+				 page_counter_bytes(page_counter_read(&g->memory)));
+		err = idx == CGM_ROOT ? -EPERM : group_rmdir(&c->h, path);
+	}
 	hier_unlock(&c->h.hdr->tree_lock);
 	ctl_close(c);
 	if (err == -ENOENT)
 		ctl_err("rmdir: no group %s in %s", path, c->path);
 	else if (err == -EPERM)
 		ctl_err("rmdir: the root group cannot be removed");
-	else if (err == -EBUSY)
+	else if (err == -EBUSY || (err && why[0]))
 		ctl_err("rmdir: %s: %s", path, why);
 	else if (err)
 		ctl_err("rmdir: %s: %s", path, strerror(-err));
