@@ -79,6 +79,13 @@ int ctl_check_path(struct ctl *c, const char *path);
 uint32_t ctl_find_group(struct ctl *c, const char *path);
 
 /*
+ * Open the hierarchy (not creating it) and find group @path in it, into
+ * *@idx: CTL_OK with the hierarchy open, else the exit status (CTL_USAGE
+ * for a bad path, CTL_FAIL otherwise) after saying why, closed.
+ */
+int ctl_open_group(struct ctl *c, const char *path, uint32_t *idx);
+
+/*
  * The group of cgmctl itself when it runs preloaded and attached to this
  * hierarchy (a program started it): its writes are then a process's, with
  * a process's rights.  CGM_NONE otherwise.
@@ -184,6 +191,7 @@ int cmd_move(struct ctl *c, int argc, char **argv);
 int cmd_run(struct ctl *c, int argc, char **argv);
 int cmd_compare(struct ctl *c, int argc, char **argv);
 int cmd_export(struct ctl *c, int argc, char **argv);
+int cmd_top(struct ctl *c, int argc, char **argv);
 int cmd_help(struct ctl *c, int argc, char **argv);
 
 #endif /* CGMCTL_H */

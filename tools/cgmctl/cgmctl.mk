@@ -37,6 +37,10 @@ check-cgmctl-procs: tests/cgmctl/test_procs.sh tests/cgmctl/lib.sh $(CGMCTL) $(L
 check-cgmctl-export: tests/cgmctl/test_export.sh tests/cgmctl/lib.sh $(CGMCTL) $(LIB)
 	$(RUN) env $(CGMCTL_TEST_ENV) sh tests/cgmctl/test_export.sh
 
+# top: frames sorted by usage, with a running preloaded python3.
+check-cgmctl-top: tests/cgmctl/test_top.sh tests/cgmctl/lib.sh $(CGMCTL) $(LIB)
+	$(RUN) env $(CGMCTL_TEST_ENV) sh tests/cgmctl/test_top.sh
+
 # compare: a python3 touching 64 MiB in a kernel memory cgroup and a
 # cgmalloc group at once; cgmalloc's peak within 0.8-1.25x of the
 # kernel's.  Skipped without a writable kernel memory cgroup.
@@ -91,11 +95,12 @@ $(CGMCTL_ASAN): $(CGMCTL_SRCS) $(call archives,asan,acct base) $(LIB)
 check-asan-cgmctl: $(CGMCTL_ASAN) tests/test_cgmctl.sh tests/cgmctl/lib.sh
 	CGMCTL=$(abspath $(CGMCTL_ASAN)) CGM_LIB=$(abspath $(LIB)) sh tests/test_cgmctl.sh
 
-CHECK_TARGETS += check-cgmctl check-cgmctl-procs check-cgmctl-export check-cgmctl-compare \
+CHECK_TARGETS += check-cgmctl check-cgmctl-procs check-cgmctl-export check-cgmctl-top \
+	check-cgmctl-compare \
 	check-cgmctl-moving check-api
 ASAN_TARGETS += check-asan-cgmctl
 
-.PHONY: check-cgmctl check-cgmctl-procs check-cgmctl-export check-cgmctl-compare \
+.PHONY: check-cgmctl check-cgmctl-procs check-cgmctl-export check-cgmctl-top check-cgmctl-compare \
 	check-cgmctl-moving check-api \
 	check-asan-cgmctl \
 	readme-tables readme-tables-update

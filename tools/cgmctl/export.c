@@ -505,13 +505,9 @@ int cmd_export(struct ctl *c, int argc, char **argv)
 		ctl_err("export: --textfile: empty directory name");
 		return CTL_USAGE;
 	}
-	if (ctl_open(c, false) < 0)
-		return CTL_FAIL;
-	top = ctl_find_group(c, top_path);
-	if (top == CGM_NONE) {
-		ctl_close(c);
-		return CTL_FAIL;
-	}
+	opt = ctl_open_group(c, top_path, &top);
+	if (opt != CTL_OK)
+		return opt;
 	nfam = families(&fam);
 	n = nfam ? snapshot(c, top, &groups) : -ENOMEM;
 	ctl_close(c);

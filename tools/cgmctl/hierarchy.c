@@ -62,6 +62,20 @@ uint32_t ctl_find_group(struct ctl *c, const char *path)
 	return idx;
 }
 
+int ctl_open_group(struct ctl *c, const char *path, uint32_t *idx)
+{
+	if (ctl_check_path(c, path) < 0)
+		return CTL_USAGE;
+	if (ctl_open(c, false) < 0)
+		return CTL_FAIL;
+	*idx = ctl_find_group(c, path);
+	if (*idx == CGM_NONE) {
+		ctl_close(c);
+		return CTL_FAIL;
+	}
+	return CTL_OK;
+}
+
 uint32_t ctl_own_group(struct ctl *c)
 {
 	struct cgm_proc *p;

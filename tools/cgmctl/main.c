@@ -40,6 +40,9 @@ void ctl_usage(FILE *f)
 	      "                               every group (or GROUP and those below it) as Prometheus\n"
 	      "                               metrics; --textfile: replace DIR/cgmalloc.prom\n"
 	      "                               atomically (cgmctl help export)\n"
+	      "  top [-d SECS] [-n N] [GROUP] the groups below GROUP by usage, with peak, what the\n"
+	      "                               allocators keep, limits and limit events, redrawn\n"
+	      "                               every SECS (2); -n: stop after N frames\n"
 	      "  help [conf|files [--markdown]|compare|export]\n"
 	      "                               this text; the CGMALLOC_CONF keys; a group's files;\n"
 	      "                               what compare measures; the metrics export writes\n"
@@ -170,6 +173,7 @@ static const struct {
 	{ "ls", cmd_ls }, { "cat", cmd_cat }, { "set", cmd_set },
 	{ "mkdir", cmd_mkdir }, { "rmdir", cmd_rmdir }, { "move", cmd_move },
 	{ "run", cmd_run }, { "compare", cmd_compare }, { "export", cmd_export },
+	{ "top", cmd_top },
 	{ "help", cmd_help },
 };
 

@@ -114,7 +114,7 @@ int cmd_ls(struct ctl *c, int argc, char **argv)
 	struct ls_row *rows;
 	uint32_t top;
 	size_t n, shown = 0;
-	int opt;
+	int opt, err;
 
 	while ((opt = ctl_getopt(c, argc, argv, "r")) != -1) {
 		if (opt != 'r')
@@ -127,15 +127,9 @@ int cmd_ls(struct ctl *c, int argc, char **argv)
 	}
 	if (optind < argc)
 		path = argv[optind];
-	if (ctl_check_path(c, path) < 0)
-		return CTL_USAGE;
-	if (ctl_open(c, false) < 0)
-		return CTL_FAIL;
-	top = ctl_find_group(c, path);
-	if (top == CGM_NONE) {
-		ctl_close(c);
-		return CTL_FAIL;
-	}
+	err = ctl_open_group(c, path, &top);
+	if (err != CTL_OK)
+		return err;
 	hier_lock(&c->h.hdr->tree_lock);
 	n = ctl_collect(&c->h, top, recursive, idx);
 	hier_unlock(&c->h.hdr->tree_lock);
