@@ -123,6 +123,12 @@ int ctl_write(struct ctl *c, const char *group, const char *file, const char *va
  */
 size_t ctl_collect(const struct cgm_hier *h, uint32_t top, bool recursive, uint32_t *out);
 
+/* A group's usage, peak and limits, in bytes (limits: CGM_SIZE_MAX for "max"). */
+struct ctl_sizes {
+	uint64_t current, peak, max, high;
+};
+void ctl_group_sizes(const struct cgm_group *g, struct ctl_sizes *s);
+
 /* ---- export.c ---- */
 
 /* The metric families export writes, one "NAME TYPE HELP" line each. */

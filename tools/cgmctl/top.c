@@ -18,7 +18,8 @@
 
 struct top_row {
 	char path[CGM_PATH_MAX];
-	uint64_t current, peak, heap_free, high, max;
+	struct ctl_sizes s;
+	uint64_t heap_free;
 	int64_t ev_high, ev_max, ev_oom_kill;
 	uint32_t nr_procs;
 };
@@ -28,8 +29,8 @@ static int by_current_desc(const void *a, const void *b)
 {
 	const struct top_row *x = a, *y = b;
 
-	if (x->current != y->current)
-		return x->current < y->current ? 1 : -1;
+	if (x->s.current != y->s.current)
+		return x->s.current < y->s.current ? 1 : -1;
 	return strcmp(x->path, y->path);
 }
 
@@ -70,10 +71,7 @@ static size_t take_rows(struct ctl *c, uint32_t top, struct top_row *rows, uint3
 		/* A group removed since the walk is left out. */
 		if (!g || group_path(&c->h, idx[i], r->path, sizeof(r->path)) < 0)
 			continue;
-		r->current = page_counter_bytes(page_counter_read(&g->memory));
-		r->peak = page_counter_bytes(__atomic_load_n(&g->memory.watermark, __ATOMIC_RELAXED));
-		r->max = page_counter_bytes(__atomic_load_n(&g->memory.max, __ATOMIC_RELAXED));
-		r->high = page_counter_bytes(__atomic_load_n(&g->memory.high, __ATOMIC_RELAXED));
+		ctl_group_sizes(g, &r->s);
 		r->heap_free = (uint64_t)__atomic_load_n(&g->stat[CGM_STAT_HEAP_FREE], __ATOMIC_RELAXED);
 		r->ev_high = __atomic_load_n(&g->events[CGM_EV_HIGH], __ATOMIC_RELAXED);
 		r->ev_max = __atomic_load_n(&g->events[CGM_EV_MAX], __ATOMIC_RELAXED);
@@ -104,10 +102,10 @@ static void print_frame(struct ctl *c, const struct top_row *rows, size_t n, boo
 	       "HEAPFREE", "HIGH", "MAX", "EV_HIGH", "EV_MAX", "OOMKILL", "PROCS");
 	for (size_t i = 0; i < n; i++)
 		printf("%-*s %8s %8s %8s %8s %8s %7" PRId64 " %7" PRId64 " %7" PRId64 " %5u\n",
-		       width, rows[i].path, human(rows[i].current, a, sizeof(a)),
-		       human(rows[i].peak, b, sizeof(b)), human(rows[i].heap_free, d, sizeof(d)),
-		       human(rows[i].high, e, sizeof(e)),
-		       human(rows[i].max, f, sizeof(f)), rows[i].ev_high, rows[i].ev_max,
+		       width, rows[i].path, human(rows[i].s.current, a, sizeof(a)),
+		       human(rows[i].s.peak, b, sizeof(b)), human(rows[i].heap_free, d, sizeof(d)),
+		       human(rows[i].s.high, e, sizeof(e)),
+		       human(rows[i].s.max, f, sizeof(f)), rows[i].ev_high, rows[i].ev_max,
 		       rows[i].ev_oom_kill, rows[i].nr_procs);
 	fflush(stdout);
 }

@@ -14,9 +14,17 @@
 /* What ls shows of a group. */
 struct ls_row {
 	char path[CGM_PATH_MAX];
-	uint64_t current, peak, max, high;
+	struct ctl_sizes s;
 	uint32_t nr_procs, nr_children;
 };
+
+void ctl_group_sizes(const struct cgm_group *g, struct ctl_sizes *s)
+{
+	s->current = page_counter_bytes(page_counter_read(&g->memory));
+	s->peak = page_counter_bytes(__atomic_load_n(&g->memory.watermark, __ATOMIC_RELAXED));
+	s->max = page_counter_bytes(__atomic_load_n(&g->memory.max, __ATOMIC_RELAXED));
+	s->high = page_counter_bytes(__atomic_load_n(&g->memory.high, __ATOMIC_RELAXED));
+}
 
 static const struct cgm_hier *sort_h;
 
@@ -84,10 +92,10 @@ static void print_rows(struct ctl *c, const struct ls_row *rows, size_t n)
 			printf("%s\n  {\"path\": ", i ? "," : "");
 			json_string(stdout, rows[i].path);
 			printf(", ");
-			print_size_json("current", rows[i].current, false);
-			print_size_json("peak", rows[i].peak, false);
-			print_size_json("max", rows[i].max, false);
-			print_size_json("high", rows[i].high, false);
+			print_size_json("current", rows[i].s.current, false);
+			print_size_json("peak", rows[i].s.peak, false);
+			print_size_json("max", rows[i].s.max, false);
+			print_size_json("high", rows[i].s.high, false);
 			printf("\"procs\": %u, \"children\": %u}", rows[i].nr_procs,
 			       rows[i].nr_children);
 		}
@@ -101,9 +109,9 @@ static void print_rows(struct ctl *c, const struct ls_row *rows, size_t n)
 	       "HIGH", "PROCS");
 	for (size_t i = 0; i < n; i++)
 		printf("%-*s %12" PRIu64 " %12" PRIu64 " %12s %12s %5u\n", width, rows[i].path,
-		       rows[i].current, rows[i].peak,
-		       cgm_format_size(rows[i].max, max, sizeof(max)),
-		       cgm_format_size(rows[i].high, high, sizeof(high)), rows[i].nr_procs);
+		       rows[i].s.current, rows[i].s.peak,
+		       cgm_format_size(rows[i].s.max, max, sizeof(max)),
+		       cgm_format_size(rows[i].s.high, high, sizeof(high)), rows[i].nr_procs);
 }
 
 int cmd_ls(struct ctl *c, int argc, char **argv)
@@ -153,10 +161,7 @@ int cmd_ls(struct ctl *c, int argc, char **argv)
 		/* A group removed since the walk is left out. */
 		if (!g || group_path(&c->h, idx[i], r->path, sizeof(r->path)) < 0)
 			continue;
-		r->current = page_counter_bytes(page_counter_read(&g->memory));
-		r->peak = page_counter_bytes(__atomic_load_n(&g->memory.watermark, __ATOMIC_RELAXED));
-		r->max = page_counter_bytes(__atomic_load_n(&g->memory.max, __ATOMIC_RELAXED));
-		r->high = page_counter_bytes(__atomic_load_n(&g->memory.high, __ATOMIC_RELAXED));
+		ctl_group_sizes(g, &r->s);
 		r->nr_procs = g->nr_procs;
 		r->nr_children = g->nr_children;
 		shown++;
