@@ -67,15 +67,11 @@ static int64_t sampled_takes_over(struct cgm_proc *p, int64_t pages)
 {
 	int64_t anon = __atomic_load_n(&p->sampled[CGM_STAT_ANON], __ATOMIC_RELAXED);
 	int64_t sampled = p->sampled_pages > 0 ? p->sampled_pages : 0;
-	int64_t held_after = p->held_pages - pages, want, move;
+	int64_t held_after = p->held_pages - pages, move;
 
-	if (!(p->sample_flags & CGM_SAMPLE_CHARGE) || anon <= 0 || held_after < 0 ||
-	    held_after > INT64_MAX / CGM_PAGE_SIZE)
+	if (!(p->sample_flags & CGM_SAMPLE_CHARGE) || held_after < 0)
 		return 0;
-	held_after *= CGM_PAGE_SIZE;
-	want = anon > held_after ? (anon - held_after) / CGM_PAGE_SIZE +
-				   ((anon - held_after) % CGM_PAGE_SIZE != 0) : 0;
-	move = want - sampled;
+	move = sample_pages_beyond(anon, held_after) - sampled;
 	if (move <= 0)
 		return 0;
 	if (move > pages)

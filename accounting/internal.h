@@ -24,6 +24,21 @@ void harvest_uncharge(struct cgm_hier *h, struct cgm_proc *p);
 bool charge_limit_near(const struct cgm_hier *h, uint32_t group, int64_t pages);
 
 /* What a negative stock lacks, bounded (a scribbled slot may hold INT64_MIN). */
+/*
+ * charge=resident: the pages a process's sample charges -- its @anon bytes
+ * beyond the @held_pages its byte charging holds, a partial page counted
+ * whole.  Saturating: a corrupt held count makes it charge nothing.
+ */
+static inline int64_t sample_pages_beyond(int64_t anon, int64_t held_pages)
+{
+	int64_t held;
+
+	if (held_pages > INT64_MAX / CGM_PAGE_SIZE)
+		return 0;
+	held = held_pages > 0 ? held_pages * CGM_PAGE_SIZE : 0;
+	return anon > held ? (anon - held + CGM_PAGE_SIZE - 1) / CGM_PAGE_SIZE : 0;
+}
+
 static inline int64_t stock_lack(const struct cgm_thread_slot *t)
 {
 	return t->stock < -(INT64_MAX / 2) ? INT64_MAX / 2 : -t->stock;

@@ -119,7 +119,7 @@ static int64_t sample_apply(struct cgm_hier *h, uint32_t proc, int64_t anon, con
 {
 	struct cgm_proc *p = hier_proc(h, proc);
 	struct cgm_group *g;
-	int64_t held, pages = 0, delta;
+	int64_t pages = 0, delta;
 
 	if (!p)
 		return 0;
@@ -131,11 +131,8 @@ static int64_t sample_apply(struct cgm_hier *h, uint32_t proc, int64_t anon, con
 		return 0;
 	}
 	g = hier_group(h, p->group);
-	/* Saturating: a corrupt count must not overflow (it only makes the sample charge nothing). */
-	held = p->held_pages <= 0 ? 0 : p->held_pages > INT64_MAX / CGM_PAGE_SIZE ? INT64_MAX :
-	       p->held_pages * CGM_PAGE_SIZE;
-	if ((p->sample_flags & CGM_SAMPLE_CHARGE) && anon > held)
-		pages = (anon - held + CGM_PAGE_SIZE - 1) / CGM_PAGE_SIZE;
+	if (p->sample_flags & CGM_SAMPLE_CHARGE)
+		pages = sample_pages_beyond(anon, p->held_pages);
 	if (p->sampled_pages < 0)
 		p->sampled_pages = 0;
 	delta = g ? pages - p->sampled_pages : 0;

@@ -263,10 +263,10 @@ void *cgm_acct_alloc_slow(size_t n, size_t align, bool zero)
 	return p;
 }
 
-void cgm_acct_count_big_free(void *p)
+/* Count the free of a block of @size bytes on the calling thread's slot. */
+static void count_big_free(int64_t size)
 {
 	struct cgm_thread_slot *t = cgm_tslot;
-	int64_t size = block_size(p);
 
 	if (byte_charge(size))
 		cgm_owner_add(t->freed_bytes, (uint64_t)size);
@@ -275,18 +275,26 @@ void cgm_acct_count_big_free(void *p)
 	cgm_owner_add(t->frees, 1);
 }
 
+void cgm_acct_count_big_free(void *p)
+{
+	count_big_free(block_size(p));
+}
+
 void cgm_acct_free_big(void *p)
 {
+	int64_t size = block_size(p);
+	bool large = size >= LARGE_BLOCK;
+
 	/* What was touched in a large block reaches the charge (and memory.peak) before it goes. */
-	if (mi209_block_size(p) >= LARGE_BLOCK && thread_slot())
+	if (large && thread_slot())
 		cgm_resident_tick(true);
-	cgm_acct_count_big_free(p);
+	count_big_free(size);
 	/*
 	 * charge=resident: a large block leaves memory as it is freed (as
 	 * glibc unmaps its large chunks), not when mimalloc next looks at
 	 * its segment -- which, with live pages around it, may be never.
 	 */
-	if (cgm_conf.charge == CGM_CHARGE_RESIDENT && mi209_block_size(p) >= LARGE_BLOCK)
+	if (large && cgm_conf.charge == CGM_CHARGE_RESIDENT)
 		cgm_mi_free_now(p);
 	else
 		mi_free(p);

@@ -468,19 +468,6 @@ int cgm_regions_usage(struct cgm_regions_usage *u, bool exclusive)
 	return 0;
 }
 
-uint64_t cgm_regions_program_reserved(void)
-{
-	uint64_t bytes = 0;
-
-	if (!table_lock())
-		return 0;
-	for (size_t i = 0; i < nr; i++)
-		if (tab[i].owner == CGM_REGION_PROGRAM)
-			bytes += tab[i].end - tab[i].start;
-	table_unlock();
-	return bytes;
-}
-
 /* Around fork(): the child gets a table no thread is halfway through changing. */
 static CGM_TLS bool fork_locked;
 

@@ -422,6 +422,14 @@ void acct_group_write(struct cgm_hier *h, const char *path, const char *file, co
 	ck_assert_msg(err == 0, "%s %s=%s: %s", path, file, value, why);
 }
 
+int64_t acct_group_usage(struct cgm_hier *h, const char *path)
+{
+	uint32_t g = group_lookup(h, path);
+
+	ck_assert_msg(g != CGM_NONE, "no group %s", path);
+	return page_counter_read(&h->groups[g].memory);
+}
+
 int64_t acct_group_value(struct cgm_hier *h, const char *path, const char *file, const char *key)
 {
 	char buf[8192];

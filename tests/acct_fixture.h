@@ -127,6 +127,9 @@ int64_t acct_file_value(const char *text, const char *key);
 /* Write @value to file @file of group @path (as root); the test fails if refused. */
 void acct_group_write(struct cgm_hier *h, const char *path, const char *file, const char *value);
 
+/* memory.current of group @path, in pages; the test fails if there is no such group. */
+int64_t acct_group_usage(struct cgm_hier *h, const char *path);
+
 /* The "@key N" line of file @file of group @path; the test fails if unreadable. */
 int64_t acct_group_value(struct cgm_hier *h, const char *path, const char *file, const char *key);
 

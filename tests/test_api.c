@@ -156,6 +156,17 @@ START_TEST(test_usage_follows_the_heap)
 }
 END_TEST
 
+/* Set our own group's memory.max to @room above its usage; returns the limit. */
+static long max_above_current(long room)
+{
+	char val[32];
+	long max = read_num(NULL, "memory.current") + room;
+
+	snprintf(val, sizeof(val), "%ld", max);
+	ck_assert_int_eq(cgm_write(NULL, "memory.max", val), 0);
+	return max;
+}
+
 /*
  * charge=resident: a block is charged as it is touched; once a sample
  * finds the group over memory.max (here the read of memory.current,
@@ -163,15 +174,12 @@ END_TEST
  */
 START_TEST(test_limit_set_from_inside)
 {
-	char val[32];
 	long max0, oom0, max;
 	char *p, *q;
 
 	max0 = read_key(NULL, "memory.events", "max");
 	oom0 = read_key(NULL, "memory.events", "oom");
-	max = read_num(NULL, "memory.current") + 8 * MiB;
-	snprintf(val, sizeof(val), "%ld", max);
-	ck_assert_int_eq(cgm_write(NULL, "memory.max", val), 0);
+	max = max_above_current(8 * MiB);
 	/* Reserved, not touched: nothing to refuse, as in the kernel. */
 	p = alloc(32 * MiB);
 	ck_assert_ptr_nonnull(p);
@@ -195,13 +203,11 @@ END_TEST
 /* charge=alloc: the very next allocation that would pass memory.max fails. */
 START_TEST(test_limit_charge_alloc)
 {
-	char val[32];
 	long oom0;
 	void *p;
 
 	oom0 = read_key(NULL, "memory.events", "oom");
-	snprintf(val, sizeof(val), "%ld", read_num(NULL, "memory.current") + 8 * MiB);
-	ck_assert_int_eq(cgm_write(NULL, "memory.max", val), 0);
+	max_above_current(8 * MiB);
 	errno = 0;
 	p = alloc(32 * MiB);
 	ck_assert_ptr_null(p);

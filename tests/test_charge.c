@@ -59,10 +59,7 @@ static struct cgm_proc *me(void)
 
 static int64_t usage_of(const char *path)
 {
-	uint32_t g = group_lookup(&ac.h, path);
-
-	ck_assert_msg(g != CGM_NONE, "no group %s", path);
-	return page_counter_read(&ac.h.groups[g].memory);
+	return acct_group_usage(&ac.h, path);
 }
 
 static struct cgm_group *group_at(const char *path)

@@ -64,10 +64,7 @@ static struct cgm_proc *me(void)
 
 static int64_t usage_of(const char *path)
 {
-	uint32_t g = group_lookup(&ac.h, path);
-
-	ck_assert_msg(g != CGM_NONE, "no group %s", path);
-	return page_counter_read(&ac.h.groups[g].memory);
+	return acct_group_usage(&ac.h, path);
 }
 
 static void set_file(const char *path, const char *file, const char *value)

@@ -37,9 +37,6 @@ struct cgm_regions_usage {
  */
 int cgm_regions_usage(struct cgm_regions_usage *u, bool exclusive);
 
-/* Bytes of the program's own regions, without the residency. */
-uint64_t cgm_regions_program_reserved(void);
-
 /*
  * Called by the mapping functions for the program's own private
  * anonymous mappings: 0 to go on, or -ENOMEM to fail the call.  With

@@ -155,6 +155,22 @@ static void *thread_main(void *arg)
 	return NULL;
 }
 
+/* mmap @n bytes, private or shared anonymous, touch them all, hold, unmap. */
+static int map_touch_hold(size_t n, int shared)
+{
+	char *p = mmap(NULL, n, PROT_READ | PROT_WRITE,
+		       (shared ? MAP_SHARED : MAP_PRIVATE) | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED) {
+		perror("fid_prog: mmap");
+		return -1;
+	}
+	touch(p, n);
+	hold("peak");
+	munmap(p, n);
+	return 0;
+}
+
 /* The C API, if the library is preloaded: write memory.reclaim of our own group. */
 static void reclaim(void)
 {
@@ -204,17 +220,9 @@ int main(int argc, char **argv)
 		touch(p, n / 100 * (size_t)atoi(argv[3]));
 		hold("peak");
 		free(p);
-	} else if (!strcmp(mode, "mmap")) {
-		size_t n = parse_size(argv[2]);
-		char *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-
-		if (p == MAP_FAILED) {
-			perror("fid_prog: mmap");
+	} else if (!strcmp(mode, "mmap") || !strcmp(mode, "shared")) {
+		if (map_touch_hold(parse_size(argv[2]), !strcmp(mode, "shared")) < 0)
 			return 1;
-		}
-		touch(p, n);
-		hold("peak");
-		munmap(p, n);
 	} else if (!strcmp(mode, "mremap")) {
 		size_t n = parse_size(argv[2]);
 		char *p = mmap(NULL, n / 2, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -251,17 +259,6 @@ int main(int argc, char **argv)
 			perror("fid_prog: sbrk (give back)");
 			return 1;
 		}
-	} else if (!strcmp(mode, "shared")) {
-		size_t n = parse_size(argv[2]);
-		char *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-
-		if (p == MAP_FAILED) {
-			perror("fid_prog: mmap");
-			return 1;
-		}
-		touch(p, n);
-		hold("peak");
-		munmap(p, n);
 	} else if (!strcmp(mode, "small")) {
 		small_objects(&l, parse_size(argv[2]));
 		hold("peak");

@@ -72,12 +72,32 @@ struct snap {
 };
 
 /*
- * The family of memory.stat key @i: the levels are gauges in bytes,
- * cgmalloc's counts are counters, in the units Prometheus names them in
- * (base units: bytes, seconds).  A key added to enum cgm_stat stops the
- * build here (-Wswitch) until it gets a case; a stat without one would
- * be exported untyped.
+ * The kind of each memory.stat key before the histogram: the levels are
+ * gauges in bytes, cgmalloc's counts are counters, in the units Prometheus
+ * names them in (base units: bytes, seconds).  The table must reach the
+ * histogram (the assertion); a key left out of it is exported untyped.
  */
+static const struct {
+	const char *type, *unit, *what;
+} stat_kinds[] = {
+	[CGM_STAT_ANON] = { "gauge", "_bytes",
+			    "resident private anonymous memory, as the kernel counts it" },
+	[CGM_STAT_HEAP_FREE] = { "gauge", "_bytes",
+				 "resident heap pages beyond the live bytes: what the allocator keeps" },
+	[CGM_STAT_MAPPED_ANON] = { "gauge", "_bytes",
+				   "resident pages of the program's own private anonymous mappings" },
+	[CGM_STAT_HEAP_LIVE] = { "gauge", "_bytes", "bytes allocated and not yet freed" },
+	[CGM_STAT_ALLOCS] = { "counter", "_total", "allocations" },
+	[CGM_STAT_FREES] = { "counter", "_total", "frees" },
+	[CGM_STAT_ALLOC_BYTES] = { "counter", "_total", "bytes allocated" },
+	[CGM_STAT_FREE_BYTES] = { "counter", "_total", "bytes freed" },
+	[CGM_STAT_THROTTLE_NS] = { "counter", "_seconds_total",
+				   "time allocating threads slept above memory.high" },
+};
+_Static_assert(sizeof(stat_kinds) / sizeof(stat_kinds[0]) == CGM_STAT_HIST0,
+	       "every memory.stat key before the histogram has a kind");
+
+/* The family of memory.stat key @i (see stat_kinds; the histogram's buckets are counters). */
 static void stat_family(int i, struct family *fam)
 {
 	const char *type = "untyped", *unit = "", *what = "";
@@ -88,49 +108,18 @@ static void stat_family(int i, struct family *fam)
 	snprintf(fam->key, sizeof(fam->key), "%s", cgm_stat_name(i, key, sizeof(key)));
 	keep = strlen(fam->key);
 	fam->micro = false;
-	switch ((enum cgm_stat)(i >= CGM_STAT_HIST0 ? CGM_STAT_HIST0 : i)) {
-	case CGM_STAT_ANON:
-		type = "gauge", unit = "_bytes";
-		what = "resident private anonymous memory, as the kernel counts it";
-		break;
-	case CGM_STAT_HEAP_FREE:
-		type = "gauge", unit = "_bytes";
-		what = "resident heap pages beyond the live bytes: what the allocator keeps";
-		break;
-	case CGM_STAT_MAPPED_ANON:
-		type = "gauge", unit = "_bytes";
-		what = "resident pages of the program's own private anonymous mappings";
-		break;
-	case CGM_STAT_HEAP_LIVE:
-		type = "gauge", unit = "_bytes";
-		what = "bytes allocated and not yet freed";
-		break;
-	case CGM_STAT_ALLOCS:
-		type = "counter", unit = "_total";
-		what = "allocations";
-		break;
-	case CGM_STAT_FREES:
-		type = "counter", unit = "_total";
-		what = "frees";
-		break;
-	case CGM_STAT_ALLOC_BYTES:
-		type = "counter", unit = "_total";
-		what = "bytes allocated";
-		break;
-	case CGM_STAT_FREE_BYTES:
-		type = "counter", unit = "_total";
-		what = "bytes freed";
-		break;
-	case CGM_STAT_THROTTLE_NS:
+	if (i < CGM_STAT_HIST0 && stat_kinds[i].type) {
+		type = stat_kinds[i].type;
+		unit = stat_kinds[i].unit;
+		what = stat_kinds[i].what;
+	}
+	if (i == CGM_STAT_THROTTLE_NS) {
 		/* The file counts microseconds: the name says seconds, as Prometheus does. */
-		type = "counter", unit = "_seconds_total";
-		what = "time allocating threads slept above memory.high";
 		if (keep > 5 && strcmp(fam->key + keep - 5, "_usec") == 0) {
 			keep -= 5;
 			fam->micro = true;
 		}
-		break;
-	case CGM_STAT_HIST0:
+	} else if (i >= CGM_STAT_HIST0) {
 		/* The bucket's upper bound is the key's number; the last takes all above too. */
 		type = "counter", unit = "_total";
 		bound = strtoull(fam->key + strcspn(fam->key, "0123456789"), NULL, 10);
@@ -142,9 +131,6 @@ static void stat_family(int i, struct family *fam)
 			snprintf(range, sizeof(range), "allocations of %llu to %llu bytes",
 				 bound / 2 + 1, bound);
 		what = range;
-		break;
-	case CGM_NR_STATS:
-		break;
 	}
 	fam->type = type;
 	snprintf(fam->name, sizeof(fam->name), "%s%.*s%s", files[fam->file].name, (int)keep,
