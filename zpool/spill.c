@@ -82,6 +82,21 @@ struct sp_entry {
 	zp_entry_t zent;	/* valid from STORED on */
 	uint32_t range;
 	uint32_t state;
+	uint32_t seq;		/* the spilled count when it left: its refault distance */
+};
+
+/*
+ * Pages that refaulted soon after they left: remembered, one per slot of
+ * a direct-mapped table (a collision forgets the older page), with the
+ * spilled count when they came back.  A page stays hot until as many
+ * pages again have been spilled since (the kernel's workingset: a
+ * refault distance below the working set activates the page).
+ */
+#define SP_HOT_SLOTS	(1u << 14)
+
+struct sp_hot {
+	atomic_uintptr_t page;
+	atomic_uint seq;
 };
 
 struct sp_range {
@@ -114,9 +129,15 @@ struct spill_engine {
 	unsigned lane_busy;
 
 	unsigned char *bounce;		/* the handler's */
+	void (*idle)(void);
+	int idle_ms;
+
+	struct sp_hot *hot;
+	atomic_uint hot_distance;	/* pages; 0: nothing is ever hot */
 
 	atomic_uint_fast64_t spilled, refaulted, restored, skipped,
-		store_failed, in_pool, nr_ranges;
+		store_failed, in_pool, nr_ranges, skipped_hot, refaulted_hot,
+		forgotten;
 };
 
 #define SP_NO_RANGE	UINT32_MAX
@@ -135,11 +156,62 @@ static void sp_unmap(void *p, size_t bytes)
 		munmap(p, bytes);
 }
 
+/* ---- refault distance ---- */
+
+static struct sp_hot *sp_hot_slot(struct spill_engine *e, uintptr_t page)
+{
+	return &e->hot[((uint64_t)(page / SP_PAGE) * 0x9e3779b97f4a7c15ull) >> 50];
+}
+
+static uint32_t sp_seq_now(struct spill_engine *e)
+{
+	return (uint32_t)atomic_load_explicit(&e->spilled, memory_order_relaxed);
+}
+
+/* A page that left at spilled count @seq came back by a fault. */
+static void sp_refaulted_at(struct spill_engine *e, uintptr_t page, uint32_t seq)
+{
+	uint32_t window = atomic_load_explicit(&e->hot_distance, memory_order_relaxed);
+	struct sp_hot *h;
+
+	if (sp_seq_now(e) - seq >= window)
+		return;
+	h = sp_hot_slot(e, page);
+	atomic_store_explicit(&h->seq, sp_seq_now(e), memory_order_relaxed);
+	atomic_store_explicit(&h->page, page, memory_order_relaxed);
+	atomic_fetch_add_explicit(&e->refaulted_hot, 1, memory_order_relaxed);
+}
+
+static bool sp_is_hot(struct spill_engine *e, uintptr_t page)
+{
+	struct sp_hot *h = sp_hot_slot(e, page);
+	uint32_t window = atomic_load_explicit(&e->hot_distance, memory_order_relaxed);
+
+	return atomic_load_explicit(&h->page, memory_order_relaxed) == page &&
+	       sp_seq_now(e) - atomic_load_explicit(&h->seq, memory_order_relaxed) < window;
+}
+
+void spill_set_hot_distance(struct spill_engine *e, size_t pages)
+{
+	atomic_store_explicit(&e->hot_distance,
+			      pages > UINT32_MAX / 2 ? UINT32_MAX / 2 : (unsigned)pages,
+			      memory_order_relaxed);
+}
+
 /* ---- the page table: open addressing, linear probing ---- */
 
+/*
+ * Neighbouring pages take neighbouring slots: pages are hashed by their
+ * group of 64, and a group's pages lie side by side.  A spill of a run of
+ * pages then writes a few pages of the table, not one table page per
+ * spilled page (whose memory would eat what spilling saves).
+ */
 static size_t sp_hash(const struct spill_engine *e, uintptr_t page)
 {
-	return (size_t)(((uint64_t)(page / SP_PAGE) * 0x9e3779b97f4a7c15ull) >> e->shift);
+	uint64_t pn = (uint64_t)(page / SP_PAGE);
+
+	return (size_t)((((pn >> 6) * 0x9e3779b97f4a7c15ull) >> e->shift << 6) | (pn & 63)) &
+	       e->mask;
 }
 
 static struct sp_entry *sp_lookup(struct spill_engine *e, uintptr_t page)
@@ -164,7 +236,7 @@ static struct sp_entry *sp_insert(struct spill_engine *e, uintptr_t page,
 		if (e->slots[i].page == page)
 			return NULL;
 	e->slots[i] = (struct sp_entry){ .page = page, .range = range,
-					 .state = SP_TRANSIT };
+					 .state = SP_TRANSIT, .seq = sp_seq_now(e) };
 	e->count++;
 	return &e->slots[i];
 }
@@ -348,6 +420,30 @@ static CGM_COLD void sp_lost(uintptr_t page, int err)
 }
 
 /*
+ * Lock the table and find @page's entry once it is STORED, waiting while
+ * it is in transit or being loaded.  NULL (and the lock released) if the
+ * page has no entry.
+ */
+static struct sp_entry *sp_claim(struct spill_engine *e, uintptr_t page)
+{
+	struct sp_entry *ent;
+
+	pthread_mutex_lock(&e->lock);
+	while ((ent = sp_lookup(e, page)) && ent->state != SP_STORED)
+		pthread_cond_wait(&e->changed, &e->lock);
+	if (!ent)
+		pthread_mutex_unlock(&e->lock);
+	return ent;
+}
+
+/* A claimed entry has left the table: its page leaves the pool. */
+static void sp_release(struct spill_engine *e, zp_entry_t zent)
+{
+	zp_invalidate(e->pool, zent);
+	atomic_fetch_sub_explicit(&e->in_pool, 1, memory_order_relaxed);
+}
+
+/*
  * Bring @page back from the pool through @bounce and count it in @counter.
  * Waits while the page is in transit or another thread brings it back.
  * The waiters are woken by the copy itself, before the bookkeeping: the
@@ -360,21 +456,17 @@ static CGM_COLD void sp_lost(uintptr_t page, int err)
 static int sp_restore(struct spill_engine *e, uintptr_t page, void *bounce,
 		      atomic_uint_fast64_t *counter)
 {
-	struct sp_entry *ent;
+	struct sp_entry *ent = sp_claim(e, page);
 	zp_entry_t zent;
-	uint32_t range;
+	uint32_t range, seq;
 	int err;
 
-	pthread_mutex_lock(&e->lock);
-	while ((ent = sp_lookup(e, page)) && ent->state != SP_STORED)
-		pthread_cond_wait(&e->changed, &e->lock);
-	if (!ent) {
-		pthread_mutex_unlock(&e->lock);
+	if (!ent)
 		return 0;
-	}
 	ent->state = SP_LOADING;
 	zent = ent->zent;
 	range = ent->range;
+	seq = ent->seq;
 	pthread_mutex_unlock(&e->lock);
 
 	err = zp_load(e->pool, zent, bounce);
@@ -390,9 +482,35 @@ static int sp_restore(struct spill_engine *e, uintptr_t page, void *bounce,
 	sp_remove(e, sp_lookup(e, page));
 	pthread_cond_broadcast(&e->changed);
 	pthread_mutex_unlock(&e->lock);
-	zp_invalidate(e->pool, zent);
-	atomic_fetch_sub_explicit(&e->in_pool, 1, memory_order_relaxed);
+	sp_release(e, zent);
 	atomic_fetch_add_explicit(counter, 1, memory_order_relaxed);
+	if (counter == &e->refaulted)
+		sp_refaulted_at(e, page, seq);
+	sp_range_put(e, range);
+	return 1;
+}
+
+/*
+ * Drop @page's entry without putting the page back: the program discarded
+ * it (MADV_DONTNEED, munmap), so a later touch reads zeros, as it would
+ * have.  Waits for a page in transit or being loaded.  Returns 1 if an
+ * entry went.
+ */
+static int sp_forget(struct spill_engine *e, uintptr_t page)
+{
+	struct sp_entry *ent = sp_claim(e, page);
+	zp_entry_t zent;
+	uint32_t range;
+
+	if (!ent)
+		return 0;
+	zent = ent->zent;
+	range = ent->range;
+	sp_remove(e, ent);
+	pthread_cond_broadcast(&e->changed);
+	pthread_mutex_unlock(&e->lock);
+	sp_release(e, zent);
+	atomic_fetch_add_explicit(&e->forgotten, 1, memory_order_relaxed);
 	sp_range_put(e, range);
 	return 1;
 }
@@ -447,10 +565,13 @@ static void *sp_handler(void *arg)
 				sp_cpu_relax();
 				continue;
 			}
-			if (poll(pfd, 2, -1) < 0)
+			n = poll(pfd, 2, e->idle ? e->idle_ms : -1);
+			if (n < 0)
 				continue;	/* EINTR cannot happen (signals blocked) */
 			if (pfd[1].revents)
 				break;
+			if (n == 0)
+				e->idle();
 			continue;
 		}
 		spin_until = sp_now_ns() + SP_SPIN_NS;
@@ -508,6 +629,16 @@ static int sp_uffd_new(uint64_t features)
 	return fd;
 }
 
+int spill_probe(void)
+{
+	int fd = sp_uffd_new(UFFD_FEATURE_MOVE);
+
+	if (fd < 0)
+		return fd;
+	close(fd);
+	return 0;
+}
+
 static size_t sp_table_slots(size_t max_pages)
 {
 	size_t n = 64;
@@ -534,6 +665,7 @@ static void sp_free(struct spill_engine *e)
 	sp_unmap(e->ranges, (size_t)e->max_ranges * sizeof(*e->ranges));
 	sp_unmap(e->stage, sp_stage_bytes());
 	sp_unmap(e->bounce, SP_PAGE);
+	sp_unmap(e->hot, SP_HOT_SLOTS * sizeof(*e->hot));
 	pthread_mutex_destroy(&e->lock);
 	pthread_cond_destroy(&e->changed);
 	pthread_mutex_destroy(&e->reg_lock);
@@ -556,6 +688,8 @@ int spill_open(const struct spill_options *opt, struct spill_engine **enginep)
 	if (!e)
 		return -ENOMEM;
 	e->pool = opt->pool;
+	e->idle = opt->idle_ms ? opt->idle : NULL;
+	e->idle_ms = opt->idle_ms > 60000 ? 60000 : (int)opt->idle_ms;
 	e->uffd = e->stage_uffd = e->stop_fd = -1;
 	pthread_mutex_init(&e->lock, NULL);
 	pthread_cond_init(&e->changed, NULL);
@@ -573,8 +707,9 @@ int spill_open(const struct spill_options *opt, struct spill_engine **enginep)
 	e->ranges = sp_map((size_t)e->max_ranges * sizeof(*e->ranges));
 	e->stage = sp_map(sp_stage_bytes());
 	e->bounce = sp_map(SP_PAGE);
+	e->hot = sp_map(SP_HOT_SLOTS * sizeof(*e->hot));
 	err = -ENOMEM;
-	if (!e->slots || !e->ranges || !e->stage || !e->bounce)
+	if (!e->slots || !e->ranges || !e->stage || !e->bounce || !e->hot)
 		goto fail;
 	madvise(e->stage, sp_stage_bytes(), MADV_NOHUGEPAGE);
 
@@ -711,14 +846,22 @@ static unsigned sp_spill_batch(struct spill_engine *e, uintptr_t addr,
 	bool left[SP_BATCH] = { false };
 	unsigned entered = 0, spilled = 0, skipped = 0, failed = 0;
 
+	unsigned hot = 0;
+
 	pthread_mutex_lock(&e->lock);
-	for (unsigned i = 0; i < n; i++)
+	for (unsigned i = 0; i < n; i++) {
+		if (sp_is_hot(e, addr + i * SP_PAGE)) {
+			hot++;
+			continue;
+		}
 		if (sp_insert(e, addr + i * SP_PAGE, range)) {
 			in[i] = true;
 			entered++;
 		}
+	}
 	pthread_mutex_unlock(&e->lock);
-	skipped += n - entered;
+	skipped += n - entered - hot;
+	atomic_fetch_add_explicit(&e->skipped_hot, hot, memory_order_relaxed);
 	sp_range_get(e, range, entered);
 
 	sp_move(e, addr, stage, in, moved, n);
@@ -798,6 +941,67 @@ long spill_out(struct spill_engine *e, void *addr, size_t npages)
 	return total;
 }
 
+/* ---- the program changes what is spilled ---- */
+
+/*
+ * Restore (or forget) every spilled page in [lo, hi), range by range: a
+ * page can be out only inside a live range, and a range spans one
+ * spill_out() call, so the walk costs the ranges, not the table.
+ */
+static long sp_walk(struct spill_engine *e, uintptr_t lo, uintptr_t hi, bool restore,
+		    void *bounce)
+{
+	long n = 0;
+
+	for (uint32_t i = 0;; i++) {
+		uintptr_t start, end;
+
+		pthread_mutex_lock(&e->reg_lock);
+		if (i >= e->ranges_hw) {
+			pthread_mutex_unlock(&e->reg_lock);
+			break;
+		}
+		start = e->ranges[i].start;
+		end = e->ranges[i].end;
+		pthread_mutex_unlock(&e->reg_lock);
+		if (!end || end <= lo || start >= hi)
+			continue;
+		start = start > lo ? start : lo;
+		end = end < hi ? end : hi;
+		for (uintptr_t page = start; page < end; page += SP_PAGE)
+			n += restore ? sp_restore(e, page, bounce, &e->restored) > 0 :
+				       sp_forget(e, page);
+	}
+	return n;
+}
+
+static bool sp_span(const void *addr, size_t len, uintptr_t *lo, uintptr_t *hi)
+{
+	*lo = (uintptr_t)addr & ~(SP_PAGE - 1);
+	*hi = len > UINTPTR_MAX - (uintptr_t)addr - SP_PAGE ? UINTPTR_MAX & ~(SP_PAGE - 1) :
+	      ((uintptr_t)addr + len + SP_PAGE - 1) & ~(SP_PAGE - 1);
+	return *hi > *lo;
+}
+
+long spill_restore_range(struct spill_engine *e, const void *addr, size_t len)
+{
+	_Alignas(4096) unsigned char bounce[SP_PAGE];
+	uintptr_t lo, hi;
+
+	if (!atomic_load_explicit(&e->in_pool, memory_order_relaxed) || !sp_span(addr, len, &lo, &hi))
+		return 0;
+	return sp_walk(e, lo, hi, true, bounce);
+}
+
+long spill_forget_range(struct spill_engine *e, const void *addr, size_t len)
+{
+	uintptr_t lo, hi;
+
+	if (!atomic_load_explicit(&e->in_pool, memory_order_relaxed) || !sp_span(addr, len, &lo, &hi))
+		return 0;
+	return sp_walk(e, lo, hi, false, NULL);
+}
+
 /* ---- statistics and closing ---- */
 
 void spill_stats(struct spill_engine *e, struct spill_stats *st)
@@ -810,6 +1014,9 @@ void spill_stats(struct spill_engine *e, struct spill_stats *st)
 	st->stored_bytes = st->spilled * SP_PAGE;
 	st->in_pool = atomic_load_explicit(&e->in_pool, memory_order_relaxed);
 	st->ranges = atomic_load_explicit(&e->nr_ranges, memory_order_relaxed);
+	st->skipped_hot = atomic_load_explicit(&e->skipped_hot, memory_order_relaxed);
+	st->refaulted_hot = atomic_load_explicit(&e->refaulted_hot, memory_order_relaxed);
+	st->forgotten = atomic_load_explicit(&e->forgotten, memory_order_relaxed);
 }
 
 /*
@@ -856,5 +1063,11 @@ void spill_close(struct spill_engine *e)
 	if (!bounce)
 		sp_restore_all(e, e->bounce);
 	sp_unmap(bounce, SP_PAGE);
+	sp_free(e);
+}
+
+void spill_abandon(struct spill_engine *e)
+{
+	/* The handler thread is the parent's: not here, nothing to join. */
 	sp_free(e);
 }

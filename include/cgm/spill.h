@@ -31,12 +31,19 @@
  * spill_open() and messages go through cgm_log(), so the engine can run
  * inside the interposed malloc.
  *
+ * Coldness.  A page that refaults within hot_distance spills of leaving
+ * (its refault distance, as the kernel's workingset measures it) is hot:
+ * spill_out() leaves it in place until that many more pages have been
+ * spilled.
+ *
  * Limits of this engine, for whoever wires it in:
  *   - fork(): no UFFD_FEATURE_EVENT_FORK; a child reads zeros where the
- *     parent's pages were spilled.  Bring pages back (or refuse) at fork.
+ *     parent's pages were spilled.  Bring pages back first
+ *     (spill_restore_range over everything).
  *   - MADV_DONTNEED/munmap by the program on a spilled page is not seen
- *     (no EVENT_REMOVE/UNMAP): a later touch brings the old bytes back, and
- *     the entry of an unmapped page stays until spill_close().
+ *     (no EVENT_REMOVE/UNMAP, whose waits would deadlock a handler that
+ *     runs in the program): call spill_forget_range() before them, and
+ *     spill_restore_range() before an mremap that moves spilled pages.
  *   - A thread must not touch, in the same spill_out() call, a page it is
  *     spilling (it would wait for its own store).
  */
@@ -61,6 +68,15 @@ struct spill_options {
 	struct zp_pool *pool;
 	size_t max_pages;
 	size_t max_ranges;
+	/*
+	 * Called on the handler thread after idle_ms without a fault (0: never):
+	 * work for a process that is not allocating, such as answering a
+	 * reclaim.  It must not touch memory that can be spilled (the thread
+	 * that would bring it back is the one running it) nor wait for a
+	 * thread that may.
+	 */
+	void (*idle)(void);
+	unsigned idle_ms;
 };
 
 /* Counters; totals since spill_open() unless said otherwise. */
@@ -76,7 +92,16 @@ struct spill_stats {
 				 * the compressed size is in zp_pool_stats) */
 	uint64_t in_pool;	/* pages spilled now */
 	uint64_t ranges;	/* ranges registered now */
+	uint64_t skipped_hot;	/* pages left in place because they were hot */
+	uint64_t refaulted_hot;	/* refaults within the hot distance */
+	uint64_t forgotten;	/* spilled pages the program discarded */
 };
+
+/*
+ * Can this process have an engine?  0, or -EPERM / -EOPNOTSUPP with the
+ * same one line spill_open() would print.
+ */
+int spill_probe(void);
 
 /*
  * Create an engine over @opt->pool: the uffds, the tables, and the handler
@@ -106,6 +131,18 @@ int spill_open(const struct spill_options *opt, struct spill_engine **enginep);
 long spill_out(struct spill_engine *e, void *addr, size_t npages);
 
 /*
+ * Bring back the spilled pages of [addr, addr + len) (restore_range), or
+ * drop them so that they read as zeros, as discarded pages do
+ * (forget_range).  Pages in transit are waited for.  Return the pages
+ * restored or forgotten.  A call with nothing spilled costs one load.
+ */
+long spill_restore_range(struct spill_engine *e, const void *addr, size_t len);
+long spill_forget_range(struct spill_engine *e, const void *addr, size_t len);
+
+/* The refault distance below which a page is hot (0, the default: none is). */
+void spill_set_hot_distance(struct spill_engine *e, size_t pages);
+
+/*
  * Read the counters (each one exact, the set not a snapshot).  A refault is
  * counted, and its range unregistered, just after the faulting thread is
  * released: that thread may read the counters a moment before they
@@ -121,5 +158,12 @@ void spill_stats(struct spill_engine *e, struct spill_stats *st);
  * swap-in does.  No spill_out() may run during or after it.
  */
 void spill_close(struct spill_engine *e);
+
+/*
+ * In a forked child: let go of the parent's engine -- close its uffds and
+ * unmap its tables -- without touching its thread, which the child does
+ * not have.  The child's pages were restored before the fork.
+ */
+void spill_abandon(struct spill_engine *e);
 
 #endif /* CGM_SPILL_H */
