@@ -142,7 +142,7 @@ MODULE_MKS := base/base.mk accounting/accounting.mk zpool/zpool.mk shim/shim.mk 
 	tests/tests.mk tests/static_key.mk tests/accounting.mk tests/zpool.mk \
 	tests/runtime.mk tests/preload/preload.mk tests/reliability/reliability.mk \
 	tests/fidelity/fidelity.mk tests/fuzz/fuzz.mk \
-	bench/bench.mk bench/insn.mk bench/zpool.mk
+	bench/bench.mk bench/insn.mk bench/zpool.mk bench/spill.mk
 include $(MODULE_MKS)
 
 $(foreach m,$(MODULES),$(foreach f,plain asan tsan fuzz,$(eval $(call module_archive,$(m),$(f)))))

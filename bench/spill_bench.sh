@@ -1,0 +1,141 @@
+#!/bin/sh
+# Run the spill engine benchmark and write bench/RESULTS-spill.md.
+# usage: bench/spill_bench.sh [BUILD_DIR] [ROUNDS] [PAGES]
+set -eu
+
+B=${1:-build}
+ROUNDS=${2:-10}
+PAGES=${3:-4096}
+BIN=$B/bench/spill_bench
+# The zpool benchmark's page file: both benches measure the same pages.
+PAGEFILE=$B/zpool-heap.pages
+OUT=bench/RESULTS-spill.md
+RAW=$B/spill-bench.txt
+ERR=$B/spill-bench.err
+GOAL_US=15
+
+"$BIN" "$PAGEFILE" "$B" "$ROUNDS" "$PAGES" > "$RAW" 2> "$ERR"
+
+machine="$(nproc) vCPUs, kernel $(uname -r), clocksource $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null || echo unknown); $(date -u +%Y-%m-%d)"
+
+if grep -q '^unavailable ' "$RAW"; then
+	why=$(sed -n 's/^unavailable //p' "$RAW")
+	detail=$(grep '^cgmalloc: spill:' "$ERR" | head -1 || true)
+	{
+		echo "# Spill engine benchmark"
+		echo
+		echo "Not measured: $why${detail:+ ($detail)}."
+		echo
+		echo "Machine: $machine."
+	} > "$OUT"
+	echo "bench-spill: not measured: $why"
+	exit 0
+fi
+
+val() { sed -n "s/^$1 //p" "$RAW"; }
+# Field $3 of the "lat NAME THREADS ..." line: 4 samples, 5 p50, 6 p99,
+# 7 p99.9, 8 and 9 the least and greatest round p50, 10 the mean.
+lat() { awk -v n="$1" -v t="$2" -v f="$3" '$1 == "lat" && $2 == n && $3 == t { print $f }' "$RAW"; }
+# Field $2 of the "tput NAME median least greatest" line: 3, 4, 5.
+tput() { awk -v n="$1" -v f="$2" '$1 == "tput" && $2 == n { print $f }' "$RAW"; }
+lat_row() {	# label name threads
+	printf '| %s | %s | %s | %s | %s | %s | %s–%s | %s |\n' "$1" "$3" \
+		"$(lat "$2" "$3" 5)" "$(lat "$2" "$3" 6)" "$(lat "$2" "$3" 7)" \
+		"$(lat "$2" "$3" 10)" "$(lat "$2" "$3" 8)" "$(lat "$2" "$3" 9)" \
+		"$(lat "$2" "$3" 4)"
+}
+tput_cell() { printf '%s (%s–%s)' "$(tput "$1" 3)" "$(tput "$1" 4)" "$(tput "$1" 5)"; }
+
+P50_1=$(lat spill-lz4 1 5)
+P50_2=$(lat spill-lz4 2 5)
+P50_4=$(lat spill-lz4 4 5)
+verdict=$(awk -v p="$P50_1" -v g="$GOAL_US" 'BEGIN { print (p <= g) ? "met" : "not met" }')
+SUMMARY="spill: refault p50 with lz4 $P50_1 us (1 thread), $P50_2 us (2), $P50_4 us (4): goal p50 <= $GOAL_US us $verdict"
+MISMATCHES=$(val mismatches)
+
+{
+	echo "# Spill engine benchmark"
+	echo
+	echo "$SUMMARY."
+	echo
+	echo "Machine: $machine; a shared VM, so every figure is a median or a"
+	echo "percentile over $(val rounds) rounds that interleave all configurations"
+	echo "(each round runs each once, in an order rotated round by round)."
+	echo "Pages: $(val pages) per configuration per round, copied from $(val heap_pages | cut -d' ' -f1)"
+	echo "real heap pages of a Python program (\`$PAGEFILE\`, the zpool benchmark's),"
+	echo "shifted every round; lz4 ratio $(val 'ratio lz4'), zstd $(val 'ratio zstd')."
+	echo "Every page that came back was compared with what left: $MISMATCHES differed."
+	echo
+	echo "## Refault latency seen by the faulting thread (µs; goal: p50 <= $GOAL_US with lz4)"
+	echo
+	echo "Spill rows: the pages are spilled (one \`spill_out\` per thread's share),"
+	echo "then 1, 2 or 4 threads are released together, each walking its own"
+	echo "share and reading one byte per page; each read is timed with"
+	echo "\`clock_gettime(CLOCK_MONOTONIC)\`.  Kernel rows: the same timed read"
+	echo "(a write for zero-fill), one thread, where the kernel brings the page"
+	echo "back itself."
+	echo
+	echo "| refault of a dropped page | threads | p50 | p99 | p99.9 | mean | p50 per round | pages timed |"
+	echo "|---|---|---|---|---|---|---|---|"
+	for t in 1 2 4; do lat_row "spill, lz4" spill-lz4 $t; done
+	for t in 1 2 4; do lat_row "spill, zstd" spill-zstd $t; done
+	lat_row "kernel: page-cache hit (private file mapping, PTE dropped by MADV_DONTNEED)" kernel-pagecache 1
+	if [ "$(val swap)" = none ]; then
+		echo "| kernel: swap-in after MADV_PAGEOUT | | not available: no swap or zram device (\`/proc/swaps\` lists none) | | | | | |"
+	elif [ "$(val swapped_out)" = 0 ]; then
+		echo "| kernel: swap-in after MADV_PAGEOUT | | not measured: MADV_PAGEOUT left every page resident | | | | | |"
+	else
+		lat_row "kernel: swap-in after MADV_PAGEOUT (swap on $(awk 'NR == 2 { print $1 }' /proc/swaps))" kernel-swapin 1
+	fi
+	lat_row "kernel: first write to an untouched anonymous page (zero-fill)" kernel-zerofill 1
+	lat_row "no fault: read of a resident page (the timing's own cost)" resident 1
+	echo
+	echo "## Throughput (MB/s of 4 KiB pages; median, least–greatest round)"
+	echo
+	echo "Spill: one \`spill_out\` of all $(val pages) pages (move, compress, store), one"
+	echo "thread, wall time.  Refault: one thread reads one byte of each page"
+	echo "back, wall time (the handler thread's work included).  Raw: the codec"
+	echo "alone on the same pages in the same round — \`LZ4_compress_default\`"
+	echo "into one scratch buffer and \`LZ4_decompress_safe\` from copies"
+	echo "compressed beforehand (zstd: \`ZSTD_compressCCtx\` level 3 and"
+	echo "\`ZSTD_decompressDCtx\`).  Engine / raw: the median of each round's ratio."
+	echo
+	echo "| codec | spill_out | raw compress | spill / raw | refault walk | raw decompress | refault / raw |"
+	echo "|---|---|---|---|---|---|---|"
+	for c in lz4 zstd; do
+		set -- $(val "vs_raw $c")
+		echo "| $c | $(tput_cell spill-$c) | $(tput_cell raw-compress-$c) | $1% | $(tput_cell refault-$c) | $(tput_cell raw-decompress-$c) | $2% |"
+	done
+	echo
+	echo "Engine counters at the end: spilled, refaulted, skipped, store failed;"
+	echo "pages \`spill_out\` left in place in the measured calls:"
+	echo
+	for c in lz4 zstd; do
+		set -- $(val "engine $c")
+		echo "- $c: $1 spilled, $2 refaulted, $3 skipped, $4 store failed, $5 left in place"
+	done
+	echo
+	echo "## Notes"
+	echo
+	echo "- Page-cache reference: a file of the same pages in \`$B\` (unlinked at"
+	echo "  once) is mapped private and read-only and every page read once;"
+	echo "  before each timed read that page's PTE is dropped with"
+	echo "  \`MADV_DONTNEED\` (outside the timing), so each read is one minor"
+	echo "  fault on a page-cache hit that maps one page (its neighbours are"
+	echo "  still mapped, so fault-around adds none)."
+	echo "- Spill and raw MB/s are wall time, not CPU time: the refault path"
+	echo "  spans two threads (the faulting one and the handler), and what a"
+	echo "  program waits for is wall time.  The mean latency column is what"
+	echo "  the refault walk's MB/s follows; the p50 is the typical fault."
+	echo "- $(val settle_timeouts) waits for the handler's bookkeeping (entries and ranges of"
+	echo "  pages already back) ran past 2 s."
+	echo
+	echo "## Command"
+	echo
+	echo '```'
+	echo "make bench-spill B=$B        # runs what follows"
+	echo "$BIN $PAGEFILE $B $ROUNDS $PAGES"
+	echo '```'
+} > "$OUT"
+echo "$SUMMARY"
+echo "bench-spill: results in $OUT"
