@@ -341,6 +341,10 @@ static void setup_proc(struct cgm_hier *h, uint32_t idx, uint32_t group)
 	memset(p->sampled, 0, sizeof(p->sampled));
 	memset(p->sampled_folded, 0, sizeof(p->sampled_folded));
 	p->sampled_ns = 0;
+	p->spilled_pages = 0;
+	p->reclaim_want = 0;
+	memset(p->spill_counts, 0, sizeof(p->spill_counts));
+	memset(p->spill_folded, 0, sizeof(p->spill_folded));
 	p->reclaim_asked = p->reclaim_done = 0;
 	p->move_to = CGM_NONE;
 	memcpy(p->comm, comm, sizeof(p->comm));

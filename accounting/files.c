@@ -22,9 +22,13 @@ static const char *const event_names[CGM_NR_EVENTS] = {
 const char *cgm_stat_name(int i, char *buf, size_t len)
 {
 	static const char *const names[] = {
-		"anon", "heap_free", "mapped_anon", "heap_live", "allocs", "frees",
-		"alloc_bytes", "free_bytes", "throttle_usec",
+		"anon", "heap_free", "mapped_anon", "zswap", "zswapped", "swap", "heap_live",
+		"allocs", "frees", "alloc_bytes", "free_bytes", "throttle_usec",
+		"zswpout", "zswpin", "zswpwb", "pswpin", "pswpout", "workingset_refault_anon",
+		"pgscan", "pgsteal",
 	};
+	_Static_assert(sizeof(names) / sizeof(names[0]) == CGM_STAT_HIST0,
+		       "every memory.stat key before the histogram has a name");
 
 	if (i < CGM_STAT_HIST0)
 		return names[i];
@@ -323,20 +327,35 @@ void (*cgm_files_reclaim_self)(void);
  * once) -- and wait up to half a second for them.  A group below its low
  * that is reclaimed gets a "low" event.  False if no process was asked.
  */
-static bool reclaim_pass(struct cgm_hier *h, uint32_t group, enum acct_protection level)
+static bool reclaim_pass(struct cgm_hier *h, uint32_t group, enum acct_protection level,
+			 int64_t want)
 {
+	struct cgm_group *g = hier_group(h, group);
+	int64_t usage = page_counter_read(&g->memory);
 	struct cgm_proc *p;
 	bool any = false, asked = false;
 	uint32_t i;
 
 	for_each_live_proc(h, i, p) {
 		uint32_t pg = __atomic_load_n(&p->group, __ATOMIC_RELAXED);
+		int64_t share;
 
 		if (!group_in_subtree(h, pg, group) || acct_reclaim_protection(h, group, pg) != level)
 			continue;
 		if (level == ACCT_PROT_LOW)
 			group_event(h, pg, CGM_EV_LOW);
 		asked = true;
+		/*
+		 * What a spilling process is asked for: its part of @want, by
+		 * its share of the group's usage (rounded up, one batch at
+		 * least), as the kernel's proportional reclaim scans each
+		 * memcg by its size.
+		 */
+		share = want > 0 && usage > 0 ?
+			(int64_t)((__int128)want * proc_charged_pages(p) / usage) : 0;
+		/* Spilling adds the pool's pages and its bookkeeping: an eighth more. */
+		share = share > 0 ? share + share / 8 + 32 : 0;
+		__atomic_store_n(&p->reclaim_want, share, __ATOMIC_RELAXED);
 		if (p->pid == (int32_t)getpid()) {
 			if (cgm_files_reclaim_self)
 				cgm_files_reclaim_self();
@@ -373,18 +392,36 @@ static bool reclaim_pass(struct cgm_hier *h, uint32_t group, enum acct_protectio
  * groups within their low, never those within their min.  Returns the
  * pages by which the group's usage fell.
  */
+/*
+ * Pages reclaimed from the subtree of @g since @usage and @zswap: the fall
+ * of its usage, plus what the compressed copies of spilled pages put back
+ * in it -- a spilled page is reclaimed, as the kernel counts a page
+ * stored in zswap.
+ */
+static int64_t reclaimed_since(struct cgm_hier *h, struct cgm_group *g, int64_t usage, int64_t zswap)
+{
+	rstat_flush(h);
+	return usage - page_counter_read(&g->memory) +
+	       (__atomic_load_n(&g->stat[CGM_STAT_ZSWAP], __ATOMIC_RELAXED) - zswap) / CGM_PAGE_SIZE;
+}
+
 static int64_t reclaim_subtree(struct cgm_hier *h, uint32_t group, int64_t want)
 {
 	struct cgm_group *g = hier_group(h, group);
-	int64_t before;
+	int64_t before, zswap, got;
 
 	acct_reclaim_dead(h);
 	acct_harvest_subtree(h, group);
+	rstat_flush(h);
 	before = page_counter_read(&g->memory);
-	reclaim_pass(h, group, ACCT_PROT_NONE);
-	if (want > 0 && before - page_counter_read(&g->memory) < want)
-		reclaim_pass(h, group, ACCT_PROT_LOW);
-	return before - page_counter_read(&g->memory);
+	zswap = __atomic_load_n(&g->stat[CGM_STAT_ZSWAP], __ATOMIC_RELAXED);
+	reclaim_pass(h, group, ACCT_PROT_NONE, want);
+	got = reclaimed_since(h, g, before, zswap);
+	if (want > 0 && got < want) {
+		reclaim_pass(h, group, ACCT_PROT_LOW, want - got);
+		got = reclaimed_since(h, g, before, zswap);
+	}
+	return got;
 }
 
 /* -EAGAIN, as the kernel says it, when less than @bytes came back. */
@@ -399,10 +436,76 @@ static int write_reclaim(const struct cgm_file *f, struct cgm_hier *h, uint32_t 
 	if (bytes == 0 || got >= page_counter_pages(bytes))
 		return 0;
 	snprintf(why, whylen, "reclaimed %s of the %s asked (a process reclaims at its next "
-		 "allocation; an idle one has not)",
+		 "allocation; an idle one only with spill=1)",
 		 cgm_format_size(page_counter_bytes(got > 0 ? got : 0), a, sizeof(a)),
 		 cgm_format_size(bytes, b, sizeof(b)));
 	return -EAGAIN;
+}
+
+/*
+ * memory.zswap.current, memory.swap.current: the pools of the subtree's
+ * spilling processes, and what they wrote back to their backing files
+ * (the swap device of a preloaded process).
+ */
+static int show_zswap_current(const struct cgm_file *f, struct cgm_hier *h, uint32_t group,
+			      char *buf, size_t len)
+{
+	const struct cgm_group *g = hier_group(h, group);
+	int64_t v = __atomic_load_n(&g->stat[f->private ? CGM_STAT_SWAP_BYTES : CGM_STAT_ZSWAP],
+				    __ATOMIC_RELAXED);
+	int n = 0;
+
+	OUT("%" PRId64 "\n", v > 0 ? v : 0);
+	return n;
+}
+
+/* memory.zswap.max and memory.swap.max: private 0 and 1. */
+static int64_t *swap_limit_field(struct cgm_group *g, int which)
+{
+	return which ? &g->swap_max : &g->zswap_max;
+}
+
+static int show_swap_limit(const struct cgm_file *f, struct cgm_hier *h, uint32_t group,
+			   char *buf, size_t len)
+{
+	int64_t v = __atomic_load_n(swap_limit_field(hier_group(h, group), f->private),
+				    __ATOMIC_RELAXED);
+	char tmp[32];
+	int n = 0;
+
+	OUT("%s\n", cgm_format_size(v == INT64_MAX ? CGM_SIZE_MAX : (uint64_t)v, tmp, sizeof(tmp)));
+	return n;
+}
+
+static int write_swap_limit(const struct cgm_file *f, struct cgm_hier *h, uint32_t group,
+			    uint64_t bytes, char *why, size_t whylen)
+{
+	(void)why;
+	(void)whylen;
+	__atomic_store_n(swap_limit_field(hier_group(h, group), f->private),
+			 bytes >= INT64_MAX ? INT64_MAX : (int64_t)bytes, __ATOMIC_RELAXED);
+	hier_bump_epoch(h);
+	return 0;
+}
+
+static int show_zswap_writeback(const struct cgm_file *f, struct cgm_hier *h, uint32_t group,
+				char *buf, size_t len)
+{
+	int n = 0;
+
+	(void)f;
+	OUT("%u\n", __atomic_load_n(&hier_group(h, group)->zswap_writeback, __ATOMIC_RELAXED));
+	return n;
+}
+
+static int write_zswap_writeback(const struct cgm_file *f, struct cgm_hier *h, uint32_t group,
+				 uint64_t v, char *why, size_t whylen)
+{
+	(void)f;
+	(void)why;
+	(void)whylen;
+	__atomic_store_n(&hier_group(h, group)->zswap_writeback, v != 0, __ATOMIC_RELAXED);
+	return 0;
 }
 
 /* ---- the table ---- */
@@ -427,6 +530,21 @@ const struct cgm_file cgm_files[] = {
 	{ .name = "memory.reclaim", .parse = parse_reclaim, .write = write_reclaim,
 	  .help = "write a size: the subtree's processes give back what their allocators keep "
 		  "(EAGAIN if less came back)" },
+	{ .name = "memory.zswap.current", .flags = CGM_FILE_FLUSH | CGM_FILE_NOT_ON_ROOT,
+	  .show = show_zswap_current,
+	  .help = "bytes of compressed pool holding the subtree's spilled pages (spill=1)" },
+	{ .name = "memory.zswap.max", .flags = CGM_FILE_NOT_ON_ROOT, .private = 0,
+	  .show = show_swap_limit, .parse = parse_limit, .write = write_swap_limit,
+	  .help = "most compressed pool bytes; past it, pages are written back or not spilled" },
+	{ .name = "memory.zswap.writeback", .flags = CGM_FILE_NOT_ON_ROOT,
+	  .show = show_zswap_writeback, .parse = parse_bool01, .write = write_zswap_writeback,
+	  .help = "0: the pool never writes pages back to its backing file" },
+	{ .name = "memory.swap.current", .flags = CGM_FILE_FLUSH | CGM_FILE_NOT_ON_ROOT,
+	  .private = 1, .show = show_zswap_current,
+	  .help = "bytes of spilled pages written back to the backing files" },
+	{ .name = "memory.swap.max", .flags = CGM_FILE_NOT_ON_ROOT, .private = 1,
+	  .show = show_swap_limit, .parse = parse_limit, .write = write_swap_limit,
+	  .help = "most bytes written back; past it, the pool keeps pages in memory" },
 	{ .name = "memory.stat", .flags = CGM_FILE_FLUSH, .show = show_stat,
 	  .help = "statistics of the group and its descendants" },
 	{ .name = "memory.stat.local", .flags = CGM_FILE_FLUSH, .private = 1, .show = show_stat,

@@ -66,12 +66,14 @@ void harvest_collect(struct cgm_hier *h, uint32_t proc, struct cgm_proc *p)
 static int64_t sampled_takes_over(struct cgm_proc *p, int64_t pages)
 {
 	int64_t anon = __atomic_load_n(&p->sampled[CGM_STAT_ANON], __ATOMIC_RELAXED);
-	int64_t sampled = p->sampled_pages > 0 ? p->sampled_pages : 0;
+	int64_t sampled = p->sampled_pages > -p->held_pages ? p->sampled_pages : -p->held_pages;
 	int64_t held_after = p->held_pages - pages, move;
 
 	if (!(p->sample_flags & CGM_SAMPLE_CHARGE) || held_after < 0)
 		return 0;
-	move = sample_pages_beyond(anon, held_after) - sampled;
+	/* Spilled pages the held bytes no longer cover stop being a credit. */
+	move = sample_target(anon, held_after, __atomic_load_n(&p->spilled_pages, __ATOMIC_RELAXED)) -
+	       sampled;
 	if (move <= 0)
 		return 0;
 	if (move > pages)

@@ -201,6 +201,8 @@ static void init_layout(void *base, size_t size)
 	root->first_child = CGM_NONE;
 	root->next_sibling = CGM_NONE;
 	page_counter_init(&root->memory, NULL);
+	root->zswap_max = root->swap_max = INT64_MAX;
+	root->zswap_writeback = 1;
 }
 
 /*

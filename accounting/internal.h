@@ -39,6 +39,23 @@ static inline int64_t sample_pages_beyond(int64_t anon, int64_t held_pages)
 	return anon > held ? (anon - held + CGM_PAGE_SIZE - 1) / CGM_PAGE_SIZE : 0;
 }
 
+/*
+ * What a sample charges beyond the held pages (sampled_pages): the anon
+ * beyond them, less the spilled pages that they still count (spill=1:
+ * spilled pages leave the charge; the pool's own pages are in the anon).
+ * Never below -held_pages.
+ */
+static inline int64_t sample_target(int64_t anon, int64_t held_pages, int64_t spilled_pages)
+{
+	int64_t credit = spilled_pages > 0 ? spilled_pages : 0;
+
+	if (held_pages < 0)
+		held_pages = 0;
+	if (credit > held_pages)
+		credit = held_pages;
+	return sample_pages_beyond(anon, held_pages - credit) - credit;
+}
+
 static inline int64_t stock_lack(const struct cgm_thread_slot *t)
 {
 	return t->stock < -(INT64_MAX / 2) ? INT64_MAX / 2 : -t->stock;

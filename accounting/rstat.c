@@ -177,6 +177,23 @@ static uint32_t flush_slot(struct cgm_hier *h, uint32_t i)
 	return proc;
 }
 
+/* Fold what is new of process @p's spill counts into its group.  Flush lock held. */
+static void fold_spill_counts(struct cgm_hier *h, struct cgm_proc *p)
+{
+	int64_t d[CGM_NR_STATS] = { 0 };
+	bool any = false;
+
+	for (int i = 0; i < CGM_NR_SPILL_COUNTS; i++) {
+		uint64_t now = __atomic_load_n(&p->spill_counts[i], __ATOMIC_RELAXED);
+
+		d[CGM_STAT_SPILL0 + i] = (int64_t)(now - p->spill_folded[i]);
+		p->spill_folded[i] = now;
+		any |= d[CGM_STAT_SPILL0 + i] != 0;
+	}
+	if (any)
+		fold(h, __atomic_load_n(&p->group, __ATOMIC_RELAXED), d);
+}
+
 /*
  * Fold the change in process @proc's sampled statistics into its group.
  * Flush lock held.
@@ -203,6 +220,7 @@ static void fold_sampled(struct cgm_hier *h, uint32_t proc)
 	}
 	if (any)
 		fold(h, __atomic_load_n(&p->group, __ATOMIC_RELAXED), d);
+	fold_spill_counts(h, p);
 }
 
 void rstat_fold_sampled(struct cgm_hier *h, uint32_t proc)
@@ -349,6 +367,8 @@ void rstat_fold_exit(struct cgm_hier *h, struct cgm_proc *p)
 		 */
 		hier_map_clear(h->hdr->thread_map, t);
 	}
+	/* Its spill counts stay with the group; its pool goes with it. */
+	fold_spill_counts(h, p);
 	/* Exit frees whatever the process still held, and unmaps what it mapped. */
 	shift_levels(h, p, __atomic_load_n(&p->group, __ATOMIC_RELAXED), CGM_NONE);
 	p->live_bytes = 0;

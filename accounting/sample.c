@@ -132,9 +132,10 @@ static int64_t sample_apply(struct cgm_hier *h, uint32_t proc, int64_t anon, con
 	}
 	g = hier_group(h, p->group);
 	if (p->sample_flags & CGM_SAMPLE_CHARGE)
-		pages = sample_pages_beyond(anon, p->held_pages);
-	if (p->sampled_pages < 0)
-		p->sampled_pages = 0;
+		pages = sample_target(anon, p->held_pages,
+				      __atomic_load_n(&p->spilled_pages, __ATOMIC_RELAXED));
+	if (p->sampled_pages < -p->held_pages)
+		p->sampled_pages = p->held_pages > 0 ? -p->held_pages : 0;
 	delta = g ? pages - p->sampled_pages : 0;
 	/*
 	 * Memory found in use is charged as far as memory.max has room; what
@@ -219,4 +220,72 @@ void acct_refresh_stale(struct cgm_hier *h, uint32_t group, int64_t max_age_ns)
 			continue;
 		sample_apply(h, i, anon - __atomic_load_n(&p->anon_base, __ATOMIC_RELAXED), NULL);
 	}
+}
+
+void acct_spill_publish(struct cgm_acct *a, const struct acct_spill_state *st)
+{
+	struct cgm_proc *p = hier_proc(&a->h, a->proc);
+
+	if (!p)
+		return;
+	__atomic_store_n(&p->spilled_pages, st->spilled_pages > 0 ? st->spilled_pages : 0,
+			 __ATOMIC_RELAXED);
+	__atomic_store_n(&p->sampled[CGM_STAT_ZSWAP], st->zswap > 0 ? st->zswap : 0,
+			 __ATOMIC_RELAXED);
+	__atomic_store_n(&p->sampled[CGM_STAT_ZSWAPPED], st->zswapped > 0 ? st->zswapped : 0,
+			 __ATOMIC_RELAXED);
+	__atomic_store_n(&p->sampled[CGM_STAT_SWAP_BYTES], st->swap > 0 ? st->swap : 0,
+			 __ATOMIC_RELAXED);
+	for (int i = 0; i < CGM_NR_SPILL_COUNTS; i++)
+		__atomic_store_n(&p->spill_counts[i], st->counts[i], __ATOMIC_RELAXED);
+	hier_map_set(a->h.hdr->sample_map, a->proc);
+}
+
+int64_t acct_zswap_room(struct cgm_acct *a, bool swap)
+{
+	struct cgm_proc *p = hier_proc(&a->h, a->proc);
+	const struct cgm_group *g;
+	int64_t room = INT64_MAX;
+	uint32_t idx;
+
+	if (!p)
+		return room;
+	idx = __atomic_load_n(&p->group, __ATOMIC_RELAXED);
+	for_each_ancestor(&a->h, idx, g) {
+		int64_t max = __atomic_load_n(swap ? &g->swap_max : &g->zswap_max, __ATOMIC_RELAXED);
+		int64_t left = max - __atomic_load_n(&g->stat[swap ? CGM_STAT_SWAP_BYTES : CGM_STAT_ZSWAP],
+						     __ATOMIC_RELAXED);
+
+		if (max != INT64_MAX && left < room)
+			room = left > 0 ? left : 0;
+	}
+	return room;
+}
+
+int64_t acct_reclaim_take(struct cgm_acct *a)
+{
+	struct cgm_proc *p = hier_proc(&a->h, a->proc);
+
+	return p ? __atomic_exchange_n(&p->reclaim_want, 0, __ATOMIC_RELAXED) : 0;
+}
+
+int64_t acct_reclaim_excess(struct cgm_acct *a)
+{
+	struct cgm_proc *p = hier_proc(&a->h, a->proc);
+	const struct cgm_group *g;
+	int64_t excess = 0;
+	uint32_t idx;
+
+	if (!p)
+		return 0;
+	idx = __atomic_load_n(&p->group, __ATOMIC_RELAXED);
+	for_each_ancestor(&a->h, idx, g) {
+		int64_t high = __atomic_load_n(&g->memory.high, __ATOMIC_RELAXED);
+		int64_t max = __atomic_load_n(&g->memory.max, __ATOMIC_RELAXED);
+		int64_t over = page_counter_read(&g->memory) - (high < max ? high : max);
+
+		if (over > excess)
+			excess = over;
+	}
+	return excess;
 }

@@ -13,6 +13,7 @@ static const char *const onoff_names[] = { "on", "off", NULL };
 static const char *const oom_names[] = { "enomem", "kill", NULL };
 static const char *const stats_names[] = { "none", "exit", NULL };
 static const char *const charge_names[] = { "resident", "alloc", NULL };
+static const char *const codec_names[] = { "lz4", "zstd", NULL };
 
 const struct cgm_conf_key cgm_conf_keys[] = {
 	{ "verbose", CGM_CONF_BOOL, FIELD(verbose), "0",
@@ -58,6 +59,17 @@ const struct cgm_conf_key cgm_conf_keys[] = {
 	{ "oom", CGM_CONF_ENUM, FIELD(oom), "enomem",
 	  "at memory.max: fail the allocation (enomem) or kill the largest process (kill)",
 	  oom_names, 0, 0 },
+	{ "spill", CGM_CONF_BOOL, FIELD(spill), "0",
+	  "reclaim (memory.high, memory.max, memory.reclaim) moves cold pages into a compressed "
+	  "pool and faults them back on access; needs a userfaultfd that serves system calls",
+	  NULL, 0, 0 },
+	{ "spill_codec", CGM_CONF_ENUM, FIELD(spill_codec), "lz4",
+	  "compressor of spilled pages",
+	  codec_names, 0, 0 },
+	{ "spill_backing", CGM_CONF_STRING, FIELD(spill_backing), "",
+	  "file the pool writes pages back to past memory.zswap.max (default: none, spilling "
+	  "stops there)",
+	  NULL, 0, 0 },
 	{ "stats", CGM_CONF_ENUM, FIELD(stats), "none",
 	  "exit: print the group's memory.stat and memory.events at exit",
 	  stats_names, 0, 0 },

@@ -111,7 +111,10 @@ ok ctl cat /a memory.oom.group
 out_is 1
 bad 1 "memory.current is read-only" ctl set /a memory.current 1
 bad 1 "memory.stat is read-only" ctl set /a memory.stat 1
-bad 1 "no file 'memory.swap.max'" ctl set /a memory.swap.max 1
+bad 1 "no file 'memory.swap.events'" ctl set /a memory.swap.events 1
+ok ctl set /a memory.swap.max 1G
+run ctl cat /a memory.swap.max
+grep -qx 1073741824 "$T/out" || fail "memory.swap.max reads $(cat "$T/out")"
 bad 1 "set: no group /nope" ctl set /nope memory.max 1M
 bad 2 "expected 3 arguments \(usage: cgmctl set GROUP FILE VALUE\)" ctl set /a memory.max
 bad 2 "bad group path" ctl set a memory.max 1M

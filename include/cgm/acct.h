@@ -206,6 +206,36 @@ int64_t acct_read_anon(int pid);
 int64_t acct_sample_set(struct cgm_acct *a, bool charge, int64_t anon, int64_t heap_free,
 			int64_t mapped);
 
+/*
+ * spill=1: the process's pool as of now, and its spill counts (totals).
+ * The next sample takes the spilled pages off the charge (the pool's own
+ * pages are in the anon it reads).
+ */
+struct acct_spill_state {
+	int64_t spilled_pages;	/* pages in the pool or written back */
+	int64_t zswap;		/* bytes of pool memory */
+	int64_t zswapped;	/* bytes of the pages held in it */
+	int64_t swap;		/* bytes of pages written back to the backing file */
+	uint64_t counts[CGM_NR_SPILL_COUNTS];	/* CGM_STAT_SPILL0 on */
+};
+void acct_spill_publish(struct cgm_acct *a, const struct acct_spill_state *st);
+
+/*
+ * The memory.zswap.max room left for the process's group (@swap:
+ * memory.swap.max's): the least of the limit less the usage over the group
+ * and its ancestors, in bytes (INT64_MAX: no limit), never below 0.
+ */
+int64_t acct_zswap_room(struct cgm_acct *a, bool swap);
+
+/* Pages a memory.reclaim or limit write asked of this process (0: none); cleared. */
+int64_t acct_reclaim_take(struct cgm_acct *a);
+
+/*
+ * Pages by which the process's group or an ancestor is over the lower of
+ * its memory.high and memory.max, at most (0: none).
+ */
+int64_t acct_reclaim_excess(struct cgm_acct *a);
+
 /* Did the last sample find memory in use that memory.max had no room for? */
 bool acct_sample_short(const struct cgm_acct *a);
 

@@ -47,6 +47,9 @@ struct cgm_config {
 	int charge;			/* enum cgm_charge_mode */
 	bool enforce;			/* fail closed when a limit applies */
 	int oom;			/* enum cgm_oom_policy */
+	bool spill;			/* cold pages go into a compressed pool */
+	int spill_codec;		/* enum cgm_spill_codec */
+	char spill_backing[CGM_CONF_STR_MAX];	/* writeback file, "" none */
 	int stats;			/* enum cgm_stats_mode */
 	char stats_file[CGM_CONF_STR_MAX];
 };
@@ -60,6 +63,7 @@ enum cgm_oom_policy { CGM_OOM_ENOMEM, CGM_OOM_KILL };
  */
 enum cgm_charge_mode { CGM_CHARGE_RESIDENT, CGM_CHARGE_ALLOC };
 enum cgm_stats_mode { CGM_STATS_NONE, CGM_STATS_EXIT };
+enum cgm_spill_codec { CGM_SPILL_LZ4, CGM_SPILL_ZSTD };
 
 struct cgm_conf_key {
 	const char *name;

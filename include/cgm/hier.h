@@ -29,7 +29,7 @@
 #include "cgm/size_class.h"
 
 #define CGM_HIER_MAGIC		0x3152454948474d43ULL	/* "CGMHIER1" */
-#define CGM_HIER_VERSION	9
+#define CGM_HIER_VERSION	10
 #define CGM_NONE		UINT32_MAX
 #define CGM_ROOT		0
 #define CGM_NAME_MAX		64		/* a path component, NUL included */
@@ -66,6 +66,10 @@ enum cgm_event {
  *			allocator keeps after frees (reclaimable)
  *	mapped_anon	resident pages of the program's own private anonymous
  *			mmap/mremap/brk mappings
+ *	zswap		bytes of the process's compressed pool (spill=1), which
+ *			the kernel charges to the memcg as zswap
+ *	zswapped	bytes of the pages spilled into it
+ *	swap		bytes of them written back to its backing file
  * heap_live is the live heap bytes of the group's processes: allocations
  * less frees as they are flushed, plus what a forked child inherits, less
  * what a leaving process still held; it moves with a process that moves.
@@ -75,6 +79,9 @@ enum cgm_stat {
 	CGM_STAT_ANON,
 	CGM_STAT_HEAP_FREE,
 	CGM_STAT_MAPPED_ANON,
+	CGM_STAT_ZSWAP,
+	CGM_STAT_ZSWAPPED,
+	CGM_STAT_SWAP_BYTES,	/* "swap": bytes written back to the backing file */
 	CGM_NR_SAMPLED,
 	CGM_STAT_HEAP_LIVE = CGM_NR_SAMPLED,
 	CGM_STAT_ALLOCS,
@@ -82,8 +89,23 @@ enum cgm_stat {
 	CGM_STAT_ALLOC_BYTES,
 	CGM_STAT_FREE_BYTES,
 	CGM_STAT_THROTTLE_NS,
+	/*
+	 * The spiller's event counts, in the kernel's names; each process
+	 * publishes its totals (cgm_proc.spill_counts) and a flush folds what
+	 * is new into its group, where they stay when it exits or moves.
+	 */
+	CGM_STAT_SPILL0,
+	CGM_STAT_ZSWPOUT = CGM_STAT_SPILL0,	/* pages spilled into the pool */
+	CGM_STAT_ZSWPIN,		/* pages brought back from it */
+	CGM_STAT_ZSWPWB,		/* pages written back to the backing file */
+	CGM_STAT_PSWPIN,		/* pages read back from the backing file */
+	CGM_STAT_PSWPOUT,		/* = zswpwb: the backing file is the swap device */
+	CGM_STAT_WORKINGSET_REFAULT_ANON,	/* refaults within the working set (hot) */
+	CGM_STAT_PGSCAN,		/* pages looked at by reclaim */
+	CGM_STAT_PGSTEAL,		/* pages reclaimed: spilled or purged */
 	CGM_STAT_HIST0,
-	CGM_NR_STATS = CGM_STAT_HIST0 + CGM_HIST_BUCKETS
+	CGM_NR_SPILL_COUNTS = CGM_STAT_HIST0 - CGM_STAT_SPILL0,
+	CGM_NR_STATS = CGM_STAT_HIST0 + CGM_HIST_BUCKETS,
 };
 
 /* Small allocations are counted per 8-byte size step: (n + 7) >> 3. */
@@ -125,6 +147,10 @@ struct cgm_group {
 	int64_t stat[CGM_NR_STATS];		/* hierarchical, as of the last flush */
 	int64_t stat_local[CGM_NR_STATS];
 	int64_t throttle_until_ns;	/* high breach: penalty in progress */
+	/* memory.zswap.max and memory.swap.max, bytes (INT64_MAX: max). */
+	int64_t zswap_max, swap_max;
+	uint32_t zswap_writeback;	/* memory.zswap.writeback */
+	uint32_t pad;
 } __attribute__((aligned(64)));
 
 struct cgm_proc {
@@ -175,6 +201,16 @@ struct cgm_proc {
 	uint32_t reclaim_asked, reclaim_done;
 	uint32_t move_to;		/* CGM_NONE, or the group a move asked for */
 	uint32_t pad;
+	/*
+	 * spill=1: pages of the process now in its compressed pool.  They
+	 * leave its charge (the pool's own pages are in its anon): the
+	 * bytes charged as allocated count that many pages fewer (sample.c).
+	 */
+	int64_t spilled_pages;
+	/* Pages the last memory.reclaim or limit write asked of this process. */
+	int64_t reclaim_want;
+	uint64_t spill_counts[CGM_NR_SPILL_COUNTS];	/* totals, CGM_STAT_SPILL0 on */
+	uint64_t spill_folded[CGM_NR_SPILL_COUNTS];	/* what its group has of them (flush lock) */
 	pthread_mutex_t lock;		/* robust, shared: harvest and move */
 	char comm[16];
 } __attribute__((aligned(64)));
@@ -375,7 +411,8 @@ static inline int64_t proc_charged_pages(const struct cgm_proc *p)
 	int64_t sampled = __atomic_load_n(&p->sampled_pages, __ATOMIC_RELAXED);
 
 	held = held > 0 ? held : 0;
-	sampled = sampled > 0 ? sampled : 0;
+	/* Below zero by the spilled pages the held bytes count (sample.c), never below -held. */
+	sampled = sampled > -held ? sampled : -held;
 	/* Saturating: corrupt counts in a shared file must not overflow. */
 	return sampled > INT64_MAX - held ? INT64_MAX : held + sampled;
 }
