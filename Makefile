@@ -141,20 +141,20 @@ MODULE_MKS := base/base.mk accounting/accounting.mk zpool/zpool.mk shim/shim.mk 
 	tools/cgmctl/cgmctl.mk scripts/overhead.mk \
 	tests/tests.mk tests/static_key.mk tests/accounting.mk tests/zpool.mk \
 	tests/runtime.mk tests/preload/preload.mk tests/reliability/reliability.mk \
-	tests/fidelity/fidelity.mk tests/fuzz/fuzz.mk \
+	tests/fidelity/fidelity.mk tests/spill/spill.mk tests/fuzz/fuzz.mk \
 	bench/bench.mk bench/insn.mk bench/zpool.mk bench/spill.mk
 include $(MODULE_MKS)
 
 $(foreach m,$(MODULES),$(foreach f,plain asan tsan fuzz,$(eval $(call module_archive,$(m),$(f)))))
 
 LIB_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(LIB_SRCS))
-LIB_ARCHIVES := $(call archives,plain,acct base)
+LIB_ARCHIVES := $(call archives,plain,acct zpool base)
 
 # `make` builds the tools that are installed with the library (cgmctl).
 all: $(TOOLS)
 
 $(LIB): $(LIB_OBJS) $(LIB_ARCHIVES)
-	$(CC) $(LIB_LDFLAGS) $(LDFLAGS) -o $@ $(LIB_OBJS) $(LIB_ARCHIVES) $(LIB_LIBS)
+	$(CC) $(LIB_LDFLAGS) $(LDFLAGS) -o $@ $(LIB_OBJS) $(LIB_ARCHIVES) $(LIB_LIBS) $(ZPOOL_LIBS)
 
 deps:
 	@scripts/install-deps

@@ -23,6 +23,7 @@
 #include "cgm/files.h"
 #include "cgm/log.h"
 #include "cgm/shim.h"
+#include "cgm/spiller.h"
 
 /* Reclaim at a limit: what mimalloc keeps goes back, and the charge follows. */
 static void reclaim_heap(void)
@@ -238,6 +239,7 @@ const char *cgm_accounting_start(void)
 	cgm_seen_epoch = __atomic_load_n(&cgm_acct.h.hdr->epoch, __ATOMIC_ACQUIRE);
 	cgm_sync_limits();
 	static_branch_enable(&cgm_accounting_key);
+	cgm_spill_init();
 	/* What the process already has in memory (python's arenas, a big table) counts from here. */
 	cgm_resident_sample();
 	snprintf(status, sizeof(status), "on (%s %s, hierarchy %s)", scope ? "scope" : "group",

@@ -11,6 +11,7 @@
 #include "cgm/files.h"
 #include "cgm/log.h"
 #include "cgm/shim.h"
+#include "cgm/spiller.h"
 
 void cgm_exit_report(void)
 {
@@ -24,6 +25,8 @@ void cgm_exit_report(void)
 
 	if (!p)
 		return;
+	/* What the handler thread brought back since the last sample. */
+	cgm_spill_publish();
 	rstat_flush(&cgm_acct.h);
 	group_path(&cgm_acct.h, p->group, path, sizeof(path));
 	n += (size_t)snprintf(buf + n, sizeof(buf) - n, "cgmalloc: exit report of pid %d, group %s\n",
@@ -33,6 +36,12 @@ void cgm_exit_report(void)
 
 		n += (size_t)snprintf(buf + n, sizeof(buf) - n, "== %s\n", files[i]);
 		len = cgm_file_read(&cgm_acct.h, p->group, files[i], buf + n, sizeof(buf) - n);
+		if (len > 0)
+			n += (size_t)len < sizeof(buf) - n ? (size_t)len : sizeof(buf) - n - 1;
+	}
+	if (n < sizeof(buf)) {
+		int len = cgm_spill_report(buf + n, sizeof(buf) - n);
+
 		if (len > 0)
 			n += (size_t)len < sizeof(buf) - n ? (size_t)len : sizeof(buf) - n - 1;
 	}

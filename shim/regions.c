@@ -27,6 +27,7 @@
 
 #include "cgm/compiler.h"
 #include "cgm/regions.h"
+#include "cgm/spiller.h"
 
 #define PAGE 4096UL
 #define PAGE_UP(x) (((x) + PAGE - 1) & ~(PAGE - 1))
@@ -227,6 +228,10 @@ CGM_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t
 	uint64_t unmapped;
 	void *p;
 
+	/* A fixed mapping replaces what was there: spilled pages of it are gone. */
+	if ((flags & MAP_FIXED) && static_branch_unlikely(&cgm_spill_key))
+		cgm_spill_discard(addr, len);
+
 	if (anon && owner == CGM_REGION_PROGRAM) {
 		charged = cgm_map_charge((int64_t)PAGE_UP(len));
 		if (charged < 0) {
@@ -258,8 +263,11 @@ CGM_EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off
 CGM_EXPORT int munmap(void *addr, size_t len)
 {
 	uint64_t unmapped;
+
 	if (len >= (1 << 20))
 		cgm_map_unmapping();
+	if (static_branch_unlikely(&cgm_spill_key))
+		cgm_spill_discard(addr, len);
 	/* syscall() returns -1 with errno set on failure. */
 	if (syscall(SYS_munmap, addr, len) != 0)
 		return -1;
@@ -287,6 +295,9 @@ CGM_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ..
 		want = va_arg(ap, void *);
 		va_end(ap);
 	}
+	/* The uffd registration does not follow a moved mapping: its spilled pages come back first. */
+	if (static_branch_unlikely(&cgm_spill_key))
+		cgm_spill_restore(old, old_len);
 	if (table_lock()) {
 		i = table_find((uintptr_t)old);
 		if (i < nr && tab[i].start <= (uintptr_t)old)
@@ -326,6 +337,33 @@ CGM_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ..
 	return p;
 }
 
+/*
+ * Advice that discards pages (mimalloc purges with it, programs drop
+ * buffers with it) drops what of them was spilled first: they must read as
+ * zeros (or, after MADV_FREE, either), not come back from the pool.
+ */
+CGM_EXPORT int madvise(void *addr, size_t len, int advice)
+{
+	if (static_branch_unlikely(&cgm_spill_key) &&
+	    (advice == MADV_DONTNEED || advice == MADV_FREE || advice == MADV_REMOVE ||
+	     advice == MADV_DONTNEED_LOCKED))
+		cgm_spill_discard(addr, len);
+	return (int)syscall(SYS_madvise, addr, len, advice);
+}
+
+size_t cgm_regions_spans(struct cgm_region_span *out, size_t max)
+{
+	size_t n = 0;
+
+	if (!table_lock())
+		return 0;
+	for (size_t i = 0; i < nr && n < max; i++)
+		if (tab[i].owner < CGM_NR_REGION_OWNERS)
+			out[n++] = (struct cgm_region_span){ tab[i].start, tab[i].end };
+	table_unlock();
+	return n;
+}
+
 /* The break moved from @from to @to: the program's region follows it. */
 static void brk_moved(uintptr_t from, uintptr_t to, bool charged)
 {
@@ -361,6 +399,10 @@ CGM_EXPORT int brk(void *addr)
 		errno = ENOMEM;
 		return -1;
 	}
+	/* A break that shrinks unmaps: what was spilled there goes. */
+	if (static_branch_unlikely(&cgm_spill_key) && (uintptr_t)addr < from)
+		cgm_spill_discard((void *)PAGE_UP((uintptr_t)addr),
+				  PAGE_UP(from) - PAGE_UP((uintptr_t)addr));
 	got = (uintptr_t)syscall(SYS_brk, addr);
 	if (got != (uintptr_t)addr) {
 		if (charged > 0)

@@ -27,6 +27,7 @@
 #include "cgm/log.h"
 #include "cgm/regions.h"
 #include "cgm/shim.h"
+#include "cgm/spiller.h"
 
 #define SAMPLE_MIN_NS		(20 * 1000000LL)
 #define SAMPLE_COST_SHARE	50	/* interval >= 50 x cost: at most 2% */
@@ -72,6 +73,9 @@ static int64_t sample_locked(void)
 			     "memory is not sampled (large blocks and mappings go uncharged)");
 		return 0;
 	}
+	/* What is in the pool leaves the charge at this sample. */
+	if (static_branch_unlikely(&cgm_spill_key))
+		cgm_spill_publish();
 	/* The split between heap and the program's mappings, which only we can see. */
 	if (cgm_regions_usage(&u, exclusive_only) < 0 && (!exclusive_only ||
 	    (exclusive_only = false, cgm_regions_usage(&u, false) < 0)))
@@ -117,9 +121,29 @@ int64_t cgm_resident_sample(void)
 	return delta;
 }
 
+/*
+ * A sample charged @delta pages: memory found in use that takes the
+ * group over memory.high is reclaimed, then throttled, as a charge is.
+ */
+static void found_in_use(int64_t delta)
+{
+	struct cgm_thread_slot *t = own_slot();
+
+	if (!t || !static_branch_unlikely(&cgm_limits_key))
+		return;
+	if (delta > 0)
+		acct_handle_high(&cgm_acct, t, delta);
+	/*
+	 * A reader may have charged what this process touched (a stale
+	 * sample refreshed from /proc): the process still reclaims what is
+	 * over -- it is the one that can -- but is not throttled for it.
+	 */
+	else if (cgm_spill_on() && acct_reclaim_excess(&cgm_acct) > 0)
+		cgm_reclaim_self(false);
+}
+
 void cgm_resident_tick(bool large)
 {
-	struct cgm_thread_slot *t;
 	int64_t delta;
 
 	if (!large && (++ticks % TICKS_PER_CLOCK) != 0)
@@ -141,10 +165,7 @@ void cgm_resident_tick(bool large)
 	pthread_mutex_unlock(&sample_lock);
 	atomic_signal_fence(memory_order_seq_cst);
 	sampling = false;
-	/* Memory found in use that takes the group over memory.high throttles, as a charge does. */
-	t = own_slot();
-	if (delta > 0 && t && static_branch_unlikely(&cgm_limits_key))
-		acct_handle_high(&cgm_acct, t, delta);
+	found_in_use(delta);
 }
 
 bool cgm_resident_refuse(int64_t bytes)
@@ -161,8 +182,31 @@ bool cgm_resident_refuse(int64_t bytes)
 	 */
 	pending = __atomic_add_fetch(&unsampled_bytes, bytes, __ATOMIC_RELAXED);
 	if (acct_limit_near(&cgm_acct, pending / CGM_PAGE_SIZE))
-		cgm_resident_sample();
+		found_in_use(cgm_resident_sample());
 	return acct_over_max(&cgm_acct) < 0;
+}
+
+/*
+ * spill=1: spill what is still over the lower of memory.high and
+ * memory.max (a charge batch beyond it, room for the charge that asked),
+ * or what memory.reclaim asked of this process.  The pool grows by the
+ * compressed copies, so it spills again, a few rounds at most, until the
+ * group is under or nothing more goes.
+ */
+static void spill_over_limit(void)
+{
+	int64_t want = acct_reclaim_take(&cgm_acct);
+
+	for (int round = 0; round < 4; round++) {
+		int64_t excess = acct_reclaim_excess(&cgm_acct);
+
+		if (excess > 0 && excess + cgm_acct.batch_pages > want)
+			want = excess + cgm_acct.batch_pages;
+		if (want <= 0 || cgm_spill_reclaim(want) <= 0)
+			break;
+		cgm_resident_sample();
+		want = 0;
+	}
 }
 
 void cgm_reclaim_self(bool force)
@@ -186,6 +230,12 @@ void cgm_reclaim_self(bool force)
 	}
 	/* What went back to the system leaves the charge now. */
 	cgm_resident_sample();
+	/*
+	 * spill=1: what is still over the limit, or what memory.reclaim
+	 * asked of this process, is spilled, coldest first.
+	 */
+	if (cgm_spill_on())
+		spill_over_limit();
 }
 
 /* The delays after which mimalloc decommits what was freed: pages, then whole segments. */

@@ -49,6 +49,17 @@ void cgm_map_uncharge(int64_t bytes);
 /* A mapping of 1 MiB or more is about to go: what was touched in it reaches memory.peak. */
 void cgm_map_unmapping(void);
 
+/* A region of the heap or of the program's own private anonymous mappings. */
+struct cgm_region_span {
+	uintptr_t start, end;
+};
+
+/*
+ * Copy up to @max regions, heap and program (in address order), into
+ * @out: what spilling may take pages from.  Returns how many.
+ */
+size_t cgm_regions_spans(struct cgm_region_span *out, size_t max);
+
 /* In the constructor: the table's fork handlers. */
 void cgm_regions_init(void);
 

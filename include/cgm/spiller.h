@@ -1,0 +1,50 @@
+/*
+ * spill=1 in the library (shim/spiller.c): reclaim moves the coldest
+ * pages of the heap and of the program's own anonymous mappings into a
+ * compressed pool (zpool/spill.c), and they fault back on access.
+ *
+ * Off (the default), nothing of it runs: no pool, no engine, no thread;
+ * the mapping functions test one static key that stays a NOP.
+ */
+#ifndef CGM_SPILLER_H
+#define CGM_SPILLER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cgm/static_key.h"
+
+/* On once this process has a spill engine: the mapping functions tell it what they discard. */
+DECLARE_STATIC_KEY_FALSE(cgm_spill_key);
+
+/*
+ * In the constructor, with the configuration read: with spill=1, check
+ * that this process may have a userfaultfd that serves system calls and
+ * open the engine (its handler thread starts here).  Refused in one line
+ * on stderr, and spilling stays off.
+ */
+void cgm_spill_init(void);
+
+/* Is spilling on in this process? */
+bool cgm_spill_on(void);
+
+/*
+ * Spill up to @want pages, the coldest first (a clock over the regions;
+ * pages that refaulted soon after leaving are skipped).  Returns the
+ * pages spilled.  Another thread spilling meanwhile: 0 at once.
+ */
+int64_t cgm_spill_reclaim(int64_t want);
+
+/* The program discards [addr, addr + len) (munmap, MADV_DONTNEED, ...): spilled pages there go. */
+void cgm_spill_discard(const void *addr, size_t len);
+/* The program moves [addr, addr + len) (mremap): its spilled pages come back first. */
+void cgm_spill_restore(const void *addr, size_t len);
+
+/* Publish the pool's figures and the spill counts for the next sample (resident.c). */
+void cgm_spill_publish(void);
+
+/* One line of what spilling did, for the exit report: its length, 0 when off. */
+int cgm_spill_report(char *buf, size_t len);
+
+#endif /* CGM_SPILLER_H */

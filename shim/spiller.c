@@ -1,0 +1,415 @@
+/*
+ * spill=1: reclaim that compresses.  When the group is over memory.high
+ * or at memory.max, or memory.reclaim asks, this process first gives back
+ * what mimalloc keeps (shim/resident.c), then moves its coldest resident
+ * pages into a compressed pool with the spill engine (zpool/spill.c).
+ * The pages leave the process's charge and the pool's memory enters it
+ * (accounting/sample.c), as the kernel charges zswap to the memcg.
+ *
+ * What is spillable is what the group is charged for by residency: the
+ * regions of shim/regions.c, mimalloc's heap and the program's own private
+ * anonymous mappings (python's arenas).  Coldness: a clock hand goes round
+ * the regions, so the pages spilled are those the hand passed longest ago
+ * (and has not come back to), and a page that refaults within the working
+ * set (its refault distance below the process's resident pages) is skipped
+ * until that many more pages have been spilled -- the kernel's workingset
+ * rule.  Pages without live data were purged before (mi_collect).
+ *
+ * The engine, the pool and the handler thread are made in the constructor;
+ * a forked child starts without them and makes its own at its first
+ * reclaim.  Before fork every spilled page comes back (the child's copy of
+ * the address space has no userfaultfd registration, so it would read
+ * zeros): fork costs a decompression per spilled page.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "cgm/accounted.h"
+#include "cgm/clock.h"
+#include "cgm/log.h"
+#include "cgm/regions.h"
+#include "cgm/shim.h"
+#include "cgm/spill.h"
+#include "cgm/spiller.h"
+#include "cgm/zpool.h"
+
+DEFINE_STATIC_KEY_FALSE(cgm_spill_key);
+
+#define PAGE		4096UL
+/* Pages looked at per mincore and spill_out call: one uffd registration each. */
+#define CHUNK_PAGES	512
+/* Absent pages a run of resident ones may bridge (a failed move costs less than a registration). */
+#define GAP_PAGES	8
+#define MAX_SPANS	4096
+/* Most pages out at once: the engine's table is 24 bytes per slot, two slots per page. */
+#define MAX_SPILLED	(1u << 18)
+/* Writeback makes room in batches of this many pages. */
+#define WB_BATCH	256
+
+static bool allowed;			/* spill=1, and the probe passed */
+static struct zp_pool *pool;
+static struct spill_engine *engine;
+static pthread_mutex_t spill_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct cgm_region_span *spans;	/* mmap'd: no malloc inside malloc */
+static uintptr_t hand;			/* the clock hand */
+static uint64_t pgscan;
+static int64_t last_verbose_ns;
+static CGM_TLS bool fork_held;
+
+bool cgm_spill_on(void)
+{
+	return allowed;
+}
+
+/*
+ * The handler thread, idle: a memory.reclaim (or a limit written below
+ * usage) asked of this process and still unanswered after a whole tick --
+ * the program is not allocating, so its slow paths will not answer -- is
+ * answered here by spilling (not by collecting: mimalloc's state belongs
+ * to the program's threads).  Nothing here touches spillable memory.
+ */
+#define IDLE_MS 100
+
+static void spill_idle(void)
+{
+	static uint32_t pending;
+	struct cgm_proc *p = hier_proc(&cgm_acct.h, cgm_acct.proc);
+	uint32_t asked;
+
+	if (!p)
+		return;
+	asked = __atomic_load_n(&p->reclaim_asked, __ATOMIC_ACQUIRE);
+	if (asked == __atomic_load_n(&p->reclaim_done, __ATOMIC_ACQUIRE)) {
+		pending = asked;
+		return;
+	}
+	if (asked != pending) {
+		pending = asked;	/* new: give the program's threads a tick */
+		return;
+	}
+	if (cgm_spill_reclaim(acct_reclaim_take(&cgm_acct)) > 0)
+		cgm_resident_sample();
+	__atomic_store_n(&p->reclaim_done, asked, __ATOMIC_RELEASE);
+}
+
+static bool open_engine(void)
+{
+	struct zp_options zo = {
+		.codec = cgm_conf.spill_codec == CGM_SPILL_ZSTD ? ZP_CODEC_ZSTD : ZP_CODEC_LZ4,
+		.backing = cgm_conf.spill_backing,
+	};
+	int err;
+
+	if (!spans) {
+		void *p = mmap(NULL, MAX_SPANS * sizeof(*spans), PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		if (p == MAP_FAILED)
+			return false;
+		spans = p;
+	}
+	err = zp_create_pool(&zo, &pool);
+	if (err) {
+		cgm_log("spill: cannot create the pool (%s%s): spilling off", strerror(-err),
+			cgm_conf.spill_backing[0] ? ", backing file" : "");
+		allowed = false;
+		return false;
+	}
+	err = spill_open(&(struct spill_options){ .pool = pool, .max_pages = MAX_SPILLED,
+						  .idle = spill_idle, .idle_ms = IDLE_MS }, &engine);
+	if (err) {
+		zp_destroy_pool(pool);
+		pool = NULL;
+		cgm_log("spill: cannot start (%s): spilling off", strerror(-err));
+		allowed = false;
+		return false;
+	}
+	static_branch_enable(&cgm_spill_key);
+	return true;
+}
+
+static void spill_prepare(void);
+static void spill_parent(void);
+static void spill_child(void);
+
+void cgm_spill_init(void)
+{
+	if (!cgm_conf.spill)
+		return;
+	if (cgm_acct.proc == CGM_NONE) {
+		cgm_log("spill=1 needs accounting (a group to reclaim for): spilling off");
+		return;
+	}
+	if (cgm_conf.charge != CGM_CHARGE_RESIDENT) {
+		cgm_log("spill=1 needs charge=resident (a spilled page leaves the charge only "
+			"when it is charged by residency): spilling off");
+		return;
+	}
+	/* The engine's own message names what to grant. */
+	if (spill_probe() < 0) {
+		cgm_log("spill=1 refused: spilling off");
+		return;
+	}
+	allowed = true;
+	if (!open_engine())
+		return;
+	pthread_atfork(spill_prepare, spill_parent, spill_child);
+	if (cgm_conf.verbose)
+		cgm_log("spill: on, %s pool%s%s", cgm_conf.spill_codec == CGM_SPILL_ZSTD ? "zstd" : "lz4",
+			cgm_conf.spill_backing[0] ? ", writeback to " : "", cgm_conf.spill_backing);
+}
+
+/* ---- figures ---- */
+
+void cgm_spill_publish(void)
+{
+	struct acct_spill_state st = { 0 };
+	struct spill_stats ss;
+	struct zp_stats zs;
+
+	if (!engine)
+		return;
+	spill_stats(engine, &ss);
+	zp_pool_stats(pool, &zs);
+	st.spilled_pages = (int64_t)ss.in_pool;
+	st.zswap = (int64_t)(zs.mem_used_total + zs.meta_bytes);
+	st.zswapped = (int64_t)zs.orig_data_size;
+	st.swap = (int64_t)zs.wb_pages_on_disk * (int64_t)PAGE;
+	st.counts[CGM_STAT_ZSWPOUT - CGM_STAT_SPILL0] = ss.spilled;
+	st.counts[CGM_STAT_ZSWPIN - CGM_STAT_SPILL0] = ss.refaulted + ss.restored;
+	st.counts[CGM_STAT_ZSWPWB - CGM_STAT_SPILL0] = zs.written_back_pages;
+	st.counts[CGM_STAT_PSWPIN - CGM_STAT_SPILL0] = zs.wb_loads;
+	st.counts[CGM_STAT_PSWPOUT - CGM_STAT_SPILL0] = zs.written_back_pages;
+	st.counts[CGM_STAT_WORKINGSET_REFAULT_ANON - CGM_STAT_SPILL0] = ss.refaulted_hot;
+	st.counts[CGM_STAT_PGSCAN - CGM_STAT_SPILL0] = __atomic_load_n(&pgscan, __ATOMIC_RELAXED);
+	st.counts[CGM_STAT_PGSTEAL - CGM_STAT_SPILL0] = ss.spilled;
+	acct_spill_publish(&cgm_acct, &st);
+}
+
+int cgm_spill_report(char *buf, size_t len)
+{
+	struct spill_stats ss;
+	struct zp_stats zs;
+
+	if (!engine)
+		return 0;
+	spill_stats(engine, &ss);
+	zp_pool_stats(pool, &zs);
+	return snprintf(buf, len,
+			"== spill\nspilled %llu refaulted %llu (hot %llu) restored %llu discarded %llu "
+			"skipped %llu (hot %llu) in_pool %llu pool_bytes %llu written_back %llu\n",
+			(unsigned long long)ss.spilled, (unsigned long long)ss.refaulted,
+			(unsigned long long)ss.refaulted_hot, (unsigned long long)ss.restored,
+			(unsigned long long)ss.forgotten, (unsigned long long)ss.skipped,
+			(unsigned long long)ss.skipped_hot, (unsigned long long)ss.in_pool,
+			(unsigned long long)(zs.mem_used_total + zs.meta_bytes),
+			(unsigned long long)zs.written_back_pages);
+}
+
+/* ---- choosing pages ---- */
+
+/*
+ * Room in memory.zswap.max for @pages more: true, after writing back the
+ * oldest entries if the group allows it and there is a backing file.
+ */
+static bool pool_room(int64_t pages)
+{
+	struct cgm_proc *p = hier_proc(&cgm_acct.h, cgm_acct.proc);
+	struct cgm_group *g = p ? hier_group(&cgm_acct.h, p->group) : NULL;
+	int64_t room;
+	long wrote;
+
+	/* The group's zswap as of now: this lap's stores included. */
+	cgm_spill_publish();
+	rstat_fold_sampled(&cgm_acct.h, cgm_acct.proc);
+	room = acct_zswap_room(&cgm_acct, false);
+
+	/* A compressed page takes a third of a page or so: ask for half. */
+	if (room >= pages * (int64_t)PAGE / 2)
+		return true;
+	/* Past memory.zswap.max: the oldest entries go to the backing file, as far as swap.max lets them. */
+	if (!cgm_conf.spill_backing[0] || !g || !__atomic_load_n(&g->zswap_writeback, __ATOMIC_RELAXED) ||
+	    acct_zswap_room(&cgm_acct, true) < WB_BATCH * (int64_t)PAGE)
+		return false;
+	for (int i = 0; i < 16; i++) {
+		wrote = zp_writeback(pool, WB_BATCH);
+		if (wrote <= 0)
+			return false;
+		/* The group's figures must see the pool shrink before the next look. */
+		cgm_spill_publish();
+		rstat_fold_sampled(&cgm_acct.h, cgm_acct.proc);
+		if (acct_zswap_room(&cgm_acct, false) >= pages * (int64_t)PAGE / 2)
+			return true;
+		if (acct_zswap_room(&cgm_acct, true) < WB_BATCH * (int64_t)PAGE)
+			return false;
+	}
+	return false;
+}
+
+/*
+ * Spill the resident pages of [start, end) (at most CHUNK_PAGES), in runs
+ * that bridge small gaps.  Returns the pages spilled; *scanned counts
+ * the resident ones looked at.
+ */
+static int64_t spill_chunk(uintptr_t start, uintptr_t end, int64_t want, uint64_t *scanned)
+{
+	unsigned char vec[CHUNK_PAGES];
+	size_t n = (end - start) / PAGE, i = 0;
+	int64_t got = 0;
+
+	if (mincore((void *)start, end - start, vec) < 0)
+		return 0;
+	while (i < n && got < want) {
+		size_t first, last, gap = 0;
+
+		while (i < n && !(vec[i] & 1))
+			i++;
+		if (i == n)
+			break;
+		first = last = i;
+		for (; i < n && gap <= GAP_PAGES; i++) {
+			if (vec[i] & 1) {
+				last = i;
+				gap = 0;
+				(*scanned)++;
+			} else {
+				gap++;
+			}
+		}
+		{
+			long r = spill_out(engine, (void *)(start + first * PAGE), last - first + 1);
+
+			if (r > 0)
+				got += r;
+		}
+		i = last + 1;
+	}
+	return got;
+}
+
+/* One lap at most of the clock over the regions, from the hand. */
+static int64_t spill_lap(int64_t want, uint64_t *scanned)
+{
+	size_t n = cgm_regions_spans(spans, MAX_SPANS), first = 0;
+	int64_t got = 0;
+
+	if (!n)
+		return 0;
+	while (first < n && spans[first].end <= hand)
+		first++;
+	for (size_t k = 0; k <= n && got < want; k++) {
+		size_t i = (first + k) % n;
+		uintptr_t pos = spans[i].start;
+
+		/* The hand's own region is taken from the hand on, and its start at the end of the lap. */
+		if (k == 0 && hand > pos && hand < spans[i].end)
+			pos = hand;
+		else if (k == n)
+			break;
+		while (pos < spans[i].end && got < want) {
+			uintptr_t end = pos + CHUNK_PAGES * PAGE < spans[i].end ?
+					pos + CHUNK_PAGES * PAGE : spans[i].end;
+
+			if (!pool_room(end - pos > PAGE ? (int64_t)((end - pos) / PAGE) : 1))
+				return got;
+			got += spill_chunk(pos, end, want - got, scanned);
+			pos = end;
+			hand = pos;
+		}
+	}
+	return got;
+}
+
+int64_t cgm_spill_reclaim(int64_t want)
+{
+	sigset_t all, old;
+	uint64_t scanned = 0;
+	int64_t got = 0, start;
+
+	if (!allowed || want <= 0)
+		return 0;
+	/*
+	 * Signals are blocked while pages are in transit: a handler that
+	 * touched one of them here (malloc in a signal handler) would wait
+	 * for this very thread to finish storing it.
+	 */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	if (pthread_mutex_trylock(&spill_lock) != 0) {
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		return 0;
+	}
+	start = cgm_now_ns();
+	if (engine || open_engine()) {
+		struct cgm_proc *p = hier_proc(&cgm_acct.h, cgm_acct.proc);
+
+		/* Hot: refaulting within as many spills as the process has pages resident. */
+		if (p)
+			spill_set_hot_distance(engine, (size_t)(__atomic_load_n(&p->sampled[CGM_STAT_ANON],
+									   __ATOMIC_RELAXED) / (int64_t)PAGE));
+		got = spill_lap(want, &scanned);
+		__atomic_add_fetch(&pgscan, scanned, __ATOMIC_RELAXED);
+		cgm_spill_publish();
+	}
+	pthread_mutex_unlock(&spill_lock);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (cgm_conf.verbose && cgm_now_ns() - last_verbose_ns > 1000000000LL) {
+		last_verbose_ns = cgm_now_ns();
+		cgm_log("spill: reclaim wanted %lld pages: %lld spilled of %llu resident looked at, "
+			"in %lld us", (long long)want, (long long)got, (unsigned long long)scanned,
+			(long long)((cgm_now_ns() - start) / 1000));
+	}
+	return got;
+}
+
+/* ---- what the program does to spilled memory ---- */
+
+void cgm_spill_discard(const void *addr, size_t len)
+{
+	/* Unaligned: the call fails with EINVAL and discards nothing. */
+	if (engine && !((uintptr_t)addr % PAGE))
+		spill_forget_range(engine, addr, len);
+}
+
+void cgm_spill_restore(const void *addr, size_t len)
+{
+	if (engine)
+		spill_restore_range(engine, addr, len);
+}
+
+/* ---- fork ---- */
+
+static void spill_prepare(void)
+{
+	/* A thread that spills has signals blocked: fork() from a handler never finds it holding. */
+	fork_held = pthread_mutex_lock(&spill_lock) == 0;
+	if (engine)
+		spill_restore_range(engine, NULL, SIZE_MAX);
+}
+
+static void spill_parent(void)
+{
+	if (fork_held)
+		pthread_mutex_unlock(&spill_lock);
+	fork_held = false;
+}
+
+static void spill_child(void)
+{
+	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+
+	spill_lock = fresh;
+	fork_held = false;
+	if (engine) {
+		spill_abandon(engine);
+		engine = NULL;
+		zp_destroy_pool(pool);
+		pool = NULL;
+		static_branch_disable(&cgm_spill_key);
+	}
+}

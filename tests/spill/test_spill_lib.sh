@@ -1,0 +1,145 @@
+#!/bin/sh
+# spill=1 in a preloaded program: memory.reclaim and memory.high move its
+# pages into the compressed pool (memory.current falls, memory.zswap.current
+# and the zswpout counts rise), every byte comes back right through every
+# way of touching a spilled page (tests/spill/spill_prog.c), and without
+# the privilege spill=1 is refused in one line while the program runs on.
+. "$(cd "$(dirname "$0")/.." && pwd)/fidelity/lib.sh"
+: "${SPILL_PROG:?SPILL_PROG must name tests/spill/spill_prog (run through make)}"
+
+# Skipped where this process cannot have a userfaultfd that serves system calls.
+pre "scope=/probe,spill=1" /bin/true 2>"$T/probe" || true
+grep -q "spill=1 refused" "$T/probe" && skip "no userfaultfd for system calls: $(head -1 "$T/probe")"
+
+# memory.reclaim from cgmctl while the program idles in its loop.
+start "scope=/r,spill=1" "$SPILL_PROG" "$T/go"
+reach "spill_prog: ready"
+before=$(value /r memory.current)
+run "$CGMCTL" --hierarchy "$H" set /r memory.reclaim 200M
+# The writer waits half a second; a loaded machine may take longer to spill it all.
+settle /r zswpout -ge $((40 * MIB / 4096)) || true
+after=$(value /r memory.current)
+zc=$(value /r memory.zswap.current)
+out=$(value /r memory.stat zswpout)
+zd=$(value /r memory.stat zswapped)
+[ "$out" -ge $((40 * MIB / 4096)) ] || fail "memory.reclaim spilled $out pages of a program of $(mib "$before")"
+[ "$zc" -gt 0 ] && [ "$zc" -lt "$zd" ] || fail "memory.zswap.current $zc for $zd bytes spilled"
+[ "$after" -le $((before * 3 / 4)) ] || fail "memory.current $(mib "$before") -> $(mib "$after") after spilling $out pages"
+echo "$TEST_NAME: memory.reclaim: memory.current $(mib "$before") -> $(mib "$after"), $out pages spilled into $(mib "$zc")"
+CHECKS=$((CHECKS + 1))
+touch "$T/go"
+finish
+[ "$ST" = 0 ] || fail "spill_prog exited $ST: $(grep FAIL "$T/bg.err" | head -3)"
+for c in signal write read dontneed mremap threads fork; do
+	grep -qx "spill_prog: ok $c" "$T/bg.err" || fail "no 'ok $c' from spill_prog"
+	CHECKS=$((CHECKS + 1))
+done
+grep -qx "spill_prog: verified" "$T/bg.err" || fail "spill_prog did not verify its bytes"
+CHECKS=$((CHECKS + 1))
+
+# A process that does not allocate (python3 asleep) answers memory.reclaim
+# from its handler thread.
+start "scope=/idle,spill=1" /usr/bin/python3 -c '
+import os, sys, time
+data = [os.urandom(64).hex() * 4 for _ in range(100000)]
+print("ready", file=sys.stderr, flush=True)
+time.sleep(30)'
+reach ready
+sleep 0.2
+before=$(value /idle memory.current)
+run "$CGMCTL" --hierarchy "$H" set /idle memory.reclaim 20M
+after=$(value /idle memory.current)
+out=$(value /idle memory.stat zswpout)
+[ "$out" -ge $((10 * MIB / 4096)) ] || fail "a sleeping python3 spilled $out pages for memory.reclaim=20M"
+[ "$after" -lt "$before" ] || fail "a sleeping python3: memory.current $(mib "$before") -> $(mib "$after")"
+echo "$TEST_NAME: idle python3: memory.reclaim 20M: $(mib "$before") -> $(mib "$after"), $out pages spilled"
+kill "$BG"
+finish
+CHECKS=$((CHECKS + 1))
+
+# memory.high at half the program's size: it spills instead of throttling.
+start "scope=/h,spill=1,high=32M,stats=exit" "$SPILL_PROG" "$T/go2"
+reach "spill_prog: ready"
+# What it touched last is charged at its next slow path (a sample), which reclaims then.
+i=0
+while cur=$(value /h memory.current) && [ "$cur" -gt $((36 * MIB)) ] && [ $i -lt 40 ]; do
+	i=$((i + 1))
+	sleep 0.05
+done
+thr=$(value /h memory.stat throttle_usec)
+out=$(value /h memory.stat zswpout)
+[ "$out" -gt 0 ] || fail "over memory.high, nothing spilled"
+[ "$cur" -le $((36 * MIB)) ] || fail "memory.current $(mib "$cur") over memory.high=32M with spilling"
+[ "$thr" -le 500000 ] || fail "throttled $thr us although spilling could cover it"
+echo "$TEST_NAME: memory.high=32M: memory.current $(mib "$cur"), $out pages spilled, throttled $thr us"
+CHECKS=$((CHECKS + 1))
+touch "$T/go2"
+finish
+[ "$ST" = 0 ] || fail "spill_prog under memory.high exited $ST: $(grep FAIL "$T/bg.err" | head -3)"
+grep -q "^zswpin [1-9]" "$T/bg.err" || fail "the exit report shows no zswpin"
+grep -q "^== spill" "$T/bg.err" || fail "the exit report has no spill line"
+CHECKS=$((CHECKS + 1))
+
+# memory.zswap.max: the pool stops there (no backing file), and with one
+# the oldest pages are written back to it (memory.swap.current) and still
+# come back right.
+start "scope=/z,spill=1" "$SPILL_PROG" "$T/go4"
+reach "spill_prog: ready"
+ok "$CGMCTL" --hierarchy "$H" set /z memory.zswap.max 4M
+run "$CGMCTL" --hierarchy "$H" set /z memory.reclaim 200M
+zc=$(value /z memory.zswap.current)
+out=$(value /z memory.stat zswpout)
+[ "$out" -gt 0 ] || fail "memory.zswap.max=4M: nothing spilled"
+[ "$zc" -le $((5 * MIB)) ] || fail "memory.zswap.max=4M: memory.zswap.current $(mib "$zc")"
+echo "$TEST_NAME: memory.zswap.max=4M: $out pages spilled, pool $(mib "$zc")"
+touch "$T/go4"
+finish
+[ "$ST" = 0 ] || fail "spill_prog under zswap.max exited $ST: $(grep FAIL "$T/bg.err" | head -3)"
+
+start "scope=/w,spill=1,spill_backing=$T/swapfile,stats=exit" "$SPILL_PROG" "$T/go5"
+reach "spill_prog: ready"
+ok "$CGMCTL" --hierarchy "$H" set /w memory.zswap.max 4M
+run "$CGMCTL" --hierarchy "$H" set /w memory.reclaim 200M
+zc=$(value /w memory.zswap.current)
+sc=$(value /w memory.swap.current)
+wb=$(value /w memory.stat zswpwb)
+[ "$wb" -gt 0 ] && [ "$sc" -gt 0 ] || fail "writeback past memory.zswap.max: zswpwb $wb, memory.swap.current $sc"
+[ "$zc" -le $((5 * MIB)) ] || fail "writeback: memory.zswap.current $(mib "$zc") over 4M"
+echo "$TEST_NAME: writeback: pool $(mib "$zc"), $wb pages written back ($(mib "$sc") in the file)"
+touch "$T/go5"
+finish
+[ "$ST" = 0 ] || fail "spill_prog with writeback exited $ST: $(grep FAIL "$T/bg.err" | head -3)"
+grep -qx "spill_prog: verified" "$T/bg.err" || fail "spill_prog with writeback did not verify"
+grep -q "^pswpin [1-9]" "$T/bg.err" || fail "nothing was read back from the backing file"
+CHECKS=$((CHECKS + 2))
+
+# kill -9 while pages are out: the group's charge goes with the process,
+# and a new process in the group starts from its own.
+start "scope=/k,spill=1" "$SPILL_PROG" "$T/go3"
+reach "spill_prog: ready"
+run "$CGMCTL" --hierarchy "$H" set /k memory.reclaim 200M
+[ "$(value /k memory.stat zswpout)" -gt 0 ] || fail "nothing spilled before kill -9"
+kill -9 "$BG"
+finish 2>/dev/null
+ok "$CGMCTL" --hierarchy "$H" mkdir /k2
+pre "group=/k2,spill=1" /usr/bin/python3 -c 'print(sum(range(1000)))' >"$T/out" 2>"$T/err" ||
+	fail "python3 after a kill -9 mid-spill: $(head -2 "$T/err")"
+grep -qx 499500 "$T/out" || fail "python3 after a kill -9: $(cat "$T/out")"
+CHECKS=$((CHECKS + 1))
+
+# Without the privilege (uid 65534, vm.unprivileged_userfaultfd=0): one
+# line that says what to grant, and the program runs unspilled.
+if [ "$(id -u)" = 0 ] && [ "$(cat /proc/sys/vm/unprivileged_userfaultfd 2>/dev/null)" = 0 ] &&
+   command -v setpriv >/dev/null; then
+	chmod 755 "$T"
+	mkdir "$T/u"
+	chmod 777 "$T/u"
+	setpriv --reuid 65534 --regid 65534 --clear-groups env LD_PRELOAD="$CGM_LIB" \
+		CGMALLOC_CONF="hierarchy=$T/u/h,scope=/u,spill=1" /usr/bin/python3 -c 'print(6*7)' \
+		>"$T/out" 2>"$T/err" || fail "unprivileged spill=1: python3 failed: $(head -2 "$T/err")"
+	grep -qx 42 "$T/out" || fail "unprivileged spill=1: python3 printed $(cat "$T/out")"
+	grep -q "CAP_SYS_PTRACE" "$T/err" || fail "unprivileged spill=1: no line naming what to grant"
+	grep -q "spill=1 refused" "$T/err" || fail "unprivileged spill=1: no refusal line"
+	CHECKS=$((CHECKS + 1))
+fi
+echo "$TEST_NAME: $CHECKS checks passed"
