@@ -30,6 +30,7 @@ CHECKS=$((CHECKS + 1))
 touch "$T/go"
 finish
 [ "$ST" = 0 ] || fail "spill_prog exited $ST: $(grep FAIL "$T/bg.err" | head -3)"
+echo "$TEST_NAME: $(grep -o 'fork took .*' "$T/bg.err") (every spilled page brought back first)"
 for c in signal write read dontneed mremap threads fork; do
 	grep -qx "spill_prog: ok $c" "$T/bg.err" || fail "no 'ok $c' from spill_prog"
 	CHECKS=$((CHECKS + 1))
@@ -113,16 +114,24 @@ grep -qx "spill_prog: verified" "$T/bg.err" || fail "spill_prog with writeback d
 grep -q "^pswpin [1-9]" "$T/bg.err" || fail "nothing was read back from the backing file"
 CHECKS=$((CHECKS + 2))
 
-# kill -9 while pages are out: the group's charge goes with the process,
-# and a new process in the group starts from its own.
-start "scope=/k,spill=1" "$SPILL_PROG" "$T/go3"
+# kill -9 in the middle of a spill: the group's charge goes with the
+# process, and a new process in the group starts from its own.
+ok "$CGMCTL" --hierarchy "$H" mkdir /k
+start "group=/k,spill=1" "$SPILL_PROG" "$T/go3"
 reach "spill_prog: ready"
-run "$CGMCTL" --hierarchy "$H" set /k memory.reclaim 200M
-[ "$(value /k memory.stat zswpout)" -gt 0 ] || fail "nothing spilled before kill -9"
+"$CGMCTL" --hierarchy "$H" set /k memory.reclaim 200M 2>/dev/null &
+i=0
+until [ "$(value /k memory.stat zswpout)" -gt 0 ] || [ $i -ge 200 ]; do
+	i=$((i + 1))
+	sleep 0.01
+done
 kill -9 "$BG"
 finish 2>/dev/null
-ok "$CGMCTL" --hierarchy "$H" mkdir /k2
-pre "group=/k2,spill=1" /usr/bin/python3 -c 'print(sum(range(1000)))' >"$T/out" 2>"$T/err" ||
+wait
+[ "$(value /k memory.stat zswpout)" -gt 0 ] || fail "nothing spilled before kill -9"
+left=$(value /k memory.current)
+[ "$left" -le $((1 * MIB)) ] || fail "after kill -9 mid-spill, memory.current of /k is $(mib "$left")"
+pre "group=/k,spill=1" /usr/bin/python3 -c 'print(sum(range(1000)))' >"$T/out" 2>"$T/err" ||
 	fail "python3 after a kill -9 mid-spill: $(head -2 "$T/err")"
 grep -qx 499500 "$T/out" || fail "python3 after a kill -9: $(cat "$T/out")"
 CHECKS=$((CHECKS + 1))
