@@ -4,5 +4,5 @@ acct_SRCS := accounting/page_counter.c accounting/hier.c accounting/group.c \
 	accounting/attach.c accounting/stock.c accounting/harvest.c \
 	accounting/charge.c accounting/oom.c accounting/rstat.c \
 	accounting/move.c accounting/limits.c accounting/files.c accounting/sample.c \
-	accounting/protect.c
+	accounting/protect.c accounting/psi.c accounting/psi_trigger.c
 MODULES += acct

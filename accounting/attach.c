@@ -225,6 +225,7 @@ static int reclaim_dead_locked(struct cgm_hier *h)
 		struct cgm_proc *p = &h->procs[i];
 
 		if (proc_in_use(p) && acct_proc_gone(p)) {
+			psi_proc_gone(h, p);
 			release_proc(h, i);
 			n++;
 		}
@@ -343,6 +344,7 @@ static void setup_proc(struct cgm_hier *h, uint32_t idx, uint32_t group)
 	p->sampled_ns = 0;
 	p->spilled_pages = 0;
 	p->reclaim_want = 0;
+	p->psi_stalled = 0;
 	memset(p->spill_counts, 0, sizeof(p->spill_counts));
 	memset(p->spill_folded, 0, sizeof(p->spill_folded));
 	p->reclaim_asked = p->reclaim_done = 0;

@@ -44,6 +44,16 @@ static bool over_high(const struct cgm_hier *h, uint32_t group)
 	return false;
 }
 
+/* Reclaim in an allocating thread: a memory stall (memory.pressure). */
+static void reclaim_stalled(struct cgm_acct *a)
+{
+	if (!a->reclaim)
+		return;
+	psi_memstall_enter(&a->h, a->proc);
+	a->reclaim();
+	psi_memstall_leave(&a->h, a->proc);
+}
+
 /*
  * After a charge: for the group and each ancestor over its memory.high,
  * count a high event and throttle the thread by the largest penalty
@@ -62,8 +72,8 @@ static void handle_over_high(struct cgm_acct *a, struct cgm_thread_slot *t,
 	if (!over_high(h, group))
 		return;
 	acct_harvest_subtree(h, group);
-	if (over_high(h, group) && a->reclaim)
-		a->reclaim();
+	if (over_high(h, group))
+		reclaim_stalled(a);
 	for_each_ancestor(h, idx, g) {
 		int64_t high = __atomic_load_n(&g->memory.high, __ATOMIC_RELAXED);
 
@@ -80,8 +90,10 @@ static void handle_over_high(struct cgm_acct *a, struct cgm_thread_slot *t,
 		struct timespec ts = { (time_t)(delay / 1000), (long)(delay % 1000) * 1000000 };
 		int64_t start = cgm_now_ns();
 
+		psi_memstall_enter(h, a->proc);
 		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 			;
+		psi_memstall_leave(h, a->proc);
 		cgm_owner_add(t->throttle_ns, (uint64_t)(cgm_now_ns() - start));
 	}
 }
@@ -122,14 +134,13 @@ int acct_over_max(struct cgm_acct *a)
 	group_event(h, over, CGM_EV_MAX);
 	acct_harvest_subtree(h, over);
 	/* Reclaim samples again: what came back makes room for what was short. */
-	if (a->reclaim)
-		a->reclaim();
+	reclaim_stalled(a);
 	if (over_max(h, __atomic_load_n(&p->group, __ATOMIC_RELAXED)) == CGM_NONE &&
 	    !acct_sample_short(a))
 		return 0;
 	group_event(h, over, CGM_EV_OOM);
 	if (acct_out_of_memory(a, over) && a->reclaim) {
-		a->reclaim();
+		reclaim_stalled(a);
 		if (over_max(h, __atomic_load_n(&p->group, __ATOMIC_RELAXED)) == CGM_NONE &&
 		    !acct_sample_short(a))
 			return 0;
@@ -217,8 +228,7 @@ static int charge_refused(struct cgm_acct *a, struct cgm_thread_slot *t,
 	if (r->reclaims_left-- > 0) {
 		/* Reclaim: every process in the limited subtree returns its frees. */
 		acct_harvest_subtree(h, idx);
-		if (a->reclaim)
-			a->reclaim();
+		reclaim_stalled(a);
 		/*
 		 * drain_all_stock(): this thread's precharge comes back now;
 		 * every other thread's at its next refill (it sees drain_gen

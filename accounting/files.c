@@ -508,6 +508,22 @@ static int write_zswap_writeback(const struct cgm_file *f, struct cgm_hier *h, u
 	return 0;
 }
 
+/* memory.pressure, in the kernel's PSI format (totals in microseconds). */
+static int show_pressure(const struct cgm_file *f, struct cgm_hier *h, uint32_t group,
+			 char *buf, size_t len)
+{
+	static const char *const kind[CGM_PSI_KINDS] = { "some", "full" };
+	struct cgm_psi_view v = { 0 };
+	int n = 0;
+
+	(void)f;
+	psi_read(h, group, &v);
+	for (int k = 0; k < CGM_PSI_KINDS; k++)
+		OUT("%s avg10=%.2f avg60=%.2f avg300=%.2f total=%" PRId64 "\n", kind[k],
+		    v.avg[k][0], v.avg[k][1], v.avg[k][2], v.total[k] / 1000);
+	return n;
+}
+
 /* ---- the table ---- */
 
 const struct cgm_file cgm_files[] = {
@@ -549,6 +565,9 @@ const struct cgm_file cgm_files[] = {
 	  .help = "statistics of the group and its descendants" },
 	{ .name = "memory.stat.local", .flags = CGM_FILE_FLUSH, .private = 1, .show = show_stat,
 	  .help = "statistics of the group's own processes" },
+	{ .name = "memory.pressure", .show = show_pressure,
+	  .help = "time the subtree's threads stalled on memory (reclaim, throttling, refaults), "
+		  "PSI format: some/full avg10 avg60 avg300 total (us)" },
 	{ .name = "memory.events", .show = show_events,
 	  .help = "low/high/max/oom/oom_kill/oom_group_kill counts, descendants included" },
 	{ .name = "memory.events.local", .private = 1, .show = show_events,

@@ -125,6 +125,7 @@ static int64_t alloc_group(struct cgm_hier *h, uint32_t parent, const char *name
 		page_counter_init(&g->memory, &p->memory);
 		g->zswap_max = g->swap_max = INT64_MAX;
 		g->zswap_writeback = 1;
+		psi_init(&g->psi);
 		/* Publish only once complete: lookups check the state. */
 		__atomic_store_n(&g->state, CGM_SLOT_LIVE, __ATOMIC_RELEASE);
 		p->first_child = i;

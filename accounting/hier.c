@@ -203,6 +203,7 @@ static void init_layout(void *base, size_t size)
 	page_counter_init(&root->memory, NULL);
 	root->zswap_max = root->swap_max = INT64_MAX;
 	root->zswap_writeback = 1;
+	psi_init(&root->psi);
 }
 
 /*

@@ -108,6 +108,21 @@ int cgm_flush(void);
  */
 int cgm_group(char *buf, size_t len);
 
+/*
+ * A memory.pressure trigger on @group (NULL: this process's own), as a
+ * write of @spec ("some 150000 1000000": stall of THRESHOLD microseconds
+ * within a WINDOW of 500000..10000000 microseconds) to an open cgroup v2
+ * memory.pressure file arms one.  Returns a file descriptor that becomes
+ * readable (poll POLLIN; read 8 bytes: the count) each time the trigger
+ * fires, at most once per window; or -EINVAL (bad spec), -ENOENT, -ENODEV
+ * (accounting off), -ENOSPC (16 triggers already).  While the process has
+ * triggers, one thread of the library's watches them.
+ */
+int cgm_pressure_trigger(const char *group, const char *spec);
+
+/* Disarm the trigger of @fd and close it: 0 or -EBADF. */
+int cgm_pressure_trigger_close(int fd);
+
 #ifdef __cplusplus
 }
 #endif

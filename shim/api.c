@@ -53,6 +53,11 @@ static int64_t resolve_group(const char *group)
 	return idx == CGM_NONE ? -ENOENT : (int64_t)idx;
 }
 
+int64_t cgm_group_index(const char *group)
+{
+	return resolve_group(group);
+}
+
 CGM_EXPORT int cgm_accounting_enabled(void)
 {
 	return own_proc() != CGM_NONE;

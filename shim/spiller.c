@@ -97,6 +97,15 @@ static void spill_idle(void)
 	__atomic_store_n(&p->reclaim_done, asked, __ATOMIC_RELEASE);
 }
 
+/* The handler serves faults: the threads that wait for them stall (memory.pressure). */
+static void spill_serving(bool start)
+{
+	if (start)
+		psi_memstall_enter(&cgm_acct.h, cgm_acct.proc);
+	else
+		psi_memstall_leave(&cgm_acct.h, cgm_acct.proc);
+}
+
 static bool open_engine(void)
 {
 	struct zp_options zo = {
@@ -121,7 +130,8 @@ static bool open_engine(void)
 		return false;
 	}
 	err = spill_open(&(struct spill_options){ .pool = pool, .max_pages = MAX_SPILLED,
-						  .idle = spill_idle, .idle_ms = IDLE_MS }, &engine);
+						  .idle = spill_idle, .idle_ms = IDLE_MS,
+						  .serving = spill_serving }, &engine);
 	if (err) {
 		zp_destroy_pool(pool);
 		pool = NULL;

@@ -14,7 +14,8 @@
 
 ACT := $(B)/tests/acct
 ACCT_UNIT_CFLAGS = $(TEST_CFLAGS) $(TEST_DEPFLAGS) -pthread -Itests $(CHECK_CFLAGS)
-ACCT_UNIT_TESTS := test_page_counter test_hier test_rstat test_charge test_throttle test_sample
+ACCT_UNIT_TESTS := test_page_counter test_hier test_rstat test_charge test_throttle test_sample \
+	test_psi
 ACCT_ALL_TESTS := $(ACCT_UNIT_TESTS) test_accounting_mp
 # What a test of flavour F links: the fixture and the archives.
 acct_test_link = tests/acct_fixture.c $(call archives,$(1),acct base) $(CHECK_LIBS)

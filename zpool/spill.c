@@ -131,6 +131,7 @@ struct spill_engine {
 	unsigned char *bounce;		/* the handler's */
 	void (*idle)(void);
 	int idle_ms;
+	void (*serving)(bool start);
 
 	struct sp_hot *hot;
 	atomic_uint hot_distance;	/* pages; 0: nothing is ever hot */
@@ -575,6 +576,8 @@ static void *sp_handler(void *arg)
 			continue;
 		}
 		spin_until = sp_now_ns() + SP_SPIN_NS;
+		if (e->serving)
+			e->serving(true);
 		for (size_t i = 0; i < (size_t)n / sizeof(msg[0]); i++) {
 			uintptr_t page;
 
@@ -584,6 +587,8 @@ static void *sp_handler(void *arg)
 			if (!sp_restore(e, page, e->bounce, &e->refaulted))
 				sp_place_zero(e, page);
 		}
+		if (e->serving)
+			e->serving(false);
 	}
 	return NULL;
 }
@@ -689,6 +694,7 @@ int spill_open(const struct spill_options *opt, struct spill_engine **enginep)
 		return -ENOMEM;
 	e->pool = opt->pool;
 	e->idle = opt->idle_ms ? opt->idle : NULL;
+	e->serving = opt->serving;
 	e->idle_ms = opt->idle_ms > 60000 ? 60000 : (int)opt->idle_ms;
 	e->uffd = e->stage_uffd = e->stop_fd = -1;
 	pthread_mutex_init(&e->lock, NULL);

@@ -323,6 +323,53 @@ int acct_move(struct cgm_hier *h, uint32_t proc, uint32_t group);
 
 enum acct_limit { CGM_LIMIT_MAX, CGM_LIMIT_HIGH, CGM_LIMIT_LOW, CGM_LIMIT_MIN };
 
+/* ---- psi.c: memory.pressure ---- */
+
+/*
+ * A thread of process slot @proc stalls on memory (reclaim, throttling,
+ * a spilled page's refault) and stops stalling: each enter is matched by a
+ * leave.  The stall counts in its group and every ancestor.
+ */
+void psi_memstall_enter(struct cgm_hier *h, uint32_t proc);
+void psi_memstall_leave(struct cgm_hier *h, uint32_t proc);
+/* Process @p is gone: the stalls it was in end. */
+void psi_proc_gone(struct cgm_hier *h, struct cgm_proc *p);
+
+/* memory.pressure of a group: totals (ns) and averages (percent) as of now. */
+struct cgm_psi_view {
+	int64_t total[CGM_PSI_KINDS];
+	double avg[CGM_PSI_KINDS][CGM_PSI_AVGS];
+};
+void psi_read(struct cgm_hier *h, uint32_t group, struct cgm_psi_view *v);
+/* Only the totals as of @now (no averages, no lock): what a trigger polls. */
+void psi_totals_now(struct cgm_hier *h, uint32_t group, int64_t now, struct cgm_psi_view *v);
+
+/* ---- psi_trigger.c: memory.pressure triggers ---- */
+
+#define PSI_TRIGGER_SAMPLES 11		/* one per window/10: a window's worth */
+
+struct psi_trigger {
+	int kind;			/* CGM_PSI_SOME or CGM_PSI_FULL */
+	int64_t threshold_ns, window_ns;
+	int64_t fired_ns;		/* last time it fired (0: never) */
+	int64_t at[PSI_TRIGGER_SAMPLES], total[PSI_TRIGGER_SAMPLES];
+	unsigned head, nr;
+};
+
+/*
+ * Parse "some|full THRESHOLD_US WINDOW_US" with the kernel's rules:
+ * 0, or -EINVAL with a reason in @why.
+ */
+int psi_trigger_parse(const char *spec, struct psi_trigger *t, char *why, size_t whylen);
+/* How often to poll @t (window / 10). */
+int64_t psi_trigger_period_ns(const struct psi_trigger *t);
+/*
+ * Look at group @group at @now (CLOCK_MONOTONIC ns): true when the
+ * trigger fires -- the stall grew by its threshold within its window,
+ * and it has not fired within the last window.
+ */
+bool psi_trigger_poll(struct cgm_hier *h, uint32_t group, struct psi_trigger *t, int64_t now);
+
 /* ---- protect.c: memory.min and memory.low in reclaim ---- */
 
 enum acct_protection {

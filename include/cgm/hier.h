@@ -24,12 +24,13 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "cgm/clock.h"
 #include "cgm/compiler.h"
 #include "cgm/page_counter.h"
 #include "cgm/size_class.h"
 
 #define CGM_HIER_MAGIC		0x3152454948474d43ULL	/* "CGMHIER1" */
-#define CGM_HIER_VERSION	10
+#define CGM_HIER_VERSION	11
 #define CGM_NONE		UINT32_MAX
 #define CGM_ROOT		0
 #define CGM_NAME_MAX		64		/* a path component, NUL included */
@@ -130,6 +131,29 @@ enum cgm_group_flags {
 	CGM_GROUP_DELEGATED = 1u << 1,
 };
 
+/* memory.pressure: stall time of a group's subtree (accounting/psi.c). */
+enum { CGM_PSI_SOME, CGM_PSI_FULL, CGM_PSI_KINDS };
+#define CGM_PSI_AVGS	3		/* avg10, avg60, avg300 */
+
+struct cgm_psi {
+	uint32_t lock;			/* spin flag over the transitions */
+	uint32_t stalled;		/* threads of the subtree stalled now */
+	uint32_t full_on;		/* all of them are */
+	uint32_t pad;
+	int64_t start[CGM_PSI_KINDS];	/* CLOCK_MONOTONIC ns the state began */
+	int64_t total[CGM_PSI_KINDS];	/* ns, the states that ended */
+	/* The averages, percent, and where they stand (flush lock). */
+	double avg[CGM_PSI_KINDS][CGM_PSI_AVGS];
+	int64_t avg_ns;
+	int64_t avg_total[CGM_PSI_KINDS];
+};
+
+/* A new group's pressure averages start now. */
+static inline void psi_init(struct cgm_psi *s)
+{
+	s->avg_ns = cgm_now_ns();
+}
+
 struct cgm_group {
 	uint32_t state;			/* enum cgm_slot_state */
 	uint32_t parent;
@@ -151,6 +175,7 @@ struct cgm_group {
 	int64_t zswap_max, swap_max;
 	uint32_t zswap_writeback;	/* memory.zswap.writeback */
 	uint32_t pad;
+	struct cgm_psi psi;
 } __attribute__((aligned(64)));
 
 struct cgm_proc {
@@ -209,6 +234,8 @@ struct cgm_proc {
 	int64_t spilled_pages;
 	/* Pages the last memory.reclaim or limit write asked of this process. */
 	int64_t reclaim_want;
+	uint32_t psi_stalled;		/* its threads stalled now (left for it if it dies) */
+	uint32_t pad3;
 	uint64_t spill_counts[CGM_NR_SPILL_COUNTS];	/* totals, CGM_STAT_SPILL0 on */
 	uint64_t spill_folded[CGM_NR_SPILL_COUNTS];	/* what its group has of them (flush lock) */
 	pthread_mutex_t lock;		/* robust, shared: harvest and move */

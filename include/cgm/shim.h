@@ -55,6 +55,9 @@ void *cgm_memalign(size_t align, size_t n);
 /* The C++ runtime's std::__throw_bad_alloc, found lazily; NULL if absent. */
 void (*cgm_find_throw_bad_alloc(void))(void);
 
+/* The index of group @group of the process's hierarchy (NULL: its own), or a negative errno. */
+int64_t cgm_group_index(const char *group);
+
 /* ---- acct_setup.c: accounting on at start-up, off at exit ---- */
 
 /*

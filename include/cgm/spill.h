@@ -50,6 +50,7 @@
 #ifndef CGM_SPILL_H
 #define CGM_SPILL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -77,6 +78,12 @@ struct spill_options {
 	 */
 	void (*idle)(void);
 	unsigned idle_ms;
+	/*
+	 * Called on the handler thread with true before it serves a batch of
+	 * faults and with false after (NULL: not called): the faulting
+	 * threads are stalled meanwhile (memory.pressure).
+	 */
+	void (*serving)(bool start);
 };
 
 /* Counters; totals since spill_open() unless said otherwise. */

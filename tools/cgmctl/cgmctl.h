@@ -198,6 +198,7 @@ int cmd_run(struct ctl *c, int argc, char **argv);
 int cmd_compare(struct ctl *c, int argc, char **argv);
 int cmd_export(struct ctl *c, int argc, char **argv);
 int cmd_top(struct ctl *c, int argc, char **argv);
+int cmd_pressure(struct ctl *c, int argc, char **argv);
 int cmd_help(struct ctl *c, int argc, char **argv);
 
 #endif /* CGMCTL_H */

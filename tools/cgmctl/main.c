@@ -40,6 +40,10 @@ void ctl_usage(FILE *f)
 	      "                               every group (or GROUP and those below it) as Prometheus\n"
 	      "                               metrics; --textfile: replace DIR/cgmalloc.prom\n"
 	      "                               atomically (cgmctl help export)\n"
+	      "  pressure GROUP [SPEC] [-n N] [-t SECS]\n"
+	      "                               memory.pressure; with SPEC (\"some 150000 1000000\"),\n"
+	      "                               a line each time that trigger fires (-n: stop after N,\n"
+	      "                               default 1; -t: give up after SECS, exit 1)\n"
 	      "  top [-d SECS] [-n N] [GROUP] the groups below GROUP by usage, with peak, what the\n"
 	      "                               allocators keep, limits and limit events, redrawn\n"
 	      "                               every SECS (2); -n: stop after N frames\n"
@@ -174,6 +178,7 @@ static const struct {
 	{ "mkdir", cmd_mkdir }, { "rmdir", cmd_rmdir }, { "move", cmd_move },
 	{ "run", cmd_run }, { "compare", cmd_compare }, { "export", cmd_export },
 	{ "top", cmd_top },
+	{ "pressure", cmd_pressure },
 	{ "help", cmd_help },
 };
 
