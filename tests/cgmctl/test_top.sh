@@ -30,7 +30,8 @@ case $big in
 	[3-9][0-9]M) ;;
 	*) fail "top: /big CURRENT '$big', expected about 40M" ;;
 esac
-[ "$(awk '$1 == "/big" { print $5; exit }' "$T/out")" = 1.0G ] || fail "top: /big HIGH is not 1.0G"
+[ "$(awk '$1 == "/big" { print $6; exit }' "$T/out")" = 1.0G ] || fail "top: /big HIGH is not 1.0G"
+grep -q "^GROUP .* ZSWAP .* SOME10 " "$T/out" || fail "top: no ZSWAP and SOME10 columns: $(grep ^GROUP "$T/out")"
 [ "$(awk '$1 == "/big" { print $NF; exit }' "$T/out")" = 1 ] || fail "top: /big has not 1 process"
 # Below a group: only its subtree.
 ok ctl top -n 1 /big

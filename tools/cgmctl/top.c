@@ -1,7 +1,8 @@
 /*
  * cgmctl top: the groups of a subtree, sorted by usage, redrawn in place
  * every few seconds -- usage, peak, what the allocators keep, the limits,
- * the events that say a limit was met, and the processes.  On a terminal
+ * the pool of spilled pages, memory.pressure (some avg10), the events
+ * that say a limit was met, and the processes.  On a terminal
  * each frame replaces the last; otherwise frames follow one another (for
  * logs and tests), each after a blank line.
  */
@@ -12,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cgm/acct.h"
 #include "cgm/config.h"
 #include "cgm/files.h"
 #include "cgmctl.h"
@@ -19,7 +21,8 @@
 struct top_row {
 	char path[CGM_PATH_MAX];
 	struct ctl_sizes s;
-	uint64_t heap_free;
+	uint64_t heap_free, zswap;
+	double some10;			/* memory.pressure some avg10 */
 	int64_t ev_high, ev_max, ev_oom_kill;
 	uint32_t nr_procs;
 };
@@ -67,12 +70,16 @@ static size_t take_rows(struct ctl *c, uint32_t top, struct top_row *rows, uint3
 	for (size_t i = 0; i < n; i++) {
 		const struct cgm_group *g = hier_group(&c->h, idx[i]);
 		struct top_row *r = &rows[shown];
+		struct cgm_psi_view psi;
 
 		/* A group removed since the walk is left out. */
 		if (!g || group_path(&c->h, idx[i], r->path, sizeof(r->path)) < 0)
 			continue;
 		ctl_group_sizes(g, &r->s);
 		r->heap_free = (uint64_t)__atomic_load_n(&g->stat[CGM_STAT_HEAP_FREE], __ATOMIC_RELAXED);
+		r->zswap = (uint64_t)__atomic_load_n(&g->stat[CGM_STAT_ZSWAP], __ATOMIC_RELAXED);
+		psi_read(&c->h, idx[i], &psi);
+		r->some10 = psi.avg[CGM_PSI_SOME][0];
 		r->ev_high = __atomic_load_n(&g->events[CGM_EV_HIGH], __ATOMIC_RELAXED);
 		r->ev_max = __atomic_load_n(&g->events[CGM_EV_MAX], __ATOMIC_RELAXED);
 		r->ev_oom_kill = __atomic_load_n(&g->events[CGM_EV_OOM_KILL], __ATOMIC_RELAXED);
@@ -85,7 +92,7 @@ static size_t take_rows(struct ctl *c, uint32_t top, struct top_row *rows, uint3
 
 static void print_frame(struct ctl *c, const struct top_row *rows, size_t n, bool tty)
 {
-	char a[24], b[24], d[24], e[24], f[24];
+	char a[24], b[24], d[24], e[24], f[24], z[24];
 	time_t now = time(NULL);
 	struct tm tm;
 	int width = 5;
@@ -98,15 +105,17 @@ static void print_frame(struct ctl *c, const struct top_row *rows, size_t n, boo
 	for (size_t i = 0; i < n; i++)
 		if ((int)strlen(rows[i].path) > width)
 			width = (int)strlen(rows[i].path);
-	printf("%-*s %8s %8s %8s %8s %8s %7s %7s %7s %5s\n", width, "GROUP", "CURRENT", "PEAK",
-	       "HEAPFREE", "HIGH", "MAX", "EV_HIGH", "EV_MAX", "OOMKILL", "PROCS");
+	printf("%-*s %8s %8s %8s %8s %8s %8s %7s %7s %7s %7s %5s\n", width, "GROUP", "CURRENT",
+	       "PEAK", "HEAPFREE", "ZSWAP", "HIGH", "MAX", "SOME10", "EV_HIGH", "EV_MAX", "OOMKILL",
+	       "PROCS");
 	for (size_t i = 0; i < n; i++)
-		printf("%-*s %8s %8s %8s %8s %8s %7" PRId64 " %7" PRId64 " %7" PRId64 " %5u\n",
+		printf("%-*s %8s %8s %8s %8s %8s %8s %7.2f %7" PRId64 " %7" PRId64 " %7" PRId64
+		       " %5u\n",
 		       width, rows[i].path, human(rows[i].s.current, a, sizeof(a)),
 		       human(rows[i].s.peak, b, sizeof(b)), human(rows[i].heap_free, d, sizeof(d)),
-		       human(rows[i].s.high, e, sizeof(e)),
-		       human(rows[i].s.max, f, sizeof(f)), rows[i].ev_high, rows[i].ev_max,
-		       rows[i].ev_oom_kill, rows[i].nr_procs);
+		       human(rows[i].zswap, z, sizeof(z)), human(rows[i].s.high, e, sizeof(e)),
+		       human(rows[i].s.max, f, sizeof(f)), rows[i].some10, rows[i].ev_high,
+		       rows[i].ev_max, rows[i].ev_oom_kill, rows[i].nr_procs);
 	fflush(stdout);
 }
 
