@@ -120,7 +120,20 @@ int cgm_group(char *buf, size_t len);
  */
 int cgm_pressure_trigger(const char *group, const char *spec);
 
-/* Disarm the trigger of @fd and close it: 0 or -EBADF. */
+/*
+ * Listen for vmpressure events of @group (NULL: this process's own), as
+ * cgroup v1's memory.pressure_level through cgroup.event_control: @level
+ * is "low", "medium" or "critical", and the listener is told of events of
+ * that level and above -- from reclaim that gets back less than 40% (medium)
+ * or 5% (critical) of the pages it looks at, over windows of 512 pages, in
+ * the group or below it.  Returns an eventfd (readable: the count of
+ * events since the last read), or -EINVAL, -ENOENT, -ENODEV, -ENOSPC.
+ * The levels are computed only while a listener exists.  Closed with
+ * cgm_pressure_trigger_close().
+ */
+int cgm_vmpressure_listen(const char *group, const char *level);
+
+/* Disarm the trigger or listener of @fd and close it: 0 or -EBADF. */
 int cgm_pressure_trigger_close(int fd);
 
 #ifdef __cplusplus

@@ -25,10 +25,19 @@ void cgm_sync_limits(void)
 	struct cgm_proc *p = hier_proc(&cgm_acct.h, cgm_acct.proc);
 	bool limited = p && group_limited(&cgm_acct.h, p->group);
 
+	bool listened = __atomic_load_n(&cgm_acct.h.hdr->vmp_listeners, __ATOMIC_RELAXED) > 0;
+
 	if (limited && !static_key_enabled(&cgm_limits_key))
 		static_branch_enable(&cgm_limits_key);
 	else if (!limited && static_key_enabled(&cgm_limits_key))
 		static_branch_disable(&cgm_limits_key);
+	/* vmpressure levels are computed only while someone listens. */
+	if (listened != static_key_enabled(&cgm_vmpressure_key)) {
+		if (listened)
+			static_branch_enable(&cgm_vmpressure_key);
+		else
+			static_branch_disable(&cgm_vmpressure_key);
+	}
 }
 
 /* Carry out a move another process asked for, with the moving key on. */

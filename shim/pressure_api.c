@@ -1,6 +1,7 @@
 /*
- * memory.pressure triggers through the C API (include/cgmalloc.h): each
- * trigger is an eventfd that becomes readable when it fires.  A watcher
+ * memory.pressure triggers and vmpressure listeners through the C API
+ * (include/cgmalloc.h): each is an eventfd that becomes readable when it
+ * fires.  A watcher
  * thread of the process polls the triggers (each at window / 10, as the
  * kernel does); it exists only while the process has triggers -- the
  * feature asked for it -- and is gone in a forked child, whose triggers
@@ -26,8 +27,12 @@
 struct api_trigger {
 	int fd;				/* -1: free slot */
 	uint32_t group;
+	int vmp_level;			/* a vmpressure listener of this level, or -1 (PSI) */
+	uint64_t vmp_seen;		/* its events already told */
 	struct psi_trigger t;
 };
+
+#define VMP_POLL_NS	(50 * 1000000LL)
 
 static struct api_trigger triggers[MAX_TRIGGERS] = { [0 ... MAX_TRIGGERS - 1] = { .fd = -1 } };
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -49,6 +54,16 @@ static void *watch(void *arg)
 				continue;
 			if (!hier_group(&cgm_acct.h, a->group))
 				continue;	/* the group is gone: nothing more fires */
+			if (a->vmp_level >= 0) {
+				uint64_t n = vmpressure_events(&cgm_acct.h, a->group, a->vmp_level);
+
+				if (n != a->vmp_seen)
+					eventfd_write(a->fd, n - a->vmp_seen);
+				a->vmp_seen = n;
+				if (VMP_POLL_NS < period)
+					period = VMP_POLL_NS;
+				continue;
+			}
 			if (psi_trigger_poll(&cgm_acct.h, a->group, &a->t, now))
 				eventfd_write(a->fd, 1);
 			if (psi_trigger_period_ns(&a->t) < period)
@@ -75,18 +90,11 @@ static void forget_in_child(void)
 		triggers[i].fd = -1;	/* the fds stay the parent's copies; nothing writes them */
 }
 
-CGM_EXPORT int cgm_pressure_trigger(const char *group, const char *spec)
+/* Arm @a (its fd not set yet) in a free slot, starting the watcher: the fd, or a negative errno. */
+static int arm(struct api_trigger *a)
 {
-	struct psi_trigger t;
-	char why[160];
-	int64_t idx;
 	int slot = -1, fd, err;
 
-	if (!spec || psi_trigger_parse(spec, &t, why, sizeof(why)) < 0)
-		return -EINVAL;
-	idx = cgm_group_index(group);
-	if (idx < 0)
-		return (int)idx;
 	fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (fd < 0)
 		return -errno;
@@ -99,7 +107,8 @@ CGM_EXPORT int cgm_pressure_trigger(const char *group, const char *spec)
 		close(fd);
 		return -ENOSPC;
 	}
-	triggers[slot] = (struct api_trigger){ .fd = fd, .group = (uint32_t)idx, .t = t };
+	triggers[slot] = *a;
+	triggers[slot].fd = fd;
 	if (!watching) {
 		pthread_t th;
 		pthread_attr_t attr;
@@ -129,6 +138,45 @@ CGM_EXPORT int cgm_pressure_trigger(const char *group, const char *spec)
 	return fd;
 }
 
+CGM_EXPORT int cgm_pressure_trigger(const char *group, const char *spec)
+{
+	struct api_trigger a = { .vmp_level = -1 };
+	char why[160];
+	int64_t idx;
+
+	if (!spec || psi_trigger_parse(spec, &a.t, why, sizeof(why)) < 0)
+		return -EINVAL;
+	idx = cgm_group_index(group);
+	if (idx < 0)
+		return (int)idx;
+	a.group = (uint32_t)idx;
+	return arm(&a);
+}
+
+CGM_EXPORT int cgm_vmpressure_listen(const char *group, const char *level)
+{
+	struct api_trigger a;
+	int64_t idx;
+	int fd;
+
+	a = (struct api_trigger){ .vmp_level = vmpressure_parse_level(level) };
+	if (a.vmp_level < 0)
+		return -EINVAL;
+	idx = cgm_group_index(group);
+	if (idx < 0)
+		return (int)idx;
+	a.group = (uint32_t)idx;
+	a.vmp_seen = vmpressure_events(&cgm_acct.h, a.group, a.vmp_level);
+	/* Listening turns the computing on, in every process (at its next slow path). */
+	vmpressure_listen(&cgm_acct.h, a.group, true);
+	fd = arm(&a);
+	if (fd < 0)
+		vmpressure_listen(&cgm_acct.h, a.group, false);
+	else
+		cgm_sync_limits();
+	return fd;
+}
+
 CGM_EXPORT int cgm_pressure_trigger_close(int fd)
 {
 	int found = -EBADF;
@@ -137,6 +185,8 @@ CGM_EXPORT int cgm_pressure_trigger_close(int fd)
 	for (int i = 0; i < MAX_TRIGGERS; i++)
 		if (fd >= 0 && triggers[i].fd == fd) {
 			triggers[i].fd = -1;
+			if (triggers[i].vmp_level >= 0)
+				vmpressure_listen(&cgm_acct.h, triggers[i].group, false);
 			found = 0;
 		}
 	pthread_mutex_unlock(&lock);

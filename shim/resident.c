@@ -193,26 +193,58 @@ bool cgm_resident_refuse(int64_t bytes)
  * compressed copies, so it spills again, a few rounds at most, until the
  * group is under or nothing more goes.
  */
-static void spill_over_limit(void)
+static int64_t spill_over_limit(uint64_t *looked)
 {
-	int64_t want = acct_reclaim_take(&cgm_acct);
+	int64_t want = acct_reclaim_take(&cgm_acct), got, total = 0;
 
 	for (int round = 0; round < 4; round++) {
 		int64_t excess = acct_reclaim_excess(&cgm_acct);
 
 		if (excess > 0 && excess + cgm_acct.batch_pages > want)
 			want = excess + cgm_acct.batch_pages;
-		if (want <= 0 || cgm_spill_reclaim(want) <= 0)
+		if (want <= 0 || (got = cgm_spill_reclaim(want, looked)) <= 0)
 			break;
+		total += got;
 		cgm_resident_sample();
 		want = 0;
 	}
+	return total;
+}
+
+/* On while some group of the hierarchy has a vmpressure listener (epoch.c). */
+DEFINE_STATIC_KEY_FALSE(cgm_vmpressure_key);
+
+/* What mimalloc keeps of this process's heap, as of its last sample (bytes). */
+static int64_t own_heap_free(void)
+{
+	struct cgm_proc *p = hier_proc(&cgm_acct.h, cgm_acct.proc);
+
+	return p ? __atomic_load_n(&p->sampled[CGM_STAT_HEAP_FREE], __ATOMIC_RELAXED) : 0;
+}
+
+/*
+ * Tell vmpressure what a reclaim did: the free heap pages it found
+ * (@free_before, all of them looked at) and purged, and the resident
+ * pages spilling looked at (@looked) and spilled.  Nothing at all to look
+ * at while over a limit is critical.
+ */
+static void vmpressure_reclaimed(int64_t free_before, int64_t spilled, uint64_t looked)
+{
+	struct cgm_proc *p = hier_proc(&cgm_acct.h, cgm_acct.proc);
+	int64_t purged = free_before - own_heap_free() / CGM_PAGE_SIZE;
+	int64_t scanned = free_before + (int64_t)looked;
+
+	if (!p || (scanned <= 0 && acct_reclaim_excess(&cgm_acct) <= 0))
+		return;
+	vmpressure_account(&cgm_acct.h, __atomic_load_n(&p->group, __ATOMIC_RELAXED), scanned,
+			   (purged > 0 ? purged : 0) + spilled);
 }
 
 void cgm_reclaim_self(bool force)
 {
-	int64_t now = cgm_now_ns();
+	int64_t now = cgm_now_ns(), free_before = 0, spilled = 0;
 	struct cgm_thread_slot *t = own_slot();
+	uint64_t looked = 0;
 
 	/*
 	 * An explicit reclaim (memory.reclaim, a limit written below usage)
@@ -223,6 +255,9 @@ void cgm_reclaim_self(bool force)
 	if (force && t)
 		acct_stock_drain(&cgm_acct, t);
 
+	/* vmpressure: the pages this reclaim looks at and gets back, for listeners only. */
+	if (static_branch_unlikely(&cgm_vmpressure_key))
+		free_before = own_heap_free() / CGM_PAGE_SIZE;
 	/* Pressure that asks again within a millisecond finds nothing new to collect. */
 	if (force || now - __atomic_load_n(&last_collect_ns, __ATOMIC_RELAXED) >= COLLECT_MIN_NS) {
 		collect_now();
@@ -235,18 +270,14 @@ void cgm_reclaim_self(bool force)
 	 * asked of this process, is spilled, coldest first.
 	 */
 	if (cgm_spill_on())
-		spill_over_limit();
+		spilled = spill_over_limit(&looked);
+	if (static_branch_unlikely(&cgm_vmpressure_key))
+		vmpressure_reclaimed(free_before, spilled, looked);
 }
 
 /* The delays after which mimalloc decommits what was freed: pages, then whole segments. */
 static const int64_t settle_ns[] = { 30 * 1000000LL, 520 * 1000000LL };
 
-static int64_t own_heap_free(void)
-{
-	struct cgm_proc *p = hier_proc(&cgm_acct.h, cgm_acct.proc);
-
-	return p ? __atomic_load_n(&p->sampled[CGM_STAT_HEAP_FREE], __ATOMIC_RELAXED) : 0;
-}
 
 void cgm_reclaim_self_wait(void)
 {

@@ -92,7 +92,7 @@ static void spill_idle(void)
 		pending = asked;	/* new: give the program's threads a tick */
 		return;
 	}
-	if (cgm_spill_reclaim(acct_reclaim_take(&cgm_acct)) > 0)
+	if (cgm_spill_reclaim(acct_reclaim_take(&cgm_acct), NULL) > 0)
 		cgm_resident_sample();
 	__atomic_store_n(&p->reclaim_done, asked, __ATOMIC_RELEASE);
 }
@@ -335,7 +335,7 @@ static int64_t spill_lap(int64_t want, uint64_t *scanned)
 	return got;
 }
 
-int64_t cgm_spill_reclaim(int64_t want)
+int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked)
 {
 	sigset_t all, old;
 	uint64_t scanned = 0;
@@ -368,6 +368,8 @@ int64_t cgm_spill_reclaim(int64_t want)
 	}
 	pthread_mutex_unlock(&spill_lock);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (looked)
+		*looked += scanned;
 	if (cgm_conf.verbose && cgm_now_ns() - last_verbose_ns > 1000000000LL) {
 		last_verbose_ns = cgm_now_ns();
 		cgm_log("spill: reclaim wanted %lld pages: %lld spilled of %llu resident looked at, "

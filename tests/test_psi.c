@@ -221,9 +221,52 @@ START_TEST(test_psi_trigger_fires)
 }
 END_TEST
 
+/* vmpressure: the levels of reclaim efficiency, over windows of 512 pages, only with listeners. */
+START_TEST(test_vmpressure)
+{
+	uint32_t a, b;
+
+	ck_assert_int_eq(vmpressure_level(512, 512), CGM_VMP_LOW);
+	ck_assert_int_eq(vmpressure_level(512, 210), CGM_VMP_LOW);	/* 59% not reclaimed */
+	ck_assert_int_eq(vmpressure_level(512, 200), CGM_VMP_MEDIUM);	/* 61% */
+	ck_assert_int_eq(vmpressure_level(512, 26), CGM_VMP_MEDIUM);	/* 94.9% */
+	ck_assert_int_eq(vmpressure_level(512, 25), CGM_VMP_CRITICAL);	/* 95.1% */
+	ck_assert_int_eq(vmpressure_level(0, 0), CGM_VMP_CRITICAL);
+	ck_assert_int_eq(vmpressure_parse_level("medium"), CGM_VMP_MEDIUM);
+	ck_assert_int_eq(vmpressure_parse_level("high"), -1);
+	ck_assert_int_ge(group_create(&ac.h, "/v", 0), 0);
+	ck_assert_int_ge(group_create(&ac.h, "/v/w", 0), 0);
+	a = group_lookup(&ac.h, "/v");
+	b = group_lookup(&ac.h, "/v/w");
+	/* No listener: nothing is counted. */
+	vmpressure_account(&ac.h, b, 1000, 0);
+	ck_assert_uint_eq(vmpressure_events(&ac.h, b, CGM_VMP_LOW), 0);
+	vmpressure_listen(&ac.h, a, true);
+	ck_assert_uint_eq(ac.h.hdr->vmp_listeners, 1);
+	/* Half a window: no event yet; the window fills in the ancestor with the listener. */
+	vmpressure_account(&ac.h, b, 300, 250);
+	ck_assert_uint_eq(vmpressure_events(&ac.h, a, CGM_VMP_LOW), 0);
+	vmpressure_account(&ac.h, b, 300, 250);
+	ck_assert_uint_eq(vmpressure_events(&ac.h, a, CGM_VMP_LOW), 1);
+	ck_assert_uint_eq(vmpressure_events(&ac.h, a, CGM_VMP_MEDIUM), 0);
+	ck_assert_uint_eq(vmpressure_events(&ac.h, b, CGM_VMP_LOW), 0);	/* no listener there */
+	/* A poor window is medium; nothing to look at, at a limit, is critical at once. */
+	vmpressure_account(&ac.h, b, 600, 100);
+	ck_assert_uint_eq(vmpressure_events(&ac.h, a, CGM_VMP_MEDIUM), 1);
+	vmpressure_account(&ac.h, b, 0, 0);
+	ck_assert_uint_eq(vmpressure_events(&ac.h, a, CGM_VMP_CRITICAL), 1);
+	ck_assert_uint_eq(vmpressure_events(&ac.h, a, CGM_VMP_LOW), 3);
+	vmpressure_listen(&ac.h, a, false);
+	ck_assert_uint_eq(ac.h.hdr->vmp_listeners, 0);
+	vmpressure_account(&ac.h, b, 0, 0);
+	ck_assert_uint_eq(vmpressure_events(&ac.h, a, CGM_VMP_LOW), 3);
+}
+END_TEST
+
 static void add_tests(TCase *tc, bool regressions)
 {
 	(void)regressions;
+	tcase_add_test(tc, test_vmpressure);
 	tcase_add_test(tc, test_psi_totals);
 	tcase_add_test(tc, test_psi_dead_process);
 	tcase_add_test(tc, test_psi_averages);

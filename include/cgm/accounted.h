@@ -26,6 +26,8 @@
 
 DECLARE_STATIC_KEY_FALSE(cgm_accounting_key);
 DECLARE_STATIC_KEY_FALSE(cgm_limits_key);
+/* On while some group of the hierarchy has a vmpressure listener (shim/epoch.c). */
+DECLARE_STATIC_KEY_FALSE(cgm_vmpressure_key);
 /* On only while this process is being moved to another group (shim/moving.c). */
 DECLARE_STATIC_KEY_FALSE(cgm_moving_key);
 

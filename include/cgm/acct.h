@@ -370,6 +370,24 @@ int64_t psi_trigger_period_ns(const struct psi_trigger *t);
  */
 bool psi_trigger_poll(struct cgm_hier *h, uint32_t group, struct psi_trigger *t, int64_t now);
 
+/* ---- vmpressure.c: cgroup v1's pressure levels, for listeners ---- */
+
+/* The level of a reclaim that looked at @scanned pages and got @reclaimed back. */
+int vmpressure_level(int64_t scanned, int64_t reclaimed);
+/*
+ * Reclaim for group @group looked at @scanned pages and reclaimed
+ * @reclaimed (@scanned 0: nothing was left to look at, at the limit):
+ * counted in the windows of the group and its ancestors with listeners,
+ * raising their events when a window fills.
+ */
+void vmpressure_account(struct cgm_hier *h, uint32_t group, int64_t scanned, int64_t reclaimed);
+/* "low", "medium", "critical" -> CGM_VMP_*, or -1. */
+int vmpressure_parse_level(const char *s);
+/* A listener of group @group comes (@on) or goes. */
+void vmpressure_listen(struct cgm_hier *h, uint32_t group, bool on);
+/* Events raised in @group at @level or above, so far. */
+uint64_t vmpressure_events(struct cgm_hier *h, uint32_t group, int level);
+
 /* ---- protect.c: memory.min and memory.low in reclaim ---- */
 
 enum acct_protection {

@@ -30,7 +30,7 @@
 #include "cgm/size_class.h"
 
 #define CGM_HIER_MAGIC		0x3152454948474d43ULL	/* "CGMHIER1" */
-#define CGM_HIER_VERSION	11
+#define CGM_HIER_VERSION	12
 #define CGM_NONE		UINT32_MAX
 #define CGM_ROOT		0
 #define CGM_NAME_MAX		64		/* a path component, NUL included */
@@ -148,6 +148,9 @@ struct cgm_psi {
 	int64_t avg_total[CGM_PSI_KINDS];
 };
 
+/* vmpressure levels, as cgroup v1 names them. */
+enum { CGM_VMP_LOW, CGM_VMP_MEDIUM, CGM_VMP_CRITICAL, CGM_VMP_LEVELS };
+
 /* A new group's pressure averages start now. */
 static inline void psi_init(struct cgm_psi *s)
 {
@@ -176,6 +179,15 @@ struct cgm_group {
 	uint32_t zswap_writeback;	/* memory.zswap.writeback */
 	uint32_t pad;
 	struct cgm_psi psi;
+	/*
+	 * vmpressure (cgroup v1's memory.pressure_level): listeners of the
+	 * group, the reclaim window (pages looked at and reclaimed) and the
+	 * events raised per level, which listeners poll.
+	 */
+	uint32_t vmp_listeners;
+	uint32_t vmp_lock;
+	int64_t vmp_scanned, vmp_reclaimed;
+	uint64_t vmp_events[CGM_VMP_LEVELS];
 } __attribute__((aligned(64)));
 
 struct cgm_proc {
@@ -305,7 +317,7 @@ struct cgm_hier_header {
 	uint32_t epoch;			/* bumped on every change processes must see (their slow paths look) */
 	uint32_t flush_seq;
 	uint32_t drain_gen;		/* bumped at memory.max: threads give back their precharge */
-	uint32_t pad1;
+	uint32_t vmp_listeners;		/* vmpressure listeners of every group */
 	/*
 	 * Which thread slots are in use, one bit each: a flush reads 512
 	 * bytes to find the live slots instead of touching every slot.

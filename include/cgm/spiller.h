@@ -32,9 +32,10 @@ bool cgm_spill_on(void);
 /*
  * Spill up to @want pages, the coldest first (a clock over the regions;
  * pages that refaulted soon after leaving are skipped).  Returns the
- * pages spilled.  Another thread spilling meanwhile: 0 at once.
+ * pages spilled, and adds the resident pages it looked at to *@looked
+ * (may be NULL).  Another thread spilling meanwhile: 0 at once.
  */
-int64_t cgm_spill_reclaim(int64_t want);
+int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked);
 
 /* The program discards [addr, addr + len) (munmap, MADV_DONTNEED, ...): spilled pages there go. */
 void cgm_spill_discard(const void *addr, size_t len);
