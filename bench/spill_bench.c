@@ -315,6 +315,7 @@ static void walk_threads(unsigned char *p, size_t n, int threads, double *us)
 struct codec_side {
 	const char *name;
 	enum zp_codec codec;
+	bool readahead;			/* spill_options.readahead */
 	struct zp_pool *pool;
 	struct spill_engine *eng;
 	unsigned char *region;		/* npages, spilled and walked */
@@ -336,6 +337,8 @@ struct codec_side {
 static struct codec_side sides[] = {
 	{ .name = "lz4", .codec = ZP_CODEC_LZ4 },
 	{ .name = "zstd", .codec = ZP_CODEC_ZSTD },
+	/* What the library runs: readahead on sequential faults. */
+	{ .name = "lz4+readahead", .codec = ZP_CODEC_LZ4, .readahead = true },
 };
 #define NR_SIDES (sizeof(sides) / sizeof(sides[0]))
 
@@ -386,7 +389,8 @@ static int side_open(struct codec_side *s)
 
 	if (err)
 		die("zp_create_pool", -err);
-	err = spill_open(&(struct spill_options){ .pool = s->pool }, &s->eng);
+	err = spill_open(&(struct spill_options){ .pool = s->pool, .readahead = s->readahead },
+			 &s->eng);
 	if (err)
 		return err;
 	s->region = map_anon(npages);
@@ -675,10 +679,11 @@ static void report(void)
 		printf("ratio %s %.2f\n", c->name, c->ratio);
 		settle(c);
 		spill_stats(c->eng, &st);
-		printf("engine %s %llu %llu %llu %llu %lu\n", c->name,
+		printf("engine %s %llu %llu %llu %llu %lu %llu\n", c->name,
 		       (unsigned long long)st.spilled, (unsigned long long)st.refaulted,
 		       (unsigned long long)st.skipped,
-		       (unsigned long long)st.store_failed, c->short_spills);
+		       (unsigned long long)st.store_failed, c->short_spills,
+		       (unsigned long long)st.readahead);
 	}
 	printf("mismatches %lu\n", mismatches);
 	printf("settle_timeouts %lu\n", settle_timeouts);

@@ -131,7 +131,8 @@ static bool open_engine(void)
 	}
 	err = spill_open(&(struct spill_options){ .pool = pool, .max_pages = MAX_SPILLED,
 						  .idle = spill_idle, .idle_ms = IDLE_MS,
-						  .serving = spill_serving }, &engine);
+						  .serving = spill_serving, .readahead = true },
+			 &engine);
 	if (err) {
 		zp_destroy_pool(pool);
 		pool = NULL;
@@ -191,7 +192,7 @@ void cgm_spill_publish(void)
 	st.zswapped = (int64_t)zs.orig_data_size;
 	st.swap = (int64_t)zs.wb_pages_on_disk * (int64_t)PAGE;
 	st.counts[CGM_STAT_ZSWPOUT - CGM_STAT_SPILL0] = ss.spilled;
-	st.counts[CGM_STAT_ZSWPIN - CGM_STAT_SPILL0] = ss.refaulted + ss.restored;
+	st.counts[CGM_STAT_ZSWPIN - CGM_STAT_SPILL0] = ss.refaulted + ss.restored + ss.readahead;
 	st.counts[CGM_STAT_ZSWPWB - CGM_STAT_SPILL0] = zs.written_back_pages;
 	st.counts[CGM_STAT_PSWPIN - CGM_STAT_SPILL0] = zs.wb_loads;
 	st.counts[CGM_STAT_PSWPOUT - CGM_STAT_SPILL0] = zs.written_back_pages;
@@ -211,10 +212,12 @@ int cgm_spill_report(char *buf, size_t len)
 	spill_stats(engine, &ss);
 	zp_pool_stats(pool, &zs);
 	return snprintf(buf, len,
-			"== spill\nspilled %llu refaulted %llu (hot %llu) restored %llu discarded %llu "
+			"== spill\nspilled %llu refaulted %llu (hot %llu) read ahead %llu restored %llu "
+			"discarded %llu "
 			"skipped %llu (hot %llu) in_pool %llu pool_bytes %llu written_back %llu\n",
 			(unsigned long long)ss.spilled, (unsigned long long)ss.refaulted,
-			(unsigned long long)ss.refaulted_hot, (unsigned long long)ss.restored,
+			(unsigned long long)ss.refaulted_hot, (unsigned long long)ss.readahead,
+			(unsigned long long)ss.restored,
 			(unsigned long long)ss.forgotten, (unsigned long long)ss.skipped,
 			(unsigned long long)ss.skipped_hot, (unsigned long long)ss.in_pool,
 			(unsigned long long)(zs.mem_used_total + zs.meta_bytes),

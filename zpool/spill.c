@@ -132,13 +132,17 @@ struct spill_engine {
 	void (*idle)(void);
 	int idle_ms;
 	void (*serving)(bool start);
+	/* Readahead (the handler's alone): the last fault, the end of what it read ahead, the window. */
+	bool ra_on;
+	uintptr_t ra_last, ra_end;
+	unsigned ra_window;
 
 	struct sp_hot *hot;
 	atomic_uint hot_distance;	/* pages; 0: nothing is ever hot */
 
 	atomic_uint_fast64_t spilled, refaulted, restored, skipped,
 		store_failed, in_pool, nr_ranges, skipped_hot, refaulted_hot,
-		forgotten;
+		forgotten, readahead;
 };
 
 #define SP_NO_RANGE	UINT32_MAX
@@ -516,6 +520,54 @@ static int sp_forget(struct spill_engine *e, uintptr_t page)
 	return 1;
 }
 
+/* ---- readahead ---- */
+
+/* Most pages read ahead after a fault: each costs the handler a load and a copy. */
+#define SP_RA_MAX	8
+
+/* Is @page spilled and stored (not in transit, not being loaded)? */
+static bool sp_stored(struct spill_engine *e, uintptr_t page)
+{
+	struct sp_entry *ent;
+	bool stored;
+
+	pthread_mutex_lock(&e->lock);
+	ent = sp_lookup(e, page);
+	stored = ent && ent->state == SP_STORED;
+	pthread_mutex_unlock(&e->lock);
+	return stored;
+}
+
+/*
+ * After serving a fault at @page: a program walking its spilled pages in
+ * order faults at the next page, or just past what was read ahead for it;
+ * then the window doubles (2, 4, 8) and the pages after @page that are
+ * spilled come back before they are touched, as the kernel's swap
+ * readahead does.  Any other fault closes the window.
+ */
+static void sp_readahead(struct spill_engine *e, uintptr_t page)
+{
+	uintptr_t from, to;
+
+	if (page == e->ra_last + SP_PAGE || (e->ra_end && page == e->ra_end))
+		e->ra_window = e->ra_window ? 2 * e->ra_window : 2;
+	else
+		e->ra_window = 0;
+	if (e->ra_window > SP_RA_MAX)
+		e->ra_window = SP_RA_MAX;
+	e->ra_last = page;
+	if (!e->ra_window) {
+		e->ra_end = 0;
+		return;
+	}
+	from = page + SP_PAGE > e->ra_end ? page + SP_PAGE : e->ra_end;
+	to = page + (e->ra_window + 1) * SP_PAGE;
+	for (uintptr_t q = from; q < to; q += SP_PAGE)
+		if (sp_stored(e, q))
+			sp_restore(e, q, e->bounce, &e->readahead);
+	e->ra_end = to;
+}
+
 /* ---- the handler thread ---- */
 
 /* How long the handler keeps looking for the next fault before it sleeps. */
@@ -586,6 +638,8 @@ static void *sp_handler(void *arg)
 			page = (uintptr_t)msg[i].arg.pagefault.address & ~(SP_PAGE - 1);
 			if (!sp_restore(e, page, e->bounce, &e->refaulted))
 				sp_place_zero(e, page);
+			if (e->ra_on)
+				sp_readahead(e, page);
 		}
 		if (e->serving)
 			e->serving(false);
@@ -695,6 +749,7 @@ int spill_open(const struct spill_options *opt, struct spill_engine **enginep)
 	e->pool = opt->pool;
 	e->idle = opt->idle_ms ? opt->idle : NULL;
 	e->serving = opt->serving;
+	e->ra_on = opt->readahead;
 	e->idle_ms = opt->idle_ms > 60000 ? 60000 : (int)opt->idle_ms;
 	e->uffd = e->stage_uffd = e->stop_fd = -1;
 	pthread_mutex_init(&e->lock, NULL);
@@ -1023,6 +1078,7 @@ void spill_stats(struct spill_engine *e, struct spill_stats *st)
 	st->skipped_hot = atomic_load_explicit(&e->skipped_hot, memory_order_relaxed);
 	st->refaulted_hot = atomic_load_explicit(&e->refaulted_hot, memory_order_relaxed);
 	st->forgotten = atomic_load_explicit(&e->forgotten, memory_order_relaxed);
+	st->readahead = atomic_load_explicit(&e->readahead, memory_order_relaxed);
 }
 
 /*

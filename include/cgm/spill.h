@@ -84,6 +84,12 @@ struct spill_options {
 	 * threads are stalled meanwhile (memory.pressure).
 	 */
 	void (*serving)(bool start);
+	/*
+	 * Read ahead on sequential faults: a fault at the page after the
+	 * last one (or just past what was read ahead) brings back the next
+	 * 2, 4, then 8 spilled pages too.  Off in a zeroed struct.
+	 */
+	bool readahead;
 };
 
 /* Counters; totals since spill_open() unless said otherwise. */
@@ -102,6 +108,8 @@ struct spill_stats {
 	uint64_t skipped_hot;	/* pages left in place because they were hot */
 	uint64_t refaulted_hot;	/* refaults within the hot distance */
 	uint64_t forgotten;	/* spilled pages the program discarded */
+	uint64_t readahead;	/* pages brought back ahead of a fault: faults
+				 * at consecutive pages read the next 2, 4, 8 */
 };
 
 /*

@@ -101,8 +101,13 @@ start "scope=/w,spill=1,spill_backing=$T/swapfile,stats=exit" "$SPILL_PROG" "$T/
 reach "spill_prog: ready"
 ok "$CGMCTL" --hierarchy "$H" set /w memory.zswap.max 4M
 run "$CGMCTL" --hierarchy "$H" set /w memory.reclaim 200M
+# Written back pages count in memory.swap.current once their writes complete.
+i=0
+while sc=$(value /w memory.swap.current) && [ "$sc" = 0 ] && [ $i -lt 40 ]; do
+	i=$((i + 1))
+	sleep 0.05
+done
 zc=$(value /w memory.zswap.current)
-sc=$(value /w memory.swap.current)
 wb=$(value /w memory.stat zswpwb)
 [ "$wb" -gt 0 ] && [ "$sc" -gt 0 ] || fail "writeback past memory.zswap.max: zswpwb $wb, memory.swap.current $sc"
 [ "$zc" -le $((5 * MIB)) ] || fail "writeback: memory.zswap.current $(mib "$zc") over 4M"
