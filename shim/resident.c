@@ -186,31 +186,6 @@ bool cgm_resident_refuse(int64_t bytes)
 	return acct_over_max(&cgm_acct) < 0;
 }
 
-/*
- * spill=1: spill what is still over the lower of memory.high and
- * memory.max (a charge batch beyond it, room for the charge that asked),
- * or what memory.reclaim asked of this process.  The pool grows by the
- * compressed copies, so it spills again, a few rounds at most, until the
- * group is under or nothing more goes.
- */
-static int64_t spill_over_limit(uint64_t *looked)
-{
-	int64_t want = acct_reclaim_take(&cgm_acct), got, total = 0;
-
-	for (int round = 0; round < 4; round++) {
-		int64_t excess = acct_reclaim_excess(&cgm_acct);
-
-		if (excess > 0 && excess + cgm_acct.batch_pages > want)
-			want = excess + cgm_acct.batch_pages;
-		if (want <= 0 || (got = cgm_spill_reclaim(want, looked)) <= 0)
-			break;
-		total += got;
-		cgm_resident_sample();
-		want = 0;
-	}
-	return total;
-}
-
 /* On while some group of the hierarchy has a vmpressure listener (epoch.c). */
 DEFINE_STATIC_KEY_FALSE(cgm_vmpressure_key);
 
@@ -270,7 +245,7 @@ void cgm_reclaim_self(bool force)
 	 * asked of this process, is spilled, coldest first.
 	 */
 	if (cgm_spill_on())
-		spilled = spill_over_limit(&looked);
+		spilled = cgm_spill_over_limit(acct_reclaim_take(&cgm_acct), &looked);
 	if (static_branch_unlikely(&cgm_vmpressure_key))
 		vmpressure_reclaimed(free_before, spilled, looked);
 }

@@ -58,6 +58,7 @@ static pthread_mutex_t spill_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct cgm_region_span *spans;	/* mmap'd: no malloc inside malloc */
 static uintptr_t hand;			/* the clock hand */
 static uint64_t pgscan;
+static uint64_t second_chances;	/* resident pages left because they were written */
 static int64_t last_verbose_ns;
 static CGM_TLS bool fork_held;
 
@@ -92,8 +93,7 @@ static void spill_idle(void)
 		pending = asked;	/* new: give the program's threads a tick */
 		return;
 	}
-	if (cgm_spill_reclaim(acct_reclaim_take(&cgm_acct), NULL) > 0)
-		cgm_resident_sample();
+	cgm_spill_over_limit(acct_reclaim_take(&cgm_acct), NULL);
 	__atomic_store_n(&p->reclaim_done, asked, __ATOMIC_RELEASE);
 }
 
@@ -214,12 +214,14 @@ int cgm_spill_report(char *buf, size_t len)
 	return snprintf(buf, len,
 			"== spill\nspilled %llu refaulted %llu (hot %llu) read ahead %llu restored %llu "
 			"discarded %llu "
-			"skipped %llu (hot %llu) in_pool %llu pool_bytes %llu written_back %llu\n",
+			"skipped %llu (hot %llu, written %llu) in_pool %llu pool_bytes %llu "
+			"written_back %llu\n",
 			(unsigned long long)ss.spilled, (unsigned long long)ss.refaulted,
 			(unsigned long long)ss.refaulted_hot, (unsigned long long)ss.readahead,
 			(unsigned long long)ss.restored,
 			(unsigned long long)ss.forgotten, (unsigned long long)ss.skipped,
-			(unsigned long long)ss.skipped_hot, (unsigned long long)ss.in_pool,
+			(unsigned long long)ss.skipped_hot, (unsigned long long)second_chances,
+			(unsigned long long)ss.in_pool,
 			(unsigned long long)(zs.mem_used_total + zs.meta_bytes),
 			(unsigned long long)zs.written_back_pages);
 }
@@ -269,7 +271,8 @@ static bool pool_room(int64_t pages)
  * that bridge small gaps.  Returns the pages spilled; *scanned counts
  * the resident ones looked at.
  */
-static int64_t spill_chunk(uintptr_t start, uintptr_t end, int64_t want, uint64_t *scanned)
+static int64_t spill_chunk(uintptr_t start, uintptr_t end, int64_t want, uint64_t *scanned,
+			   bool tracked)
 {
 	unsigned char vec[CHUNK_PAGES];
 	size_t n = (end - start) / PAGE, i = 0;
@@ -277,6 +280,25 @@ static int64_t spill_chunk(uintptr_t start, uintptr_t end, int64_t want, uint64_
 
 	if (mincore((void *)start, end - start, vec) < 0)
 		return 0;
+	/*
+	 * Pages written since the hand last passed get a second chance: they
+	 * stay, and are write-protected again, so that the next pass sees
+	 * whether they are written meanwhile.
+	 */
+	if (tracked) {
+		struct spill_run runs[64];
+		long nr = spill_written(engine, (void *)start, end - start, runs, 64);
+
+		for (long r = 0; r < nr; r++) {
+			size_t from = ((uintptr_t)runs[r].addr - start) / PAGE;
+
+			for (size_t k = from; k < from + runs[r].npages && k < n; k++) {
+				*scanned += vec[k] & 1;
+				vec[k] = 0;
+				second_chances++;
+			}
+		}
+	}
 	while (i < n && got < want) {
 		size_t first, last, gap = 0;
 
@@ -318,19 +340,23 @@ static int64_t spill_lap(int64_t want, uint64_t *scanned)
 	for (size_t k = 0; k <= n && got < want; k++) {
 		size_t i = (first + k) % n;
 		uintptr_t pos = spans[i].start;
+		bool tracked;
 
 		/* The hand's own region is taken from the hand on, and its start at the end of the lap. */
 		if (k == 0 && hand > pos && hand < spans[i].end)
 			pos = hand;
 		else if (k == n)
 			break;
+		/* A region first met starts its write tracking here (the kernel may lack it). */
+		tracked = spill_track(engine, (void *)spans[i].start,
+				      spans[i].end - spans[i].start) == 0;
 		while (pos < spans[i].end && got < want) {
 			uintptr_t end = pos + CHUNK_PAGES * PAGE < spans[i].end ?
 					pos + CHUNK_PAGES * PAGE : spans[i].end;
 
 			if (!pool_room(end - pos > PAGE ? (int64_t)((end - pos) / PAGE) : 1))
 				return got;
-			got += spill_chunk(pos, end, want - got, scanned);
+			got += spill_chunk(pos, end, want - got, scanned, tracked);
 			pos = end;
 			hand = pos;
 		}
@@ -366,6 +392,9 @@ int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked)
 			spill_set_hot_distance(engine, (size_t)(__atomic_load_n(&p->sampled[CGM_STAT_ANON],
 									   __ATOMIC_RELAXED) / (int64_t)PAGE));
 		got = spill_lap(want, &scanned);
+		/* A whole lap of second chances: the next one takes what was not written since. */
+		if (got < want)
+			got += spill_lap(want - got, &scanned);
 		__atomic_add_fetch(&pgscan, scanned, __ATOMIC_RELAXED);
 		cgm_spill_publish();
 	}
@@ -380,6 +409,33 @@ int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked)
 			(long long)((cgm_now_ns() - start) / 1000));
 	}
 	return got;
+}
+
+/*
+ * Spill @want pages (what memory.reclaim asked of this process), or what
+ * is still over the lower of memory.high and memory.max (a charge batch
+ * beyond it: room for the charge that asked), whichever is more.  The
+ * pool grows by the compressed copies, so it spills again, eight rounds
+ * at most, until the group is under or nothing more goes.  Returns the
+ * pages spilled.
+ */
+int64_t cgm_spill_over_limit(int64_t want, uint64_t *looked)
+{
+	int64_t got, total = 0;
+
+	for (int round = 0; round < 8; round++) {
+		int64_t excess = acct_reclaim_excess(&cgm_acct);
+
+		/* The pool takes about a third of what it is given back: ask half as much again. */
+		if (excess > 0 && excess + excess / 2 + cgm_acct.batch_pages > want)
+			want = excess + excess / 2 + cgm_acct.batch_pages;
+		if (want <= 0 || (got = cgm_spill_reclaim(want, looked)) <= 0)
+			break;
+		total += got;
+		cgm_resident_sample();
+		want = 0;
+	}
+	return total;
 }
 
 /* ---- what the program does to spilled memory ---- */

@@ -4,13 +4,17 @@
  * at once, and under a writer racing the spiller; moves that cannot happen
  * leave the page in place; registration follows the spilled pages; close
  * brings everything back and leaves no thread; an unprivileged process is
- * told what to grant.  Skips (77) where the kernel gives no uffd.
+ * told what to grant.  Forgotten pages read as zeros and restored ones are
+ * back in place, alone and racing spills and writes; a page that refaults
+ * soon stays put for a while; the idle callback runs when nothing faults.
+ * Skips (77) where the kernel gives no uffd.
  */
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
 #include <grp.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -28,13 +32,36 @@
 
 #define PG 4096ul
 
+/*
+ * Check runs each test in a child of its own, and ThreadSanitizer sleeps
+ * a second in every exit (atexit_sleep_ms) for threads still running to
+ * report: most of this program's time, for nothing -- no test leaves a
+ * thread doing anything but waiting in poll().  TSAN_OPTIONS still wins.
+ */
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+const char *__tsan_default_options(void);	/* the runtime's hook: no header has it */
+
+const char *__tsan_default_options(void)
+{
+	return "atexit_sleep_ms=0";
+}
+#endif
+#endif
+
 static struct zp_pool *pool;
 static struct spill_engine *eng;
 
-static void setup(void)
+static void setup_opts(struct spill_options opt)
 {
 	ck_assert_int_eq(zp_create_pool(NULL, &pool), 0);
-	ck_assert_int_eq(spill_open(&(struct spill_options){ .pool = pool }, &eng), 0);
+	opt.pool = pool;
+	ck_assert_int_eq(spill_open(&opt, &eng), 0);
+}
+
+static void setup(void)
+{
+	setup_opts((struct spill_options){ 0 });
 }
 
 static void teardown(void)
@@ -57,12 +84,17 @@ static unsigned char *map_pages(size_t n)
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 
+static uint64_t xorshift(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
 static uint64_t next_rand(void)
 {
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
+	return xorshift(&rng);
 }
 
 /* Random pages, with a zero page every 17th and a same-filled every 13th
@@ -137,6 +169,48 @@ static void settle(struct spill_stats *st, uint64_t in_pool)
 			return;
 		usleep(1000);
 	}
+}
+
+/*
+ * Wait, up to 2 s, for @ranges ranges to be left.  A refault drops its
+ * range after its counters and after the hot-page table: once the range
+ * of a page refaulted alone in it is gone, all of them are final.
+ */
+static void settle_ranges(struct spill_stats *st, uint64_t ranges)
+{
+	for (int i = 0; i < 2000; i++) {
+		spill_stats(eng, st);
+		if (st->ranges == ranges)
+			return;
+		usleep(1000);
+	}
+}
+
+/* Every page stored has left the pool one way, or is still in it. */
+static void assert_accounted(const struct spill_stats *st)
+{
+	ck_assert_uint_eq(st->spilled,
+			  st->refaulted + st->restored + st->forgotten + st->in_pool);
+}
+
+/* Is @page mapped?  Asked without touching it. */
+static bool resident(const unsigned char *page)
+{
+	unsigned char v = 0;
+
+	ck_assert_int_eq(mincore((void *)page, PG, &v), 0);
+	return v & 1;
+}
+
+/* Does @page read as zeros?  Touches it. */
+static bool zero_page(const unsigned char *page)
+{
+	const uint64_t *w = (const uint64_t *)page;
+
+	for (size_t k = 0; k < PG / 8; k++)
+		if (w[k])
+			return false;
+	return true;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -492,6 +566,618 @@ START_TEST(test_unprivileged)
 }
 END_TEST
 
+/*
+ * Forgotten pages read as zeros and are not refaults; the others keep
+ * their bytes, resident ones included.  The range goes once nothing of it
+ * is spilled -- at once when the forget drops its last page -- and later
+ * touches are the kernel's plain zero-fill faults.
+ */
+START_TEST(test_forget_range)
+{
+	enum { N = 64, R = 8, HI = 48 };
+	unsigned char *p = map_pages(N), *q = map_pages(2), *ref = malloc(N * PG);
+	struct spill_stats st;
+	struct zp_stats zs;
+
+	setup();
+	/* Nothing spilled there: nothing forgotten, the memory untouched. */
+	memset(q, 0x77, 2 * PG);
+	ck_assert_int_eq(spill_forget_range(eng, q, 2 * PG), 0);
+	fill_pages(p, N);
+	memcpy(ref, p, N * PG);
+	ck_assert_int_eq(spill_out(eng, p, N), N);
+	ck_assert_int_eq(spill_forget_range(eng, q, 2 * PG), 0);
+	ck_assert_uint_eq(q[0], 0x77);
+	ck_assert_uint_eq(q[2 * PG - 1], 0x77);
+
+	/* The first R pages are back in place: a forget leaves them be. */
+	ck_assert_int_eq(spill_restore_range(eng, p, R * PG), R);
+	ck_assert_int_eq(spill_forget_range(eng, p, HI * PG), HI - R);
+	ck_assert_int_eq(spill_forget_range(eng, p, HI * PG), 0);
+	spill_stats(eng, &st);
+	ck_assert_uint_eq(st.forgotten, HI - R);
+	ck_assert_uint_eq(st.in_pool, N - HI);
+	ck_assert_uint_eq(st.ranges, 1);
+	zp_pool_stats(pool, &zs);
+	ck_assert_uint_eq(zs.stored_pages, N - HI);
+	for (size_t i = R; i < HI; i++)
+		ck_assert_msg(!resident(p + i * PG), "forgotten page %zu is mapped", i);
+
+	/* Still registered: the handler serves them, with zeros. */
+	for (size_t i = R; i < HI; i++)
+		ck_assert_msg(zero_page(p + i * PG), "forgotten page %zu is not zeros", i);
+	for (size_t i = 0; i < N; i++)
+		if (i < R || i >= HI)
+			ck_assert_msg(!memcmp(p + i * PG, ref + i * PG, PG), "page %zu differs", i);
+	settle(&st, 0);
+	ck_assert_uint_eq(st.refaulted, N - HI);
+	ck_assert_uint_eq(st.forgotten, HI - R);
+	ck_assert_uint_eq(st.ranges, 0);
+	ck_assert_int_eq(registered_vmas(p, N * PG), 0);
+	assert_accounted(&st);
+	zp_pool_stats(pool, &zs);
+	ck_assert_uint_eq(zs.stored_pages, 0);
+
+	/* All of it: the forget itself unregisters the range. */
+	fill_pages(p, N);
+	ck_assert_int_eq(spill_out(eng, p, N), N);
+	ck_assert_int_eq(spill_forget_range(eng, p, N * PG), N);
+	spill_stats(eng, &st);
+	ck_assert_uint_eq(st.forgotten, N + HI - R);
+	ck_assert_uint_eq(st.in_pool, 0);
+	ck_assert_uint_eq(st.ranges, 0);
+	ck_assert_int_eq(registered_vmas(p, N * PG), 0);
+	for (size_t i = 0; i < N; i++)
+		ck_assert_msg(zero_page(p + i * PG), "forgotten page %zu is not zeros", i);
+	spill_stats(eng, &st);
+	ck_assert_uint_eq(st.refaulted, N - HI);
+	assert_accounted(&st);
+	teardown();
+	free(ref);
+}
+END_TEST
+
+/*
+ * Restored pages are mapped again before anyone touches them, with their
+ * bytes, and touching them is no refault; the rest stay spilled.
+ */
+START_TEST(test_restore_range)
+{
+	enum { N = 64, LO = 8, HI = 32 };
+	unsigned char *p = map_pages(N), *ref = malloc(N * PG);
+	struct spill_stats st;
+
+	setup();
+	fill_pages(p, N);
+	memcpy(ref, p, N * PG);
+	ck_assert_int_eq(spill_restore_range(eng, p, N * PG), 0);
+	ck_assert_int_eq(spill_out(eng, p, N), N);
+	for (size_t i = 0; i < N; i++)
+		ck_assert_msg(!resident(p + i * PG), "spilled page %zu is mapped", i);
+
+	ck_assert_int_eq(spill_restore_range(eng, p + LO * PG, (HI - LO) * PG), HI - LO);
+	spill_stats(eng, &st);
+	ck_assert_uint_eq(st.restored, HI - LO);
+	ck_assert_uint_eq(st.in_pool, N - (HI - LO));
+	ck_assert_uint_eq(st.ranges, 1);
+	for (size_t i = 0; i < N; i++)
+		ck_assert_msg(resident(p + i * PG) == (i >= LO && i < HI),
+			      "page %zu: resident %d", i, resident(p + i * PG));
+	ck_assert_int_eq(memcmp(p + LO * PG, ref + LO * PG, (HI - LO) * PG), 0);
+	ck_assert_int_eq(spill_restore_range(eng, p + LO * PG, (HI - LO) * PG), 0);
+
+	/* A byte range brings back every page it touches. */
+	ck_assert_int_eq(spill_restore_range(eng, p + HI * PG + 100, PG), 2);
+	ck_assert(resident(p + HI * PG) && resident(p + (HI + 1) * PG));
+	ck_assert(!resident(p + (HI + 2) * PG) && !resident(p + (LO - 1) * PG));
+	spill_stats(eng, &st);
+	ck_assert_uint_eq(st.restored, HI - LO + 2);
+	ck_assert_uint_eq(st.in_pool, N - (HI - LO) - 2);
+
+	/* The rest come back by refaults. */
+	ck_assert_int_eq(memcmp(p, ref, N * PG), 0);
+	settle(&st, 0);
+	ck_assert_uint_eq(st.refaulted, N - (HI - LO) - 2);
+	ck_assert_uint_eq(st.restored, HI - LO + 2);
+	ck_assert_uint_eq(st.ranges, 0);
+	ck_assert_int_eq(registered_vmas(p, N * PG), 0);
+	assert_accounted(&st);
+	teardown();
+	free(ref);
+}
+END_TEST
+
+/*
+ * Everything back, as before a fork: the child, which has no engine,
+ * reads every byte (without the restore it would read zeros).
+ */
+START_TEST(test_restore_all)
+{
+	enum { N = 128 };
+	unsigned char *a = map_pages(N), *b = map_pages(N), *ref = malloc(2 * N * PG);
+	struct spill_stats st;
+	int status;
+	pid_t child;
+
+	setup();
+	ck_assert_int_eq(spill_restore_range(eng, NULL, SIZE_MAX), 0);
+	fill_pages(a, N);
+	fill_pages(b, N);
+	memcpy(ref, a, N * PG);
+	memcpy(ref + N * PG, b, N * PG);
+	ck_assert_int_eq(spill_out(eng, a, N), N);
+	ck_assert_int_eq(spill_out(eng, b, N / 2), N / 2);
+	ck_assert_int_eq(spill_out(eng, b + N / 2 * PG, N / 2), N / 2);
+	/* A quarter of a comes back by refaults first. */
+	for (size_t i = 0; i < N; i += 4)
+		ck_assert_int_eq(memcmp(a + i * PG, ref + i * PG, PG), 0);
+
+	ck_assert_int_eq(spill_restore_range(eng, NULL, SIZE_MAX), 2 * N - N / 4);
+	settle(&st, 0);
+	ck_assert_uint_eq(st.restored, 2 * N - N / 4);
+	ck_assert_uint_eq(st.refaulted, N / 4);
+	ck_assert_uint_eq(st.in_pool, 0);
+	ck_assert_uint_eq(st.ranges, 0);
+	assert_accounted(&st);
+	ck_assert_int_eq(registered_vmas(a, N * PG), 0);
+	ck_assert_int_eq(registered_vmas(b, N * PG), 0);
+	for (size_t i = 0; i < N; i++) {
+		ck_assert_msg(resident(a + i * PG), "page %zu of a is not mapped", i);
+		ck_assert_msg(resident(b + i * PG), "page %zu of b is not mapped", i);
+	}
+	ck_assert_int_eq(spill_restore_range(eng, NULL, SIZE_MAX), 0);
+
+	child = fork();
+	ck_assert_int_ge(child, 0);
+	if (child == 0)
+		_exit(memcmp(a, ref, N * PG) || memcmp(b, ref + N * PG, N * PG));
+	ck_assert_int_eq(waitpid(child, &status, 0), child);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "the child read other bytes (status %#x)", status);
+	ck_assert_int_eq(memcmp(a, ref, N * PG), 0);
+	ck_assert_int_eq(memcmp(b, ref + N * PG, N * PG), 0);
+	spill_stats(eng, &st);
+	ck_assert_uint_eq(st.refaulted, N / 4);
+	teardown();
+	free(ref);
+}
+END_TEST
+
+/*
+ * A page that refaults within the hot distance is left in place until as
+ * many pages again have been spilled; one that refaults later is not hot.
+ * The spilled count starts at 0, and every spill_out call is counted.
+ */
+START_TEST(test_hot_pages)
+{
+	enum { D = 32, FN = 128 };
+	unsigned char *h4 = map_pages(4), *f = map_pages(FN), *ref = malloc((4 + FN) * PG);
+	unsigned char *h = h4 + 2 * PG;
+	struct spill_stats st;
+
+	setup();
+	spill_set_hot_distance(eng, D);
+	fill_pages(h4, 4);
+	fill_pages(f, FN);
+	memcpy(ref, h4, 4 * PG);
+	memcpy(ref + 4 * PG, f, FN * PG);
+
+	/* Leaves at spilled count 0, back at 1: hot. */
+	ck_assert_int_eq(spill_out(eng, h, 1), 1);
+	ck_assert_int_eq(memcmp(h, ref + 2 * PG, PG), 0);
+	settle_ranges(&st, 0);
+	ck_assert_uint_eq(st.refaulted, 1);
+	ck_assert_uint_eq(st.refaulted_hot, 1);
+
+	/* Left in place, not counted as skipped; its neighbours go. */
+	ck_assert_int_eq(spill_out(eng, h4, 4), 3);
+	spill_stats(eng, &st);
+	ck_assert_uint_eq(st.skipped_hot, 1);
+	ck_assert_uint_eq(st.skipped, 0);
+	ck_assert(resident(h));
+	ck_assert(!resident(h4) && !resident(h4 + 3 * PG));
+
+	/* D - 1 pages spilled since it came back: still hot. */
+	ck_assert_int_eq(spill_out(eng, f, D - 4), D - 4);
+	ck_assert_int_eq(spill_out(eng, h, 1), 0);
+	spill_stats(eng, &st);
+	ck_assert_uint_eq(st.spilled, D);
+	ck_assert_uint_eq(st.skipped_hot, 2);
+	ck_assert(resident(h));
+
+	/* D pages: cold again. */
+	ck_assert_int_eq(spill_out(eng, f + (D - 4) * PG, 1), 1);
+	ck_assert_int_eq(spill_out(eng, h, 1), 1);
+	spill_stats(eng, &st);
+	ck_assert_uint_eq(st.skipped_hot, 2);
+	ck_assert(!resident(h));
+
+	/* Back after D + 8 more spills: a refault, not a hot one. */
+	ck_assert_int_eq(spill_out(eng, f + (D - 3) * PG, D + 8), D + 8);
+	ck_assert_int_eq(memcmp(h, ref + 2 * PG, PG), 0);
+	settle_ranges(&st, 4);
+	ck_assert_uint_eq(st.refaulted, 2);
+	ck_assert_uint_eq(st.refaulted_hot, 1);
+	ck_assert_int_eq(spill_out(eng, h, 1), 1);
+	spill_stats(eng, &st);
+	ck_assert_uint_eq(st.skipped_hot, 2);
+
+	/* Out now: h, its neighbours, the filler. */
+	ck_assert_int_eq(spill_restore_range(eng, NULL, SIZE_MAX), 3 + (D - 3) + (D + 8) + 1);
+	settle(&st, 0);
+	ck_assert_uint_eq(st.refaulted, 2);
+	ck_assert_uint_eq(st.in_pool, 0);
+	assert_accounted(&st);
+	ck_assert_int_eq(memcmp(h4, ref, 4 * PG), 0);
+	ck_assert_int_eq(memcmp(f, ref + 4 * PG, FN * PG), 0);
+	teardown();
+	free(ref);
+}
+END_TEST
+
+/* Hot distance 0, the default, or set back to it: no page is ever hot. */
+START_TEST(test_hot_distance_zero)
+{
+	unsigned char *p = map_pages(1);
+	struct spill_stats st;
+
+	setup();
+	for (int r = 0; r < 3; r++) {
+		p[0] = (unsigned char)(r + 1);
+		ck_assert_int_eq(spill_out(eng, p, 1), 1);
+		ck_assert_uint_eq(p[0], r + 1);
+		settle_ranges(&st, 0);
+	}
+	ck_assert_uint_eq(st.refaulted, 3);
+	ck_assert_uint_eq(st.refaulted_hot, 0);
+	ck_assert_uint_eq(st.skipped_hot, 0);
+
+	/* The same page is hot under a distance... */
+	spill_set_hot_distance(eng, 64);
+	ck_assert_int_eq(spill_out(eng, p, 1), 1);
+	ck_assert_uint_eq(p[0], 3);
+	settle_ranges(&st, 0);
+	ck_assert_uint_eq(st.refaulted_hot, 1);
+	ck_assert_int_eq(spill_out(eng, p, 1), 0);
+	spill_stats(eng, &st);
+	ck_assert_uint_eq(st.skipped_hot, 1);
+
+	/* ... and not once it is 0 again. */
+	spill_set_hot_distance(eng, 0);
+	ck_assert_int_eq(spill_out(eng, p, 1), 1);
+	ck_assert_uint_eq(p[0], 3);
+	settle_ranges(&st, 0);
+	ck_assert_uint_eq(st.refaulted, 5);
+	ck_assert_uint_eq(st.refaulted_hot, 1);
+	ck_assert_uint_eq(st.skipped_hot, 1);
+	assert_accounted(&st);
+	teardown();
+}
+END_TEST
+
+static atomic_uint idle_calls, idle_wrong;
+static pthread_t idle_test_thread;
+
+/* The idle callback: on the handler thread, which blocks every signal. */
+static void count_idle(void)
+{
+	sigset_t cur;
+
+	pthread_sigmask(SIG_SETMASK, NULL, &cur);
+	if (pthread_equal(pthread_self(), idle_test_thread) ||
+	    !sigismember(&cur, SIGINT) || !sigismember(&cur, SIGTERM))
+		atomic_fetch_add(&idle_wrong, 1);
+	atomic_fetch_add(&idle_calls, 1);
+}
+
+START_TEST(test_idle)
+{
+	unsigned char *p = map_pages(1);
+	struct spill_stats st;
+	unsigned calls;
+	double t0, ms;
+
+	atomic_store(&idle_calls, 0);
+	atomic_store(&idle_wrong, 0);
+	idle_test_thread = pthread_self();
+	t0 = now_us();
+	setup_opts((struct spill_options){ .idle = count_idle, .idle_ms = 20 });
+	usleep(300 * 1000);
+	calls = atomic_load(&idle_calls);
+	ms = (now_us() - t0) / 1000;
+	fprintf(stderr, "test_spill: idle every 20 ms: %u calls in %.0f ms\n", calls, ms);
+	/* Once per 20 ms without a fault: a few, and never more often. */
+	ck_assert_uint_ge(calls, 5);
+	ck_assert_uint_le(calls, ms / 20 + 1);
+
+	/* Serving a fault does not end it. */
+	p[0] = 1;
+	ck_assert_int_eq(spill_out(eng, p, 1), 1);
+	ck_assert_uint_eq(p[0], 1);
+	settle(&st, 0);
+	ck_assert_uint_eq(st.refaulted, 1);
+	calls = atomic_load(&idle_calls);
+	usleep(100 * 1000);
+	ck_assert_uint_ge(atomic_load(&idle_calls), calls + 2);
+	ck_assert_uint_eq(atomic_load(&idle_wrong), 0);
+
+	/* Closed: never again. */
+	teardown();
+	calls = atomic_load(&idle_calls);
+	usleep(60 * 1000);
+	ck_assert_uint_eq(atomic_load(&idle_calls), calls);
+}
+END_TEST
+
+START_TEST(test_idle_off)
+{
+	unsigned char *p = map_pages(1);
+	struct spill_stats st;
+
+	atomic_store(&idle_calls, 0);
+	setup_opts((struct spill_options){ .idle = count_idle, .idle_ms = 0 });
+	p[0] = 1;
+	ck_assert_int_eq(spill_out(eng, p, 1), 1);
+	ck_assert_uint_eq(p[0], 1);
+	usleep(300 * 1000);
+	settle(&st, 0);
+	ck_assert_uint_eq(st.refaulted, 1);
+	ck_assert_uint_eq(atomic_load(&idle_calls), 0);
+	teardown();
+
+	/* A period without a callback: nothing to call, faults served. */
+	setup_opts((struct spill_options){ .idle_ms = 20 });
+	usleep(60 * 1000);
+	ck_assert_int_eq(spill_out(eng, p, 1), 1);
+	ck_assert_uint_eq(p[0], 1);
+	settle(&st, 0);
+	ck_assert_uint_eq(st.refaulted, 1);
+	teardown();
+}
+END_TEST
+
+/*
+ * Forgets and restores racing a spiller and a writer on overlapping
+ * ranges.  The writer's model of a page: the pattern it last wrote there,
+ * word for word; but a forget of the page that had not ended before that
+ * write began may have dropped it -- whole, or with the words written
+ * before it, when it overlapped the write -- so where one has begun since,
+ * a word may also be zero.
+ */
+enum { CPAGES = 48, CRUN_US = 1000 * 1000 };
+static unsigned char *cregion;
+static atomic_uint forget_begun[CPAGES], forget_ended[CPAGES];
+static atomic_bool conc_done;
+static atomic_ulong conc_errors;
+static unsigned cgen[CPAGES], cended[CPAGES];	/* the writer's */
+
+struct cwriter_stats {
+	size_t writes, checks, zeroed, bad;
+	long first_bad;			/* the first page found wrong: */
+	size_t first_bad_words, first_bad_zeros;	/* its words wrong, zero */
+	bool first_bad_may_zero;	/* a forget had begun since the write */
+};
+
+static uint64_t cpattern(size_t pg, unsigned gen, size_t k)
+{
+	return 1ull << 63 | (uint64_t)pg << 48 | (uint64_t)gen << 12 | k;
+}
+
+static void cwrite(size_t pg)
+{
+	uint64_t *w = (uint64_t *)(cregion + pg * PG);
+
+	cended[pg] = atomic_load(&forget_ended[pg]);
+	cgen[pg]++;
+	for (size_t k = 0; k < WORDS; k++)
+		w[k] = cpattern(pg, cgen[pg], k);
+}
+
+static void ccheck(size_t pg, struct cwriter_stats *cs)
+{
+	uint64_t buf[WORDS];
+	size_t bad = 0, zero = 0;
+	bool may_zero;
+
+	memcpy(buf, cregion + pg * PG, PG);
+	/* The page is read before we ask whether a forget has begun. */
+	atomic_thread_fence(memory_order_seq_cst);
+	may_zero = atomic_load(&forget_begun[pg]) > cended[pg];
+	for (size_t k = 0; k < WORDS; k++) {
+		if (buf[k] == cpattern(pg, cgen[pg], k))
+			continue;
+		if (buf[k] == 0 && may_zero)
+			zero++;
+		else
+			bad++;
+	}
+	cs->checks++;
+	cs->zeroed += zero != 0;
+	if (bad && !cs->bad) {
+		cs->first_bad = (long)pg;
+		cs->first_bad_words = bad;
+		for (size_t k = 0; k < WORDS; k++)
+			cs->first_bad_zeros += buf[k] == 0;
+		cs->first_bad_may_zero = may_zero;
+	}
+	cs->bad += bad;
+}
+
+static void *cwriter(void *arg)
+{
+	struct cwriter_stats *cs = arg;
+	uint64_t s = 0x2545f4914f6cdd1dull;
+
+	while (!atomic_load(&conc_done)) {
+		size_t pg = xorshift(&s) % CPAGES;
+
+		if (xorshift(&s) & 1) {
+			cwrite(pg);
+			cs->writes++;
+		} else {
+			ccheck(pg, cs);
+		}
+	}
+	return NULL;
+}
+
+/* A random run of 1 to 16 pages of the region. */
+static void crange(uint64_t *s, size_t *first, size_t *n)
+{
+	*first = xorshift(s) % CPAGES;
+	*n = 1 + xorshift(s) % 16;
+	if (*first + *n > CPAGES)
+		*n = CPAGES - *first;
+}
+
+static void *cspiller(void *arg)
+{
+	uint64_t s = 0x9fb21c651e98df25ull;
+
+	(void)arg;
+	while (!atomic_load(&conc_done)) {
+		size_t first, n;
+		long got;
+
+		crange(&s, &first, &n);
+		got = spill_out(eng, cregion + first * PG, n);
+		if (got < 0 || got > (long)n)
+			atomic_fetch_add(&conc_errors, 1);
+		usleep(50);
+	}
+	return NULL;
+}
+
+/*
+ * A call may count a page twice: the walk meets it once per range that
+ * covers it, and the spiller may put it out again in between.  What the
+ * calls return adds up to the counters all the same.
+ */
+struct cdiscarder_stats {
+	long forgotten, restored;
+};
+
+static void *cdiscarder(void *arg)
+{
+	struct cdiscarder_stats *ds = arg;
+	uint64_t s = 0xd1b54a32d192ed03ull;
+
+	while (!atomic_load(&conc_done)) {
+		size_t first, n;
+		uint64_t op = xorshift(&s) % 16;
+		long got;
+
+		crange(&s, &first, &n);
+		if (op < 8) {
+			for (size_t i = first; i < first + n; i++)
+				atomic_fetch_add(&forget_begun[i], 1);
+			got = spill_forget_range(eng, cregion + first * PG, n * PG);
+			for (size_t i = first; i < first + n; i++)
+				atomic_fetch_add(&forget_ended[i], 1);
+			ds->forgotten += got;
+		} else {
+			got = op < 15 ? spill_restore_range(eng, cregion + first * PG, n * PG) :
+			      spill_restore_range(eng, NULL, SIZE_MAX);
+			ds->restored += got;
+		}
+		if (got < 0)
+			atomic_fetch_add(&conc_errors, 1);
+		usleep(50);
+	}
+	return NULL;
+}
+
+START_TEST(test_forget_restore_race)
+{
+	struct cwriter_stats cs = { .first_bad = -1 };
+	struct cdiscarder_stats ds = { 0 };
+	pthread_t w, s, d;
+	struct spill_stats st;
+
+	setup();
+	cregion = map_pages(CPAGES);
+	for (size_t i = 0; i < CPAGES; i++)
+		cwrite(i);
+	pthread_create(&w, NULL, cwriter, &cs);
+	pthread_create(&s, NULL, cspiller, NULL);
+	pthread_create(&d, NULL, cdiscarder, &ds);
+	usleep(CRUN_US);
+	atomic_store(&conc_done, true);
+	pthread_join(w, NULL);
+	pthread_join(s, NULL);
+	pthread_join(d, NULL);
+
+	spill_stats(eng, &st);
+	fprintf(stderr, "test_spill: forget/restore vs spiller vs writer: %llu spilled, "
+		"%llu refaulted, %llu restored, %llu forgotten; %zu writes, %zu checks, "
+		"%zu found forgotten\n",
+		(unsigned long long)st.spilled, (unsigned long long)st.refaulted,
+		(unsigned long long)st.restored, (unsigned long long)st.forgotten,
+		cs.writes, cs.checks, cs.zeroed);
+	ck_assert_msg(cs.bad == 0, "%zu words wrong; first page %ld: %zu words wrong, "
+		      "%zu zero, %s forget since the write", cs.bad, cs.first_bad,
+		      cs.first_bad_words, cs.first_bad_zeros,
+		      cs.first_bad_may_zero ? "a" : "no");
+	ck_assert_uint_eq(atomic_load(&conc_errors), 0);
+	ck_assert_uint_eq(st.forgotten, ds.forgotten);
+	ck_assert_uint_eq(st.restored, ds.restored);
+	/* The race was run, not dodged. */
+	ck_assert_uint_gt(st.spilled, 100);
+	ck_assert_uint_gt(st.refaulted, 10);
+	ck_assert_uint_gt(st.restored, 10);
+	ck_assert_uint_gt(st.forgotten, 10);
+	ck_assert_uint_gt(cs.checks, 100);
+
+	ds.restored += spill_restore_range(eng, NULL, SIZE_MAX);
+	settle(&st, 0);
+	ck_assert_uint_eq(st.restored, ds.restored);
+	ck_assert_uint_eq(st.in_pool, 0);
+	ck_assert_uint_eq(st.ranges, 0);
+	assert_accounted(&st);
+	ck_assert_int_eq(registered_vmas(cregion, CPAGES * PG), 0);
+	for (size_t i = 0; i < CPAGES; i++)
+		ccheck(i, &cs);
+	ck_assert_msg(cs.bad == 0, "%zu words wrong at the end; first page %ld: %zu words "
+		      "wrong, %zu zero, %s forget since the write", cs.bad, cs.first_bad,
+		      cs.first_bad_words, cs.first_bad_zeros,
+		      cs.first_bad_may_zero ? "a" : "no");
+	teardown();
+}
+END_TEST
+
+
+/* An empty range forgets nothing, whatever its address. */
+START_TEST(test_forget_empty_range)
+{
+	unsigned char *p = map_pages(1);
+
+	setup();
+	memset(p, 0xab, PG);
+	ck_assert_int_eq(spill_out(eng, p, 1), 1);
+	ck_assert_int_eq(spill_forget_range(eng, p + 100, 0), 0);
+	ck_assert_uint_eq(p[0], 0xab);
+	teardown();
+}
+END_TEST
+
+/* A page's refault distance counts from its own place in its batch. */
+START_TEST(test_hot_last_of_batch)
+{
+	unsigned char *p = map_pages(64);
+	struct spill_stats st;
+
+	setup();
+	spill_set_hot_distance(eng, 32);
+	memset(p, 0xcd, 64 * PG);
+	ck_assert_int_eq(spill_out(eng, p, 64), 64);
+	ck_assert_uint_eq(p[63 * PG], 0xcd);
+	spill_restore_range(eng, NULL, SIZE_MAX);
+	settle(&st, 0);
+	ck_assert_uint_eq(st.refaulted_hot, 1);
+	teardown();
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("spill");
@@ -522,6 +1208,16 @@ int main(void)
 	tcase_add_test(tc, test_bad_args);
 	tcase_add_test(tc, test_close_restores);
 	tcase_add_test(tc, test_unprivileged);
+	tcase_add_test(tc, test_forget_range);
+	tcase_add_test(tc, test_restore_range);
+	tcase_add_test(tc, test_restore_all);
+	tcase_add_test(tc, test_hot_pages);
+	tcase_add_test(tc, test_hot_distance_zero);
+	tcase_add_test(tc, test_idle);
+	tcase_add_test(tc, test_idle_off);
+	tcase_add_test(tc, test_forget_restore_race);
+	tcase_add_test(tc, test_forget_empty_range);
+	tcase_add_test(tc, test_hot_last_of_batch);
 	suite_add_tcase(s, tc);
 	return check_run(s);
 }

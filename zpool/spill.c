@@ -63,6 +63,36 @@ struct uffdio_move {
 };
 #define UFFDIO_MOVE	_IOWR(UFFDIO, _UFFDIO_MOVE, struct uffdio_move)
 #endif
+/* Write tracking (Linux 6.7): asynchronous write-protect faults, and the
+ * pagemap ioctl that finds written pages and protects them again. */
+#ifndef UFFD_FEATURE_WP_ASYNC
+#define UFFD_FEATURE_WP_ASYNC		(1 << 15)
+#endif
+#ifndef PAGEMAP_SCAN
+struct page_region {
+	__u64 start;
+	__u64 end;
+	__u64 categories;
+};
+struct pm_scan_arg {
+	__u64 size;
+	__u64 flags;
+	__u64 start;
+	__u64 end;
+	__u64 walk_end;
+	__u64 vec;
+	__u64 vec_len;
+	__u64 max_pages;
+	__u64 category_inverted;
+	__u64 category_mask;
+	__u64 category_anyof_mask;
+	__u64 return_mask;
+};
+#define PAGEMAP_SCAN			_IOWR('f', 16, struct pm_scan_arg)
+#define PM_SCAN_WP_MATCHING		(1 << 0)
+#define PM_SCAN_CHECK_WPASYNC		(1 << 1)
+#define PAGE_IS_WRITTEN			(1 << 1)
+#endif
 #ifndef USERFAULTFD_IOC_NEW
 #define USERFAULTFD_IOC_NEW		_IO(0xAA, 0x00)
 #endif
@@ -99,6 +129,10 @@ struct sp_hot {
 	atomic_uint seq;
 };
 
+struct sp_span {
+	uintptr_t start, end;
+};
+
 struct sp_range {
 	uintptr_t start, end;	/* end 0: free slot */
 	atomic_uint live;
@@ -122,6 +156,11 @@ struct spill_engine {
 	pthread_mutex_t reg_lock;
 	struct sp_range *ranges;
 	uint32_t max_ranges, ranges_hw, free_range;
+	/* Write tracking (reg_lock): regions registered for WP_ASYNC. */
+	bool wp_async;
+	int pagemap_fd;
+	struct sp_span *tracked;
+	uint32_t nr_tracked;
 
 	unsigned char *stage;
 	pthread_mutex_t lane_lock;
@@ -146,6 +185,7 @@ struct spill_engine {
 };
 
 #define SP_NO_RANGE	UINT32_MAX
+#define SP_TRACK_MAX	4096u
 
 static void *sp_map(size_t bytes)
 {
@@ -271,9 +311,33 @@ static void sp_remove(struct spill_engine *e, struct sp_entry *ent)
 
 /* ---- ranges: registration follows the spilled pages ---- */
 
-/* Unregister what of [start, end) no live range covers.  reg_lock held. */
-static void sp_unregister_uncovered(struct spill_engine *e, uintptr_t start,
-				    uintptr_t end)
+/* Is @addr in a region whose writes are tracked?  reg_lock held. */
+static bool sp_tracked(const struct spill_engine *e, uintptr_t addr)
+{
+	for (uint32_t i = 0; i < e->nr_tracked; i++)
+		if (e->tracked[i].start <= addr && addr < e->tracked[i].end)
+			return true;
+	return false;
+}
+
+static void sp_register(struct spill_engine *e, uintptr_t start, uintptr_t end, uint64_t mode)
+{
+	struct uffdio_register reg = {
+		.range = { .start = start, .len = end - start },
+		.mode = mode,
+	};
+
+	ioctl(e->uffd, UFFDIO_REGISTER, &reg);
+}
+
+/*
+ * Register [start, end) as what covers it asks: what a live range covers
+ * for MISSING faults (when @covered_too), and write-protect tracking where
+ * the region is tracked; what neither needs is unregistered.  A
+ * registration replaces the modes it had, and MISSING is never dropped
+ * from a covered page.  reg_lock held.
+ */
+static void sp_settle(struct spill_engine *e, uintptr_t start, uintptr_t end, bool covered_too)
 {
 	uintptr_t cur = start;
 
@@ -293,14 +357,21 @@ static void sp_unregister_uncovered(struct spill_engine *e, uintptr_t start,
 			}
 		}
 		if (cover) {
+			cover = cover < end ? cover : end;
+			if (covered_too)
+				sp_register(e, cur, cover, UFFDIO_REGISTER_MODE_MISSING |
+					    (sp_tracked(e, cur) ? UFFDIO_REGISTER_MODE_WP : 0));
 			cur = cover;
 			continue;
 		}
 		/* Fails only where the program unmapped part of the range;
 		 * what is still registered then faults through the handler,
 		 * which serves it with zeros as the kernel would. */
-		ioctl(e->uffd, UFFDIO_UNREGISTER,
-		      &(struct uffdio_range){ .start = cur, .len = next - cur });
+		if (sp_tracked(e, cur))
+			sp_register(e, cur, next, UFFDIO_REGISTER_MODE_WP);
+		else
+			ioctl(e->uffd, UFFDIO_UNREGISTER,
+			      &(struct uffdio_range){ .start = cur, .len = next - cur });
 		cur = next;
 	}
 }
@@ -320,6 +391,9 @@ static uint32_t sp_range_open(struct spill_engine *e, uintptr_t start,
 	uint32_t id;
 
 	pthread_mutex_lock(&e->reg_lock);
+	/* A tracked region keeps its write tracking where pages are out. */
+	if (sp_tracked(e, start))
+		reg.mode |= UFFDIO_REGISTER_MODE_WP;
 	if (e->free_range != SP_NO_RANGE) {
 		id = e->free_range;
 		e->free_range = e->ranges[id].next_free;
@@ -358,7 +432,7 @@ static void sp_range_put(struct spill_engine *e, uint32_t id)
 	if (atomic_fetch_sub_explicit(&r->live, 1, memory_order_acq_rel) != 1)
 		return;
 	pthread_mutex_lock(&e->reg_lock);
-	sp_unregister_uncovered(e, r->start, r->end);
+	sp_settle(e, r->start, r->end, false);
 	r->end = 0;
 	r->next_free = e->free_range;
 	e->free_range = id;
@@ -520,6 +594,28 @@ static int sp_forget(struct spill_engine *e, uintptr_t page)
 	return 1;
 }
 
+/*
+ * Serve a fault at @page: bring it back, or, if it has no entry (never
+ * spilled, or already back), fill it with zeros -- under the table lock,
+ * so that no spill_out() can enter and move the page out between the look
+ * and the fill (the fill would then hide the stored copy behind zeros).
+ */
+static void sp_serve(struct spill_engine *e, uintptr_t page)
+{
+	for (;;) {
+		if (sp_restore(e, page, e->bounce, &e->refaulted))
+			return;
+		pthread_mutex_lock(&e->lock);
+		if (!sp_lookup(e, page)) {
+			sp_place_zero(e, page);
+			pthread_mutex_unlock(&e->lock);
+			return;
+		}
+		/* Spilled again meanwhile: bring that back. */
+		pthread_mutex_unlock(&e->lock);
+	}
+}
+
 /* ---- readahead ---- */
 
 /* Most pages read ahead after a fault: each costs the handler a load and a copy. */
@@ -636,8 +732,7 @@ static void *sp_handler(void *arg)
 			if (msg[i].event != UFFD_EVENT_PAGEFAULT)
 				continue;
 			page = (uintptr_t)msg[i].arg.pagefault.address & ~(SP_PAGE - 1);
-			if (!sp_restore(e, page, e->bounce, &e->refaulted))
-				sp_place_zero(e, page);
+			sp_serve(e, page);
 			if (e->ra_on)
 				sp_readahead(e, page);
 		}
@@ -688,6 +783,29 @@ static int sp_uffd_new(uint64_t features)
 	return fd;
 }
 
+/* A uffd with @features if the kernel has them, else -1, without a word. */
+static int sp_uffd_quiet(uint64_t features)
+{
+	struct uffdio_api api = { .api = UFFD_API, .features = features };
+	int fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+
+	if (fd < 0) {
+		int dev = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
+
+		if (dev < 0)
+			return -1;
+		fd = ioctl(dev, USERFAULTFD_IOC_NEW, O_CLOEXEC | O_NONBLOCK);
+		close(dev);
+		if (fd < 0)
+			return -1;
+	}
+	if (ioctl(fd, UFFDIO_API, &api) || (api.features & features) != features) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 int spill_probe(void)
 {
 	int fd = sp_uffd_new(UFFD_FEATURE_MOVE);
@@ -725,6 +843,9 @@ static void sp_free(struct spill_engine *e)
 	sp_unmap(e->stage, sp_stage_bytes());
 	sp_unmap(e->bounce, SP_PAGE);
 	sp_unmap(e->hot, SP_HOT_SLOTS * sizeof(*e->hot));
+	sp_unmap(e->tracked, SP_TRACK_MAX * sizeof(*e->tracked));
+	if (e->pagemap_fd >= 0)
+		close(e->pagemap_fd);
 	pthread_mutex_destroy(&e->lock);
 	pthread_cond_destroy(&e->changed);
 	pthread_mutex_destroy(&e->reg_lock);
@@ -751,7 +872,7 @@ int spill_open(const struct spill_options *opt, struct spill_engine **enginep)
 	e->serving = opt->serving;
 	e->ra_on = opt->readahead;
 	e->idle_ms = opt->idle_ms > 60000 ? 60000 : (int)opt->idle_ms;
-	e->uffd = e->stage_uffd = e->stop_fd = -1;
+	e->uffd = e->stage_uffd = e->stop_fd = e->pagemap_fd = -1;
 	pthread_mutex_init(&e->lock, NULL);
 	pthread_cond_init(&e->changed, NULL);
 	pthread_mutex_init(&e->reg_lock, NULL);
@@ -769,12 +890,22 @@ int spill_open(const struct spill_options *opt, struct spill_engine **enginep)
 	e->stage = sp_map(sp_stage_bytes());
 	e->bounce = sp_map(SP_PAGE);
 	e->hot = sp_map(SP_HOT_SLOTS * sizeof(*e->hot));
+	e->tracked = sp_map(SP_TRACK_MAX * sizeof(*e->tracked));
 	err = -ENOMEM;
-	if (!e->slots || !e->ranges || !e->stage || !e->bounce || !e->hot)
+	if (!e->slots || !e->ranges || !e->stage || !e->bounce || !e->hot || !e->tracked)
 		goto fail;
 	madvise(e->stage, sp_stage_bytes(), MADV_NOHUGEPAGE);
 
-	err = e->uffd = sp_uffd_new(0);
+	/* Write tracking where the kernel has it (6.7); spilling works without. */
+	e->pagemap_fd = -1;
+	e->uffd = sp_uffd_quiet(UFFD_FEATURE_WP_ASYNC);
+	if (e->uffd >= 0) {
+		e->pagemap_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+		e->wp_async = e->pagemap_fd >= 0;
+	} else {
+		e->uffd = sp_uffd_new(0);
+	}
+	err = e->uffd;
 	if (err < 0)
 		goto fail;
 	err = e->stage_uffd = sp_uffd_new(UFFD_FEATURE_MOVE);
@@ -957,6 +1088,8 @@ static unsigned sp_spill_batch(struct spill_engine *e, uintptr_t addr,
 		pthread_mutex_lock(&e->lock);
 		sp_lookup(e, page)->zent = zent;
 		sp_lookup(e, page)->state = SP_STORED;
+		/* Its refault distance counts from its own place in the batch. */
+		sp_lookup(e, page)->seq = sp_seq_now(e) + spilled;
 		pthread_cond_broadcast(&e->changed);
 		pthread_mutex_unlock(&e->lock);
 		atomic_fetch_add_explicit(&e->in_pool, 1, memory_order_relaxed);
@@ -1038,6 +1171,8 @@ static long sp_walk(struct spill_engine *e, uintptr_t lo, uintptr_t hi, bool res
 
 static bool sp_span(const void *addr, size_t len, uintptr_t *lo, uintptr_t *hi)
 {
+	if (!len)
+		return false;
 	*lo = (uintptr_t)addr & ~(SP_PAGE - 1);
 	*hi = len > UINTPTR_MAX - (uintptr_t)addr - SP_PAGE ? UINTPTR_MAX & ~(SP_PAGE - 1) :
 	      ((uintptr_t)addr + len + SP_PAGE - 1) & ~(SP_PAGE - 1);
@@ -1061,6 +1196,67 @@ long spill_forget_range(struct spill_engine *e, const void *addr, size_t len)
 	if (!atomic_load_explicit(&e->in_pool, memory_order_relaxed) || !sp_span(addr, len, &lo, &hi))
 		return 0;
 	return sp_walk(e, lo, hi, false, NULL);
+}
+
+/* ---- write tracking ---- */
+
+int spill_track(struct spill_engine *e, const void *addr, size_t len)
+{
+	uintptr_t start = (uintptr_t)addr, end = start + len;
+	uint32_t slot = SP_TRACK_MAX;
+
+	if (!e->wp_async)
+		return -EOPNOTSUPP;
+	if (start % SP_PAGE || len % SP_PAGE || !len || end < start)
+		return -EINVAL;
+	pthread_mutex_lock(&e->reg_lock);
+	for (uint32_t i = 0; i < e->nr_tracked; i++) {
+		if (e->tracked[i].start == start && e->tracked[i].end == end) {
+			pthread_mutex_unlock(&e->reg_lock);
+			return 0;
+		}
+		/* One the program unmapped and mapped again differently: replaced. */
+		if (e->tracked[i].start < end && start < e->tracked[i].end && slot == SP_TRACK_MAX)
+			slot = i;
+	}
+	if (slot == SP_TRACK_MAX) {
+		if (e->nr_tracked == SP_TRACK_MAX) {
+			pthread_mutex_unlock(&e->reg_lock);
+			return -ENOSPC;
+		}
+		slot = e->nr_tracked++;
+	}
+	e->tracked[slot] = (struct sp_span){ start, end };
+	sp_settle(e, start, end, true);
+	pthread_mutex_unlock(&e->reg_lock);
+	return 0;
+}
+
+long spill_written(struct spill_engine *e, const void *addr, size_t len,
+		   struct spill_run *runs, size_t max)
+{
+	struct page_region v[64];
+	struct pm_scan_arg arg = {
+		.size = sizeof(arg),
+		.flags = PM_SCAN_WP_MATCHING | PM_SCAN_CHECK_WPASYNC,
+		.start = (uintptr_t)addr,
+		.end = (uintptr_t)addr + len,
+		.vec = (uintptr_t)v,
+		.vec_len = max < 64 ? max : 64,
+		.category_mask = PAGE_IS_WRITTEN,
+		.return_mask = PAGE_IS_WRITTEN,
+	};
+	long n;
+
+	if (!e->wp_async)
+		return -EOPNOTSUPP;
+	n = ioctl(e->pagemap_fd, PAGEMAP_SCAN, &arg);
+	if (n < 0)
+		return -errno;
+	for (long i = 0; i < n; i++)
+		runs[i] = (struct spill_run){ (void *)(uintptr_t)v[i].start,
+					      (size_t)((v[i].end - v[i].start) / SP_PAGE) };
+	return n;
 }
 
 /* ---- statistics and closing ---- */

@@ -154,6 +154,26 @@ long spill_out(struct spill_engine *e, void *addr, size_t npages);
 long spill_restore_range(struct spill_engine *e, const void *addr, size_t len);
 long spill_forget_range(struct spill_engine *e, const void *addr, size_t len);
 
+/*
+ * Write tracking (Linux 6.7: UFFD_FEATURE_WP_ASYNC and PAGEMAP_SCAN; no
+ * root needed beyond the engine's own uffd).  spill_track() registers the
+ * region [addr, addr + len) -- a whole mapping -- for asynchronous
+ * write-protection: a write to a protected page is let through by the
+ * kernel itself (no handler) and marks it written.  spill_written() finds
+ * the pages of [addr, addr + len) written since it last looked, into
+ * @runs (at most @max, 64 at most per call), and protects them again:
+ * the reference bit of a CLOCK.  Pages never protected count as written.
+ * Both return -EOPNOTSUPP where the kernel lacks it; spill_track
+ * -ENOSPC past 4096 regions.
+ */
+struct spill_run {
+	void *addr;
+	size_t npages;
+};
+int spill_track(struct spill_engine *e, const void *addr, size_t len);
+long spill_written(struct spill_engine *e, const void *addr, size_t len,
+		   struct spill_run *runs, size_t max);
+
 /* The refault distance below which a page is hot (0, the default: none is). */
 void spill_set_hot_distance(struct spill_engine *e, size_t pages);
 

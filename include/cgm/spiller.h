@@ -37,6 +37,13 @@ bool cgm_spill_on(void);
  */
 int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked);
 
+/*
+ * Spill @want pages, or what is over the group's limit if more, in rounds
+ * until the group is under (the pool's growth counted).  Returns the pages
+ * spilled.
+ */
+int64_t cgm_spill_over_limit(int64_t want, uint64_t *looked);
+
 /* The program discards [addr, addr + len) (munmap, MADV_DONTNEED, ...): spilled pages there go. */
 void cgm_spill_discard(const void *addr, size_t len);
 /* The program moves [addr, addr + len) (mremap): its spilled pages come back first. */

@@ -6,6 +6,7 @@
 # the privilege spill=1 is refused in one line while the program runs on.
 . "$(cd "$(dirname "$0")/.." && pwd)/fidelity/lib.sh"
 : "${SPILL_PROG:?SPILL_PROG must name tests/spill/spill_prog (run through make)}"
+: "${HOTCOLD:?HOTCOLD must name tests/spill/hotcold.py (run through make)}"
 
 # Skipped where this process cannot have a userfaultfd that serves system calls.
 pre "scope=/probe,spill=1" /bin/true 2>"$T/probe" || true
@@ -54,6 +55,28 @@ out=$(value /idle memory.stat zswpout)
 [ "$out" -ge $((10 * MIB / 4096)) ] || fail "a sleeping python3 spilled $out pages for memory.reclaim=20M"
 [ "$after" -lt "$before" ] || fail "a sleeping python3: memory.current $(mib "$before") -> $(mib "$after")"
 echo "$TEST_NAME: idle python3: memory.reclaim 20M: $(mib "$before") -> $(mib "$after"), $out pages spilled"
+kill "$BG"
+finish
+CHECKS=$((CHECKS + 1))
+
+# Coldness: python3 with a dict it keeps writing and, above it in memory,
+# 80 MB it never touches again; memory.high at half its size spills the
+# cold part, and the hot part -- first in the clock's way, but written
+# between its passes -- stays (few refaults).
+start "scope=/hc,spill=1" /usr/bin/python3 "$HOTCOLD" 4 170000
+reach ready
+before=$(value /hc memory.current)
+ok "$CGMCTL" --hierarchy "$H" set /hc memory.high $((before / 2))
+sleep 1
+out1=$(value /hc memory.stat zswpout)
+in1=$(value /hc memory.stat zswpin)
+sleep 1.5
+in2=$(value /hc memory.stat zswpin)
+cur=$(value /hc memory.current)
+[ "$out1" -ge $((30 * MIB / 4096)) ] || fail "hot/cold: only $out1 pages spilled of $(mib "$before")"
+[ $((in2 * 20)) -le "$out1" ] || fail "hot/cold: $in2 of $out1 spilled pages came back (the hot part was spilled)"
+[ "$cur" -le $((before / 2 + 4 * MIB)) ] || fail "hot/cold: memory.current $(mib "$cur") over memory.high $(mib $((before / 2))) ($out1 spilled, $in2 came back)"
+echo "$TEST_NAME: hot/cold python3: $(mib "$before") -> $(mib "$cur"), $out1 pages spilled, $in2 came back"
 kill "$BG"
 finish
 CHECKS=$((CHECKS + 1))
