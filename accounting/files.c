@@ -5,9 +5,11 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -524,6 +526,142 @@ static int show_pressure(const struct cgm_file *f, struct cgm_hier *h, uint32_t 
 	return n;
 }
 
+/*
+ * cgroup.events: populated while a process of the subtree lives (a slot
+ * whose process died without detaching counts no more than a zombie does
+ * in the kernel); a group is never frozen here.
+ */
+static int show_cgroup_events(const struct cgm_file *f, struct cgm_hier *h, uint32_t group,
+			      char *buf, size_t len)
+{
+	struct cgm_proc *p;
+	uint32_t i;
+	int populated = 0, n = 0;
+
+	(void)f;
+	for_each_live_proc(h, i, p)
+		if (group_in_subtree(h, __atomic_load_n(&p->group, __ATOMIC_ACQUIRE), group) &&
+		    !acct_proc_gone(p)) {
+			populated = 1;
+			break;
+		}
+	OUT("populated %d\nfrozen 0\n", populated);
+	return n;
+}
+
+/* cgroup.stat: the groups below it; none is dying, as rmdir frees a group at once. */
+static int show_cgroup_stat(const struct cgm_file *f, struct cgm_hier *h, uint32_t group,
+			    char *buf, size_t len)
+{
+	uint32_t nr = 0;
+	int n = 0;
+
+	(void)f;
+	for (uint32_t i = 0; i < CGM_MAX_GROUPS; i++)
+		if (i != group && hier_group(h, i) && group_in_subtree(h, i, group))
+			nr++;
+	OUT("nr_descendants %u\nnr_dying_descendants 0\n", nr);
+	return n;
+}
+
+/*
+ * SIGKILL the process of slot @p if it is still the process that attached,
+ * through a pidfd opened before the check (oom.c's kill_proc does the
+ * same): a reused pid is never signalled.  0 or a negative errno.
+ */
+static int kill_attached(const struct cgm_proc *p)
+{
+	int32_t pid = __atomic_load_n(&p->pid, __ATOMIC_RELAXED);
+	int fd, err = 0;
+
+	/* 0 or below would signal a process group, or every process. */
+	if (pid <= 0)
+		return 0;
+	fd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (fd < 0 && errno != ENOSYS)
+		return errno == ESRCH ? 0 : -errno;
+	if (!acct_proc_gone(p) &&
+	    (fd < 0 ? kill(pid, SIGKILL) : (int)syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0)) < 0 &&
+	    errno != ESRCH)
+		err = -errno;
+	if (fd >= 0)
+		close(fd);
+	return err;
+}
+
+/*
+ * cgroup.kill: SIGKILL every process of the subtree, as the kernel's
+ * cgroup_kill(); only 1 is taken (-ERANGE for 0, as the kernel says).
+ * A process attaching during the walk may be missed.
+ */
+static int write_kill(const struct cgm_file *f, struct cgm_hier *h, uint32_t group,
+		      uint64_t v, char *why, size_t whylen)
+{
+	struct cgm_proc *p;
+	uint32_t i;
+	int err = 0;
+
+	(void)f;
+	if (v != 1) {
+		snprintf(why, whylen, "only 1 kills the group's processes");
+		return -ERANGE;
+	}
+	for_each_live_proc(h, i, p) {
+		int e;
+
+		if (!group_in_subtree(h, __atomic_load_n(&p->group, __ATOMIC_ACQUIRE), group))
+			continue;
+		e = kill_attached(p);
+		if (e && !err) {
+			snprintf(why, whylen, "pid %d: %s", p->pid, strerror(-e));
+			err = e;
+		}
+	}
+	return err;
+}
+
+/* cgroup.controllers and cgroup.subtree_control: memory, the one controller, always on. */
+static int show_controllers(const struct cgm_file *f, struct cgm_hier *h, uint32_t group,
+			    char *buf, size_t len)
+{
+	int n = 0;
+
+	(void)f;
+	(void)h;
+	(void)group;
+	OUT("memory\n");
+	return n;
+}
+
+/* cgroup.subtree_control takes "+memory" (space-separated, any number): nothing changes. */
+static int parse_subtree_control(const char *v, uint64_t *out, char *why, size_t whylen)
+{
+	for (const char *p = v; *p;) {
+		size_t l = strcspn(p, " ");
+
+		if (l && (l != 7 || strncmp(p, "+memory", 7) != 0)) {
+			snprintf(why, whylen, "bad value '%s' (memory is the one controller and is "
+				 "always enabled: only +memory is taken)", v);
+			return -EINVAL;
+		}
+		p += l + (p[l] == ' ');
+	}
+	*out = 1;
+	return 0;
+}
+
+static int write_subtree_control(const struct cgm_file *f, struct cgm_hier *h, uint32_t group,
+				 uint64_t v, char *why, size_t whylen)
+{
+	(void)f;
+	(void)h;
+	(void)group;
+	(void)v;
+	(void)why;
+	(void)whylen;
+	return 0;
+}
+
 /* ---- the table ---- */
 
 const struct cgm_file cgm_files[] = {
@@ -581,6 +719,18 @@ const struct cgm_file cgm_files[] = {
 	  .parse = parse_bool01, .write = write_delegate,
 	  .help = "cgmalloc's own: 1 lets the group's processes set the limits of, and move "
 		  "processes between, the groups below it" },
+	{ .name = "cgroup.events", .flags = CGM_FILE_NOT_ON_ROOT, .show = show_cgroup_events,
+	  .help = "populated 1 while a process of the group or below it lives; frozen 0" },
+	{ .name = "cgroup.stat", .show = show_cgroup_stat,
+	  .help = "nr_descendants: the groups below it; nr_dying_descendants 0" },
+	{ .name = "cgroup.kill", .flags = CGM_FILE_NOT_ON_ROOT, .parse = parse_bool01,
+	  .write = write_kill,
+	  .help = "write 1: SIGKILL every process of the group and of the groups below it" },
+	{ .name = "cgroup.controllers", .show = show_controllers,
+	  .help = "memory: the one controller" },
+	{ .name = "cgroup.subtree_control", .show = show_controllers, .parse = parse_subtree_control,
+	  .write = write_subtree_control,
+	  .help = "memory, always enabled: writing +memory is taken and changes nothing" },
 };
 
 const size_t cgm_nfiles = CGM_ARRAY_SIZE(cgm_files);

@@ -24,8 +24,8 @@
  * Left out on purpose: the process slots' mutexes (a scribbled lock word
  * is a lock held by a thread that does not exist: waiting for it is what
  * a robust mutex does), writes to cgroup.procs naming a live process (the
- * writer waits a second for it to move itself), and oom=kill (it would
- * SIGKILL whatever pid a scribble put in a slot).
+ * writer waits a second for it to move itself), and oom=kill and
+ * cgroup.kill (they would SIGKILL whatever pid a scribble put in a slot).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -430,7 +430,8 @@ static void op_write(struct run *r)
 	int err;
 
 	make_value(r, v, sizeof(v));
-	if (!strcmp(name, "cgroup.procs") && procs_value_is_live_pid(v))
+	if ((!strcmp(name, "cgroup.procs") && procs_value_is_live_pid(v)) ||
+	    !strcmp(name, "cgroup.kill"))
 		return;
 	why[0] = '\0';
 	err = cgm_file_write(r->h, CGM_NONE, group, name, v, why, sizeof(why));

@@ -186,11 +186,12 @@ int kcg_remove(struct kcg *k);
 /* The value N of line "@key N" of a flat-keyed file's @text (memory.stat), or -1. */
 int64_t ctl_keyed_value(const char *text, const char *key);
 
-/* ---- the subcommands: tree.c, files.c, run.c, compare.c, export.c, help.c ---- */
+/* ---- the subcommands: tree.c, files.c, mount.c, run.c, compare.c, export.c, help.c ---- */
 
 int cmd_ls(struct ctl *c, int argc, char **argv);
 int cmd_mkdir(struct ctl *c, int argc, char **argv);
 int cmd_rmdir(struct ctl *c, int argc, char **argv);
+int cmd_mount(struct ctl *c, int argc, char **argv);
 int cmd_cat(struct ctl *c, int argc, char **argv);
 int cmd_set(struct ctl *c, int argc, char **argv);
 int cmd_move(struct ctl *c, int argc, char **argv);

@@ -6,8 +6,12 @@
 
 CGMCTL := $(B)/cgmctl
 CGMCTL_SRCS := $(wildcard tools/cgmctl/*.c)
-# compare's kernel memory cgroup is made and removed through libcgroup.
-CGMCTL_LIBS := -lcgroup
+# compare's kernel memory cgroup is made and removed through libcgroup;
+# mount serves the hierarchy through libfuse3.
+FUSE3_CFLAGS := $(shell pkg-config --cflags fuse3)
+CGMCTL_LIBS := -lcgroup $(shell pkg-config --libs fuse3)
+CFLAGS_tools_cgmctl_mount := $(FUSE3_CFLAGS)
+CFLAGS_tools_cgmctl_mount_fs := $(FUSE3_CFLAGS)
 # Where `make install` puts the library: run looks there last.
 CFLAGS_tools_cgmctl_run := -DCGM_LIBDIR='"$(LIBDIR)"'
 
@@ -46,6 +50,14 @@ check-cgmctl-top: tests/cgmctl/test_top.sh tests/cgmctl/lib.sh $(CGMCTL) $(LIB)
 # kernel's.  Skipped without a writable kernel memory cgroup.
 check-cgmctl-compare: tests/cgmctl/test_compare.sh tests/cgmctl/lib.sh $(CGMCTL) $(LIB)
 	$(RUN) env $(CGMCTL_TEST_ENV) sh tests/cgmctl/test_compare.sh
+
+# mount: a shell script written for cgroupfs run on the mounted hierarchy
+# (mkdir, rmdir, echo and cat of the files, a preloaded python3 in
+# cgroup.procs, moved and killed through the files), then SIGTERM, SIGINT
+# and a removed hierarchy file each unmount; as root and again as uid
+# 65534.  Skipped where FUSE cannot be used.
+check-cgmctl-mount: tests/cgmctl/test_mount.sh tests/cgmctl/lib.sh $(CGMCTL) $(LIB)
+	$(RUN) env $(CGMCTL_TEST_ENV) sh tests/cgmctl/test_mount.sh
 
 # The moving key: a program allocating on two threads is moved twelve times.
 $(T)/move_worker: tests/move_worker.c
@@ -88,7 +100,7 @@ CGMCTL_ASAN := $(B)/asan-cgmctl/cgmctl
 
 $(CGMCTL_ASAN): $(CGMCTL_SRCS) $(call archives,asan,acct base) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(TEST_CFLAGS) $(TEST_DEPFLAGS) $(ASAN_FLAGS) -pthread $(CFLAGS_tools_cgmctl_run) \
+	$(CC) $(TEST_CFLAGS) $(TEST_DEPFLAGS) $(ASAN_FLAGS) -pthread $(CFLAGS_tools_cgmctl_run) $(FUSE3_CFLAGS) \
 		-o $@ $(CGMCTL_SRCS) $(call archives,asan,acct base) $(CGMCTL_LIBS)
 	ln -sf $(abspath $(LIB)) $(dir $@)libcgmalloc.so
 
@@ -96,11 +108,12 @@ check-asan-cgmctl: $(CGMCTL_ASAN) tests/test_cgmctl.sh tests/cgmctl/lib.sh
 	CGMCTL=$(abspath $(CGMCTL_ASAN)) CGM_LIB=$(abspath $(LIB)) sh tests/test_cgmctl.sh
 
 CHECK_TARGETS += check-cgmctl check-cgmctl-procs check-cgmctl-export check-cgmctl-top \
-	check-cgmctl-compare \
+	check-cgmctl-compare check-cgmctl-mount \
 	check-cgmctl-moving check-api
 ASAN_TARGETS += check-asan-cgmctl
 
 .PHONY: check-cgmctl check-cgmctl-procs check-cgmctl-export check-cgmctl-top check-cgmctl-compare \
+	check-cgmctl-mount \
 	check-cgmctl-moving check-api \
 	check-asan-cgmctl \
 	readme-tables readme-tables-update

@@ -3,7 +3,7 @@
  * cgm_conf_keys[] (base/config_table.c) and a group's files straight from
  * cgm_files[] (accounting/files.c) -- as tables for the terminal, or with
  * --markdown as the README's tables, which a test compares -- what
- * compare measures and what export writes.
+ * compare measures, what export writes and what mount serves.
  */
 #include <inttypes.h>
 #include <string.h>
@@ -91,16 +91,19 @@ static void print_conf(bool markdown)
 	}
 }
 
-/* How a file may be used, in a few words. */
+/* How a file may be used, and in which groups, in a few words. */
 static const char *access_text(const struct cgm_file *f)
 {
-	if (!f->show)
-		return "write-only";
-	if (f->flags & CGM_FILE_NOT_ON_ROOT)
-		return f->write ? "read-write, not on /" : "read-only, not on /";
-	if (f->flags & CGM_FILE_ONLY_ON_ROOT)
-		return f->write ? "read-write, / only" : "read-only, / only";
-	return f->write ? "read-write" : "read-only";
+	static const char *const text[3][3] = {
+		/* in every group, not on /, on / only */
+		{ "read-only", "read-only, not on /", "read-only, / only" },
+		{ "read-write", "read-write, not on /", "read-write, / only" },
+		{ "write-only", "write-only, not on /", "write-only, / only" },
+	};
+	int how = !f->show ? 2 : f->write ? 1 : 0;
+	int where = (f->flags & CGM_FILE_NOT_ON_ROOT) ? 1 : (f->flags & CGM_FILE_ONLY_ON_ROOT) ? 2 : 0;
+
+	return text[how][where];
 }
 
 static void print_files(bool markdown)
@@ -188,6 +191,31 @@ static void print_export(void)
 	export_list_families(stdout);
 }
 
+/* What cgmctl mount serves, and how it differs from cgroupfs. */
+static void print_mount(void)
+{
+	fputs("cgmctl mount [--daemon] DIR\n"
+	      "\n"
+	      "Mounts the hierarchy at DIR, through FUSE, as a cgroup v2 directory tree, so that\n"
+	      "a script written for /sys/fs/cgroup runs on it: a directory per group, and in it\n"
+	      "the files of `cgmctl help files` that the group has (the root has no limits).\n"
+	      "mkdir makes a group, rmdir removes one (EBUSY while it has processes or groups\n"
+	      "below it); cat renders a file when it is read from its start, and one write is\n"
+	      "one value, parsed as `cgmctl set` parses it: a bad value fails with EINVAL (the\n"
+	      "reason goes to cgmctl's stderr), a read-only file opened for writing EACCES, a\n"
+	      "file of a group removed meanwhile ENODEV.  rename, chmod and chown fail with\n"
+	      "EOPNOTSUPP; new files, unlink and links as on cgroupfs (EACCES, EPERM).  Files\n"
+	      "show size 0, as on cgroupfs.  What cgmctl and programs change shows at once.\n"
+	      "\n"
+	      "A user who is not root can mount (fusermount3, set-uid root, does the mount);\n"
+	      "only that user sees the files.  cgmctl serves the mount until it is unmounted\n"
+	      "(fusermount3 -u DIR), gets SIGTERM, SIGINT or SIGHUP, or finds the hierarchy\n"
+	      "file removed or replaced (it looks every half second); then it unmounts and\n"
+	      "exits 0.  If it is killed, fusermount3 unmounts.  --daemon: it detaches once\n"
+	      "mounted.  Not yet: poll() for changes of memory.events, cgroup.events and\n"
+	      "memory.pressure.\n", stdout);
+}
+
 const char *ctl_file_list(char *buf, size_t len)
 {
 	size_t n = 0;
@@ -228,7 +256,11 @@ int cmd_help(struct ctl *c, int argc, char **argv)
 		print_export();
 		return CTL_OK;
 	}
-	ctl_err("help: the topics are: conf, files, compare, export "
-		"(usage: cgmctl help [conf|files [--markdown]|compare|export])");
+	if (argc - optind == 1 && strcmp(argv[optind], "mount") == 0 && !markdown) {
+		print_mount();
+		return CTL_OK;
+	}
+	ctl_err("help: the topics are: conf, files, compare, export, mount "
+		"(usage: cgmctl help [conf|files [--markdown]|compare|export|mount])");
 	return CTL_USAGE;
 }

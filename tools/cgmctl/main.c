@@ -29,6 +29,9 @@ void ctl_usage(FILE *f)
 	      "  rmdir [-r] GROUP             remove an empty GROUP (-r: and every group below it,\n"
 	      "                               deepest first; refused if any has processes)\n"
 	      "  move PID... GROUP            move attached processes and their charges to GROUP\n"
+	      "  mount [--daemon] DIR         the groups at DIR as a cgroup v2 directory tree (FUSE),\n"
+	      "                               until unmounted, SIGTERM, or the hierarchy file is gone\n"
+	      "                               (cgmctl help mount)\n"
 	      "  run [-g GROUP] [-s FILE=VALUE]... [--] CMD [ARGS]\n"
 	      "                               run CMD under libcgmalloc.so in GROUP (default: a scope\n"
 	      "                               /run-PID, removed when its last process is gone),\n"
@@ -47,9 +50,10 @@ void ctl_usage(FILE *f)
 	      "  top [-d SECS] [-n N] [GROUP] the groups below GROUP by usage, with peak, what the\n"
 	      "                               allocators keep, limits and limit events, redrawn\n"
 	      "                               every SECS (2); -n: stop after N frames\n"
-	      "  help [conf|files [--markdown]|compare|export]\n"
+	      "  help [conf|files [--markdown]|compare|export|mount]\n"
 	      "                               this text; the CGMALLOC_CONF keys; a group's files;\n"
-	      "                               what compare measures; the metrics export writes\n"
+	      "                               what compare measures; the metrics export writes;\n"
+	      "                               what mount serves\n"
 	      "\n"
 	      "  --hierarchy PATH   the hierarchy file (default: hierarchy= of CGMALLOC_CONF,\n"
 	      "                     else /dev/shm/cgmalloc-UID/hierarchy)\n"
@@ -81,6 +85,7 @@ int ctl_getopt(struct ctl *c, int argc, char **argv, const char *own)
 		{ "limit", required_argument, NULL, 'L' },
 		{ "prometheus", no_argument, NULL, 'P' },
 		{ "textfile", required_argument, NULL, 'T' },
+		{ "daemon", no_argument, NULL, 'D' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -176,6 +181,7 @@ static const struct {
 } commands[] = {
 	{ "ls", cmd_ls }, { "cat", cmd_cat }, { "set", cmd_set },
 	{ "mkdir", cmd_mkdir }, { "rmdir", cmd_rmdir }, { "move", cmd_move },
+	{ "mount", cmd_mount },
 	{ "run", cmd_run }, { "compare", cmd_compare }, { "export", cmd_export },
 	{ "top", cmd_top },
 	{ "pressure", cmd_pressure },
