@@ -141,7 +141,8 @@ MODULE_MKS := base/base.mk accounting/accounting.mk zpool/zpool.mk shim/shim.mk 
 	tools/cgmctl/cgmctl.mk scripts/overhead.mk \
 	tests/tests.mk tests/static_key.mk tests/accounting.mk tests/zpool.mk \
 	tests/runtime.mk tests/preload/preload.mk tests/reliability/reliability.mk \
-	tests/fidelity/fidelity.mk tests/spill/spill.mk tests/pressure/pressure.mk tests/fuzz/fuzz.mk \
+	tests/fidelity/fidelity.mk tests/spill/spill.mk tests/pressure/pressure.mk tests/policy/policy.mk \
+	tests/fuzz/fuzz.mk \
 	bench/bench.mk bench/insn.mk bench/zpool.mk bench/spill.mk
 include $(MODULE_MKS)
 
