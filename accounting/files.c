@@ -4,6 +4,7 @@
  * that works there works here.  cgm_files[] is the one list of them.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -24,7 +25,9 @@ static const char *const event_names[CGM_NR_EVENTS] = {
 const char *cgm_stat_name(int i, char *buf, size_t len)
 {
 	static const char *const names[] = {
-		"anon", "heap_free", "mapped_anon", "zswap", "zswapped", "swap", "heap_live",
+		"anon", "heap_free", "mapped_anon", "zswap", "zswapped", "swap",
+		"numa_anon_N0", "numa_anon_N1", "numa_anon_N2", "numa_anon_N3",
+		"numa_anon_N4", "numa_anon_N5", "numa_anon_N6", "numa_anon_N7", "heap_live",
 		"allocs", "frees", "alloc_bytes", "free_bytes", "throttle_usec",
 		"zswpout", "zswpin", "zswpwb", "pswpin", "pswpout", "workingset_refault_anon",
 		"pgscan", "pgsteal",
@@ -140,6 +143,9 @@ static int show_stat(const struct cgm_file *f, struct cgm_hier *h, uint32_t grou
 	for (int i = 0; i < CGM_NR_STATS; i++) {
 		int64_t v = __atomic_load_n(&stat[i], __ATOMIC_RELAXED);
 
+		/* The per-node figures are memory.numa_stat's. */
+		if (cgm_stat_is_numa(i))
+			continue;
 		if (i == CGM_STAT_THROTTLE_NS)
 			v /= 1000;
 		OUT("%s %" PRId64 "\n", cgm_stat_name(i, name, sizeof(name)), v);
@@ -510,6 +516,46 @@ static int write_zswap_writeback(const struct cgm_file *f, struct cgm_hier *h, u
 	return 0;
 }
 
+int acct_online_nodes(void)
+{
+	static int nodes;
+	char text[64] = "";
+	int fd, last = 0;
+	ssize_t n;
+
+	if (nodes)
+		return nodes;
+	fd = open("/sys/devices/system/node/online", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		n = read(fd, text, sizeof(text) - 1);
+		close(fd);
+		if (n > 0) {
+			text[n] = '\0';
+			/* The highest node number: the last number in the list. */
+			for (char *c = text; *c; c++)
+				if (*c >= '0' && *c <= '9' && (c == text || c[-1] < '0' || c[-1] > '9'))
+					last = atoi(c);
+		}
+	}
+	nodes = last + 1 > CGM_MAX_NODES ? CGM_MAX_NODES : last + 1;
+	return nodes;
+}
+
+/* memory.numa_stat: the group's anon per node, from the same folded statistics as memory.stat. */
+static int show_numa_stat(const struct cgm_file *f, struct cgm_hier *h, uint32_t group,
+			  char *buf, size_t len)
+{
+	const struct cgm_group *g = hier_group(h, group);
+	int n = 0, nodes = acct_online_nodes();
+
+	(void)f;
+	OUT("anon");
+	for (int i = 0; i < nodes; i++)
+		OUT(" N%d=%" PRId64, i, __atomic_load_n(&g->stat[CGM_STAT_NUMA_ANON0 + i], __ATOMIC_RELAXED));
+	OUT("\n");
+	return n;
+}
+
 /* memory.pressure, in the kernel's PSI format (totals in microseconds). */
 static int show_pressure(const struct cgm_file *f, struct cgm_hier *h, uint32_t group,
 			 char *buf, size_t len)
@@ -703,6 +749,8 @@ const struct cgm_file cgm_files[] = {
 	  .help = "statistics of the group and its descendants" },
 	{ .name = "memory.stat.local", .flags = CGM_FILE_FLUSH, .private = 1, .show = show_stat,
 	  .help = "statistics of the group's own processes" },
+	{ .name = "memory.numa_stat", .flags = CGM_FILE_FLUSH, .show = show_numa_stat,
+	  .help = "anon per NUMA node (N0=bytes ...), of the group and its descendants" },
 	{ .name = "memory.pressure", .show = show_pressure,
 	  .help = "time the subtree's threads stalled on memory (reclaim, throttling, refaults), "
 		  "PSI format: some/full avg10 avg60 avg300 total (us)" },

@@ -111,6 +111,25 @@ static int64_t now_ns(void)
 }
 
 /*
+ * A reader's refresh knows the anon, not where it lies: the last split
+ * between NUMA nodes keeps its shares of the new anon (all on node 0
+ * when there was none).  p->lock held.
+ */
+static void numa_rescale(struct cgm_proc *p, int64_t anon)
+{
+	int64_t *node = &p->sampled[CGM_STAT_NUMA_ANON0], sum = 0;
+
+	for (int k = 0; k < CGM_MAX_NODES; k++)
+		sum += node[k] > 0 ? node[k] : 0;
+	for (int k = 0; k < CGM_MAX_NODES; k++) {
+		int64_t v = sum > 0 ? (int64_t)((__int128)anon * (node[k] > 0 ? node[k] : 0) / sum) :
+			    k == 0 ? anon : 0;
+
+		__atomic_store_n(&node[k], v, __ATOMIC_RELAXED);
+	}
+}
+
+/*
  * Apply a sample of process slot @proc: @anon bytes (its inherited base
  * already taken off), and the split statistics in @split (heap_free,
  * mapped_anon), or NULL to keep the last ones.  Returns the pages charged.
@@ -170,6 +189,7 @@ static int64_t sample_apply(struct cgm_hier *h, uint32_t proc, int64_t anon, con
 		ma = ma < anon - hf ? ma : anon - hf;
 		__atomic_store_n(&p->sampled[CGM_STAT_HEAP_FREE], hf, __ATOMIC_RELAXED);
 		__atomic_store_n(&p->sampled[CGM_STAT_MAPPED_ANON], ma, __ATOMIC_RELAXED);
+		numa_rescale(p, anon);
 	}
 	__atomic_store_n(&p->sampled_ns, now_ns(), __ATOMIC_RELAXED);
 	hier_unlock(&p->lock);
@@ -220,6 +240,17 @@ void acct_refresh_stale(struct cgm_hier *h, uint32_t group, int64_t max_age_ns)
 			continue;
 		sample_apply(h, i, anon - __atomic_load_n(&p->anon_base, __ATOMIC_RELAXED), NULL);
 	}
+}
+
+void acct_numa_publish(struct cgm_acct *a, const int64_t bytes[CGM_MAX_NODES])
+{
+	struct cgm_proc *p = hier_proc(&a->h, a->proc);
+
+	if (!p)
+		return;
+	for (int k = 0; k < CGM_MAX_NODES; k++)
+		__atomic_store_n(&p->sampled[CGM_STAT_NUMA_ANON0 + k], bytes[k] > 0 ? bytes[k] : 0,
+				 __ATOMIC_RELAXED);
 }
 
 void acct_spill_publish(struct cgm_acct *a, const struct acct_spill_state *st)

@@ -86,6 +86,7 @@ int main(int argc, char **argv)
 	static char buf[16384];
 	struct cgm_acct a = { .proc = CGM_NONE, .batch_pages = 64 };
 	double t_all[RUNS], t_one[RUNS], t_none[RUNS], t_none_warm[RUNS], t_read[RUNS], t_walk[RUNS];
+	double t_numa[RUNS], t_psi[RUNS];
 	char why[256], name[64];
 	pid_t *pids = calloc((size_t)nprocs, sizeof(pid_t));
 	int64_t sum = 0;
@@ -146,6 +147,14 @@ int main(int argc, char **argv)
 		cgm_file_render(&a.h, CGM_ROOT, "memory.stat", buf, sizeof(buf));
 		t_read[r] = now_us() - t0;
 
+		t0 = now_us();
+		cgm_file_render(&a.h, CGM_ROOT, "memory.numa_stat", buf, sizeof(buf));
+		t_numa[r] = now_us() - t0;
+
+		t0 = now_us();
+		cgm_file_render(&a.h, CGM_ROOT, "memory.pressure", buf, sizeof(buf));
+		t_psi[r] = now_us() - t0;
+
 		/* The tree walk the hierarchical values avoid. */
 		t0 = now_us();
 		sum = 0;
@@ -175,6 +184,9 @@ int main(int argc, char **argv)
 	printf("| cost per changed process: (all changed - nothing changed) / %d | %.2f us |\n",
 	       nprocs, (median(t_all, RUNS) - median(t_none, RUNS)) / nprocs);
 	printf("| read root memory.stat after a flush | %.1f us |\n", median(t_read, RUNS));
+	printf("| read root memory.numa_stat after a flush | %.1f us |\n", median(t_numa, RUNS));
+	printf("| read root memory.pressure (its averages brought up to date) | %.1f us |\n",
+	       median(t_psi, RUNS));
 	printf("| same statistics by walking every group | %.1f us |\n", median(t_walk, RUNS));
 	fprintf(stderr, "(walk sum %lld)\n", (long long)sum);
 	hier_close(&a.h);

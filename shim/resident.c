@@ -60,7 +60,7 @@ static struct cgm_thread_slot *own_slot(void)
 static int64_t sample_locked(void)
 {
 	struct cgm_proc *p = hier_proc(&cgm_acct.h, cgm_acct.proc);
-	int64_t start = cgm_now_ns(), anon, heap, mapped, live, delta, cost;
+	int64_t start = cgm_now_ns(), anon, heap, mapped, live, delta, cost, numa[CGM_MAX_NODES];
 	struct cgm_regions_usage u;
 	static int warned;
 
@@ -82,6 +82,8 @@ static int64_t sample_locked(void)
 		memset(&u, 0, sizeof(u));
 	heap = (int64_t)u.resident[CGM_REGION_HEAP];
 	mapped = (int64_t)u.resident[CGM_REGION_PROGRAM];
+	cgm_numa_split(anon - __atomic_load_n(&p->anon_base, __ATOMIC_RELAXED), numa);
+	acct_numa_publish(&cgm_acct, numa);
 	/* The live bytes as of now, not as of the last flush. */
 	rstat_flush_proc(&cgm_acct.h, cgm_acct.proc);
 	live = __atomic_load_n(&p->heap_live, __ATOMIC_RELAXED);

@@ -236,6 +236,9 @@ int64_t acct_reclaim_take(struct cgm_acct *a);
  */
 int64_t acct_reclaim_excess(struct cgm_acct *a);
 
+/* The anon of the coming sample per NUMA node (memory.numa_stat), bytes. */
+void acct_numa_publish(struct cgm_acct *a, const int64_t bytes[CGM_MAX_NODES]);
+
 /* Did the last sample find memory in use that memory.max had no room for? */
 bool acct_sample_short(const struct cgm_acct *a);
 
@@ -322,6 +325,12 @@ int acct_move(struct cgm_hier *h, uint32_t proc, uint32_t group);
 /* ---- limits.c ---- */
 
 enum acct_limit { CGM_LIMIT_MAX, CGM_LIMIT_HIGH, CGM_LIMIT_LOW, CGM_LIMIT_MIN };
+
+/*
+ * The machine's NUMA nodes, from /sys/devices/system/node/online (1 where
+ * it cannot be read), at most CGM_MAX_NODES (files.c).
+ */
+int acct_online_nodes(void);
 
 /* ---- psi.c: memory.pressure ---- */
 

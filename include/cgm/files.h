@@ -12,6 +12,7 @@
 #ifndef CGM_FILES_H
 #define CGM_FILES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -45,6 +46,12 @@ struct cgm_file {
 	/* What it is, in a few words (cgmctl help files, the README). */
 	const char *help;
 };
+
+/* Is memory.stat key @i one of memory.numa_stat's (anon per node)? */
+static inline bool cgm_stat_is_numa(int i)
+{
+	return i >= CGM_STAT_NUMA_ANON0 && i < CGM_STAT_NUMA_ANON0 + CGM_MAX_NODES;
+}
 
 extern const struct cgm_file cgm_files[];
 extern const size_t cgm_nfiles;

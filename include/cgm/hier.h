@@ -30,7 +30,7 @@
 #include "cgm/size_class.h"
 
 #define CGM_HIER_MAGIC		0x3152454948474d43ULL	/* "CGMHIER1" */
-#define CGM_HIER_VERSION	12
+#define CGM_HIER_VERSION	13
 #define CGM_NONE		UINT32_MAX
 #define CGM_ROOT		0
 #define CGM_NAME_MAX		64		/* a path component, NUL included */
@@ -50,6 +50,9 @@ enum cgm_event {
 	CGM_EV_OOM_GROUP_KILL,
 	CGM_NR_EVENTS
 };
+
+/* NUMA nodes whose anon memory.numa_stat shows (nodes past it count in the last). */
+#define CGM_MAX_NODES		8
 
 /* Size histogram: bucket b counts blocks of (2^(b+2), 2^(b+3)] bytes. */
 #define CGM_HIST_BUCKETS	30
@@ -71,6 +74,7 @@ enum cgm_event {
  *			the kernel charges to the memcg as zswap
  *	zswapped	bytes of the pages spilled into it
  *	swap		bytes of them written back to its backing file
+ *	numa_anon	anon, per NUMA node (memory.numa_stat)
  * heap_live is the live heap bytes of the group's processes: allocations
  * less frees as they are flushed, plus what a forked child inherits, less
  * what a leaving process still held; it moves with a process that moves.
@@ -83,7 +87,9 @@ enum cgm_stat {
 	CGM_STAT_ZSWAP,
 	CGM_STAT_ZSWAPPED,
 	CGM_STAT_SWAP_BYTES,	/* "swap": bytes written back to the backing file */
-	CGM_NR_SAMPLED,
+	/* anon per NUMA node (memory.numa_stat, not memory.stat) */
+	CGM_STAT_NUMA_ANON0,
+	CGM_NR_SAMPLED = CGM_STAT_NUMA_ANON0 + CGM_MAX_NODES,
 	CGM_STAT_HEAP_LIVE = CGM_NR_SAMPLED,
 	CGM_STAT_ALLOCS,
 	CGM_STAT_FREES,

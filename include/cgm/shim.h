@@ -7,8 +7,10 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "cgm/config.h"
+#include "cgm/hier.h"
 
 /* The effective configuration, valid once the constructor has run. */
 extern struct cgm_config cgm_conf;
@@ -54,6 +56,9 @@ void *cgm_memalign(size_t align, size_t n);
 
 /* The C++ runtime's std::__throw_bad_alloc, found lazily; NULL if absent. */
 void (*cgm_find_throw_bad_alloc(void))(void);
+
+/* Divide @anon bytes between the NUMA nodes as the process's anonymous pages lie (shim/numa.c). */
+void cgm_numa_split(int64_t anon, int64_t out[CGM_MAX_NODES]);
 
 /* The index of group @group of the process's hierarchy (NULL: its own), or a negative errno. */
 int64_t cgm_group_index(const char *group);

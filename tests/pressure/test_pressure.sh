@@ -41,6 +41,25 @@ echo "$TEST_NAME: throttled group: $seen"
 finish
 CHECKS=$((CHECKS + 6))
 
+# memory.numa_stat: anon per online node, adding up to memory.stat's anon.
+start "group=/quiet" /usr/bin/python3 -c '
+import sys, time
+a = bytearray(48 << 20)
+print("ready", file=sys.stderr, flush=True)
+time.sleep(5)'
+reach ready
+nodes=$(awk -F'[-,]' '{ print $NF + 1 }' /sys/devices/system/node/online 2>/dev/null || echo 1)
+"$CGMCTL" --hierarchy "$H" cat /quiet memory.numa_stat >"$T/numa"
+anon=$(value /quiet memory.stat anon)
+sum=$(awk '$1 == "anon" { for (i = 2; i <= NF; i++) { split($i, kv, "="); s += kv[2] } print s }' "$T/numa")
+[ "$(awk '$1 == "anon" { print NF - 1 }' "$T/numa")" = "$nodes" ] || fail "memory.numa_stat for $nodes nodes: $(cat "$T/numa")"
+[ "$anon" -ge $((40 * MIB)) ] && within_ratio "$sum" "$anon" 90 110 ||
+	fail "memory.numa_stat adds up to $sum, memory.stat anon is $anon"
+echo "$TEST_NAME: $(cat "$T/numa") (anon $anon)"
+kill "$BG"
+finish
+CHECKS=$((CHECKS + 2))
+
 # The C API: an eventfd per trigger, a watcher thread only while armed.
 pre "group=/p/w" "$PSI_PROG" /quiet >"$T/out" 2>"$T/err" || fail "psi_prog: $(grep FAIL "$T/err")"
 grep -qx "psi_prog: done" "$T/err" || fail "psi_prog did not finish: $(tail -3 "$T/err")"

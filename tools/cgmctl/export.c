@@ -90,6 +90,7 @@ static const struct {
 	[CGM_STAT_ZSWAPPED] = { "gauge", "_bytes", "bytes of the pages spilled into the pool" },
 	[CGM_STAT_SWAP_BYTES] = { "gauge", "_bytes",
 				  "bytes of spilled pages written back to the backing file" },
+	[CGM_STAT_NUMA_ANON0 ... CGM_STAT_NUMA_ANON0 + CGM_MAX_NODES - 1] = { NULL, NULL, NULL },
 	[CGM_STAT_HEAP_LIVE] = { "gauge", "_bytes", "bytes allocated and not yet freed" },
 	[CGM_STAT_ALLOCS] = { "counter", "_total", "allocations" },
 	[CGM_STAT_FREES] = { "counter", "_total", "frees" },
@@ -169,6 +170,9 @@ static size_t families(struct family **out)
 
 		if (files[i].src == FROM_STAT) {
 			for (int k = 0; k < CGM_NR_STATS; k++) {
+				/* memory.numa_stat's keys are not memory.stat's. */
+				if (cgm_stat_is_numa(k))
+					continue;
 				fam[n].file = i;
 				stat_family(k, &fam[n++]);
 			}
