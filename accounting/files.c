@@ -19,7 +19,7 @@
 #include "cgm/size.h"
 
 static const char *const event_names[CGM_NR_EVENTS] = {
-	"low", "high", "max", "oom", "oom_kill", "oom_group_kill",
+	"low", "high", "max", "oom", "oom_kill", "oom_group_kill", "sock_throttled",
 };
 
 const char *cgm_stat_name(int i, char *buf, size_t len)
@@ -69,6 +69,32 @@ static int show_usage(const struct cgm_file *f, struct cgm_hier *h, uint32_t gro
 
 	OUT("%" PRIu64 "\n", page_counter_bytes(__atomic_load_n(pages, __ATOMIC_RELAXED)));
 	return n;
+}
+
+/* memory.peak takes any text, as the kernel's (6.12) does. */
+static int parse_any(const char *v, uint64_t *out, char *why, size_t whylen)
+{
+	(void)v;
+	(void)why;
+	(void)whylen;
+	*out = 0;
+	return 0;
+}
+
+/*
+ * A write to memory.peak starts it again from the usage now.  The
+ * kernel's resets the peak seen through that open file only; cgmalloc
+ * keeps one peak per group, which every reader then sees reset.
+ */
+static int write_peak(const struct cgm_file *f, struct cgm_hier *h, uint32_t group,
+		      uint64_t v, char *why, size_t whylen)
+{
+	(void)f;
+	(void)v;
+	(void)why;
+	(void)whylen;
+	page_counter_reset_watermark(&hier_group(h, group)->memory);
+	return 0;
 }
 
 /* The counter field of limit @which. */
@@ -714,7 +740,8 @@ const struct cgm_file cgm_files[] = {
 	{ .name = "memory.current", .flags = CGM_FILE_FLUSH, .show = show_usage,
 	  .help = "bytes charged to the group and its descendants" },
 	{ .name = "memory.peak", .flags = CGM_FILE_FLUSH, .private = 1, .show = show_usage,
-	  .help = "the highest memory.current seen" },
+	  .parse = parse_any, .write = write_peak,
+	  .help = "the highest memory.current seen; a write starts it again from the usage now" },
 	{ .name = "memory.max", .flags = CGM_FILE_NOT_ON_ROOT, .private = CGM_LIMIT_MAX,
 	  .show = show_limit, .parse = parse_limit, .write = write_limit,
 	  .help = "hard limit: at it, reclaim, then fail the allocation or OOM-kill" },
@@ -755,7 +782,7 @@ const struct cgm_file cgm_files[] = {
 	  .help = "time the subtree's threads stalled on memory (reclaim, throttling, refaults), "
 		  "PSI format: some/full avg10 avg60 avg300 total (us)" },
 	{ .name = "memory.events", .show = show_events,
-	  .help = "low/high/max/oom/oom_kill/oom_group_kill counts, descendants included" },
+	  .help = "low/high/max/oom/oom_kill/oom_group_kill/sock_throttled counts, descendants included" },
 	{ .name = "memory.events.local", .private = 1, .show = show_events,
 	  .help = "the same events, of the group itself" },
 	{ .name = "memory.oom.group", .flags = CGM_FILE_NOT_ON_ROOT, .show = show_oom_group,

@@ -69,7 +69,7 @@ out_is max
 ok ctl cat /a/b memory.stat
 [ -n "$(field anon)" ] && [ -n "$(field allocs)" ] || fail "memory.stat has no anon/allocs"
 ok ctl cat /a memory.events
-[ "$(cut -d' ' -f1 "$T/out" | tr '\n' ' ')" = "low high max oom oom_kill oom_group_kill " ] ||
+[ "$(cut -d' ' -f1 "$T/out" | tr '\n' ' ')" = "low high max oom oom_kill oom_group_kill sock_throttled " ] ||
 	fail "memory.events keys: $(cut -d' ' -f1 "$T/out" | tr '\n' ' ')"
 for f in memory.peak memory.high memory.low memory.min memory.stat.local \
 	memory.events.local memory.oom.group cgroup.procs; do

@@ -30,7 +30,7 @@
 #include "cgm/size_class.h"
 
 #define CGM_HIER_MAGIC		0x3152454948474d43ULL	/* "CGMHIER1" */
-#define CGM_HIER_VERSION	13
+#define CGM_HIER_VERSION	14
 #define CGM_NONE		UINT32_MAX
 #define CGM_ROOT		0
 #define CGM_NAME_MAX		64		/* a path component, NUL included */
@@ -48,6 +48,7 @@ enum cgm_event {
 	CGM_EV_OOM,
 	CGM_EV_OOM_KILL,
 	CGM_EV_OOM_GROUP_KILL,
+	CGM_EV_SOCK_THROTTLED,	/* the kernel's: socket memory, which cgmalloc does not charge (0) */
 	CGM_NR_EVENTS
 };
 

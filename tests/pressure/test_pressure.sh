@@ -41,6 +41,16 @@ echo "$TEST_NAME: throttled group: $seen"
 finish
 CHECKS=$((CHECKS + 6))
 
+# memory.peak: a write starts it again from the usage now (6.12's reset);
+# memory.events has the kernel's keys, sock_throttled included.
+peak=$(value /p/w memory.peak)
+[ "$peak" -ge $((8 * MIB)) ] || fail "memory.peak of the throttled group: $peak"
+ok "$CGMCTL" --hierarchy "$H" set /p/w memory.peak reset
+[ "$(value /p/w memory.peak)" -le "$(value /p/w memory.current)" ] ||
+	fail "memory.peak after a write: $(value /p/w memory.peak), usage $(value /p/w memory.current)"
+[ "$(value /p/w memory.events sock_throttled)" = 0 ] || fail "memory.events: $(value /p/w memory.events)"
+CHECKS=$((CHECKS + 3))
+
 # memory.numa_stat: anon per online node, adding up to memory.stat's anon.
 start "group=/quiet" /usr/bin/python3 -c '
 import sys, time
