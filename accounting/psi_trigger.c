@@ -58,6 +58,8 @@ bool psi_trigger_poll(struct cgm_hier *h, uint32_t group, struct psi_trigger *t,
 	struct cgm_psi_view v;
 	int64_t total, base = -1;
 
+	/* A process killed in a stall would go on stalling the group until its slot is freed. */
+	acct_reclaim_dead(h);
 	psi_totals_now(h, group, now, &v);
 	total = v.total[t->kind];
 	/* The oldest sample within the window is the base of the growth. */

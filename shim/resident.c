@@ -247,7 +247,7 @@ void cgm_reclaim_self(bool force)
 	 * asked of this process, is spilled, coldest first.
 	 */
 	if (cgm_spill_on())
-		spilled = cgm_spill_over_limit(acct_reclaim_take(&cgm_acct), &looked);
+		spilled = cgm_spill_over_limit(acct_reclaim_take(&cgm_acct), &looked, force);
 	if (static_branch_unlikely(&cgm_vmpressure_key))
 		vmpressure_reclaimed(free_before, spilled, looked);
 }

@@ -43,8 +43,12 @@ DEFINE_STATIC_KEY_FALSE(cgm_spill_key);
 #define PAGE		4096UL
 /* Pages looked at per mincore and spill_out call: one uffd registration each. */
 #define CHUNK_PAGES	512
-/* Absent pages a run of resident ones may bridge (a failed move costs less than a registration). */
-#define GAP_PAGES	8
+/*
+ * Pages a run of spillable ones may bridge: none.  A bridged page would be
+ * registered while missing (a fresh page would then fault through the
+ * handler) or spilled although written (its second chance lost).
+ */
+#define GAP_PAGES	0
 #define MAX_SPANS	4096
 /* Most pages out at once: the engine's table is 24 bytes per slot, two slots per page. */
 #define MAX_SPILLED	(1u << 18)
@@ -59,6 +63,9 @@ static struct cgm_region_span *spans;	/* mmap'd: no malloc inside malloc */
 static uintptr_t hand;			/* the clock hand */
 static uint64_t pgscan;
 static uint64_t second_chances;	/* resident pages left because they were written */
+/* When a lap last spilled nothing (every page written since the one before). */
+static int64_t last_empty_lap_ns;
+#define EMPTY_LAP_NS	(20 * 1000000LL)
 static int64_t last_verbose_ns;
 static CGM_TLS bool fork_held;
 
@@ -93,7 +100,7 @@ static void spill_idle(void)
 		pending = asked;	/* new: give the program's threads a tick */
 		return;
 	}
-	cgm_spill_over_limit(acct_reclaim_take(&cgm_acct), NULL);
+	cgm_spill_over_limit(acct_reclaim_take(&cgm_acct), NULL, true);
 	__atomic_store_n(&p->reclaim_done, asked, __ATOMIC_RELEASE);
 }
 
@@ -364,13 +371,21 @@ static int64_t spill_lap(int64_t want, uint64_t *scanned)
 	return got;
 }
 
-int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked)
+int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked, bool thorough)
 {
 	sigset_t all, old;
 	uint64_t scanned = 0;
 	int64_t got = 0, start;
 
 	if (!allowed || want <= 0)
+		return 0;
+	/*
+	 * A lap that found every page written a moment ago is not tried again
+	 * within the next 20 ms by pressure alone: the pages need time to
+	 * show which stay unwritten, and meanwhile the charge is throttled.
+	 */
+	if (!thorough && cgm_now_ns() - __atomic_load_n(&last_empty_lap_ns, __ATOMIC_RELAXED) <
+			 EMPTY_LAP_NS)
 		return 0;
 	/*
 	 * Signals are blocked while pages are in transit: a handler that
@@ -392,10 +407,20 @@ int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked)
 			spill_set_hot_distance(engine, (size_t)(__atomic_load_n(&p->sampled[CGM_STAT_ANON],
 									   __ATOMIC_RELAXED) / (int64_t)PAGE));
 		got = spill_lap(want, &scanned);
-		/* A whole lap of second chances: the next one takes what was not written since. */
-		if (got < want)
+		/*
+		 * A whole lap of second chances: go round again and take what
+		 * was not written since -- pages of regions met for the first
+		 * time, never protected yet, included -- as the kernel's reclaim
+		 * deactivates its active pages and takes them on the next pass
+		 * when the inactive ones do not suffice.  An explicit reclaim
+		 * always does; pressure does when the first lap got nothing or
+		 * the group is still far over (a quarter of the want left).
+		 */
+		if (got < want && (thorough || !got || want - got > want / 4))
 			got += spill_lap(want - got, &scanned);
 		__atomic_add_fetch(&pgscan, scanned, __ATOMIC_RELAXED);
+		if (!got)
+			__atomic_store_n(&last_empty_lap_ns, cgm_now_ns(), __ATOMIC_RELAXED);
 		cgm_spill_publish();
 	}
 	pthread_mutex_unlock(&spill_lock);
@@ -419,7 +444,7 @@ int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked)
  * at most, until the group is under or nothing more goes.  Returns the
  * pages spilled.
  */
-int64_t cgm_spill_over_limit(int64_t want, uint64_t *looked)
+int64_t cgm_spill_over_limit(int64_t want, uint64_t *looked, bool thorough)
 {
 	int64_t got, total = 0;
 
@@ -429,7 +454,7 @@ int64_t cgm_spill_over_limit(int64_t want, uint64_t *looked)
 		/* The pool takes about a third of what it is given back: ask half as much again. */
 		if (excess > 0 && excess + excess / 2 + cgm_acct.batch_pages > want)
 			want = excess + excess / 2 + cgm_acct.batch_pages;
-		if (want <= 0 || (got = cgm_spill_reclaim(want, looked)) <= 0)
+		if (want <= 0 || (got = cgm_spill_reclaim(want, looked, thorough)) <= 0)
 			break;
 		total += got;
 		cgm_resident_sample();

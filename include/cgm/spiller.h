@@ -30,19 +30,21 @@ void cgm_spill_init(void);
 bool cgm_spill_on(void);
 
 /*
- * Spill up to @want pages, the coldest first (a clock over the regions;
- * pages that refaulted soon after leaving are skipped).  Returns the
- * pages spilled, and adds the resident pages it looked at to *@looked
- * (may be NULL).  Another thread spilling meanwhile: 0 at once.
+ * Spill up to @want pages, the coldest first (a clock over the regions:
+ * pages written since it last passed, and pages that refaulted soon after
+ * leaving, are skipped).  With @thorough (an explicit reclaim) a second
+ * lap takes what the first gave a second chance.  Returns the pages
+ * spilled, and adds the resident pages it looked at to *@looked (may be
+ * NULL).  Another thread spilling meanwhile: 0 at once.
  */
-int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked);
+int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked, bool thorough);
 
 /*
  * Spill @want pages, or what is over the group's limit if more, in rounds
  * until the group is under (the pool's growth counted).  Returns the pages
  * spilled.
  */
-int64_t cgm_spill_over_limit(int64_t want, uint64_t *looked);
+int64_t cgm_spill_over_limit(int64_t want, uint64_t *looked, bool thorough);
 
 /* The program discards [addr, addr + len) (munmap, MADV_DONTNEED, ...): spilled pages there go. */
 void cgm_spill_discard(const void *addr, size_t len);

@@ -51,6 +51,24 @@ ok "$CGMCTL" --hierarchy "$H" set /p/w memory.peak reset
 [ "$(value /p/w memory.events sock_throttled)" = 0 ] || fail "memory.events: $(value /p/w memory.events)"
 CHECKS=$((CHECKS + 3))
 
+# A process killed in a throttle sleep stalls its group no longer.
+ok "$CGMCTL" --hierarchy "$H" mkdir /p/k
+ok "$CGMCTL" --hierarchy "$H" set /p/k memory.high 16M
+start "group=/p/k" /usr/bin/python3 -c '
+a = []
+while True:
+    a.append(bytes(100000))
+    if len(a) > 300: a = a[150:]'
+sleep 1
+kill -9 "$BG"
+finish 2>/dev/null
+t1=$(value /p/k memory.pressure | awk '$1 == "some" { sub("total=", "", $5); print $5 }')
+sleep 1
+t2=$(value /p/k memory.pressure | awk '$1 == "some" { sub("total=", "", $5); print $5 }')
+[ "$t1" -gt 0 ] || fail "the throttled python3 left no stall time: $t1"
+[ $((t2 - t1)) -lt 100000 ] || fail "a killed process still stalls its group: some total $t1 -> $t2 us in 1 s"
+CHECKS=$((CHECKS + 2))
+
 # memory.numa_stat: anon per online node, adding up to memory.stat's anon.
 start "group=/quiet" /usr/bin/python3 -c '
 import sys, time
