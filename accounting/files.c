@@ -323,19 +323,17 @@ static int write_procs(const struct cgm_file *f, struct cgm_hier *h, uint32_t gr
  */
 static int parse_reclaim(const char *v, uint64_t *out, char *why, size_t whylen)
 {
-	char size[64];
-	const char *sp = strchr(v, ' ');
-	size_t l = sp ? (size_t)(sp - v) : strlen(v);
+	const char *size = cgm_skip_spaces(v), *sp;
 
-	if (l == 0 || l >= sizeof(size))
+	/* The size is one memparse() at the start, as memory_reclaim() reads it. */
+	*out = cgm_memparse(size, &sp);
+	if (sp == size)
 		goto bad;
-	memcpy(size, v, l);
-	size[l] = '\0';
-	if (cgm_parse_size(size, out) != 0 || *out == UINT64_MAX)
-		goto bad;
-	while (sp && *sp == ' ')
-		sp++;
-	if (sp && *sp) {
+	/* Saturated: CGM_SIZE_MAX is "max" to page_counter_pages(), not a count. */
+	if (*out == CGM_SIZE_MAX)
+		*out = CGM_SIZE_MAX - 1;
+	sp = cgm_skip_spaces(sp);
+	if (*sp) {
 		char *end;
 		unsigned long sw;
 
@@ -778,7 +776,7 @@ const struct cgm_file cgm_files[] = {
 	  .help = "statistics of the group's own processes" },
 	{ .name = "memory.numa_stat", .flags = CGM_FILE_FLUSH, .show = show_numa_stat,
 	  .help = "anon per NUMA node (N0=bytes ...), of the group and its descendants" },
-	{ .name = "memory.pressure", .show = show_pressure,
+	{ .name = "memory.pressure", .flags = CGM_FILE_FLUSH, .show = show_pressure,
 	  .help = "time the subtree's threads stalled on memory (reclaim, throttling, refaults), "
 		  "PSI format: some/full avg10 avg60 avg300 total (us)" },
 	{ .name = "memory.events", .show = show_events,

@@ -92,14 +92,47 @@ bad 2 "bad group path" ctl cat a memory.max
 ok ctl set /a memory.max 100M
 ok ctl cat /a memory.max
 out_is 104857600
-for v in abc -5 12Q "" "1M 2M" 18446744073709551615 99999999999T; do
+# Sizes are read as the kernel's memory.max reads them (strstrip(), then
+# "max" or memparse() to the end); refused where it refuses them, and ""
+# and a bare suffix, which it would read as 0.
+nl='
+'
+tab=$(printf '\t')
+for v in abc -5 -1 +5 12Q "" " " "$nl" M k "1M 2M" "1 G" 1Gx 1MB 1KK 1e5 1.5G 0x 0xg 08 0128 \
+	MAX max1 "m ax"; do
 	bad 1 "set: /a memory.max: bad value" ctl set /a memory.max "$v"
 done
 ok ctl cat /a memory.max
 out_is 104857600
+# VALUE:READ-BACK, in whole pages; past 2^63 bytes (and past 64 bits) it is max.
+for vw in 0x100000:1048576 0X100000:1048576 " 1G :1073741824" "${tab}2M$nl:2097152" \
+	1g:1073741824 2048k:2097152 1t:1099511627776 1P:1125899906842624 \
+	1e:1152921504606846976 7E:8070450532247928832 010000:4096 0x1eK:28672 \
+	0x1G:1073741824 "max$nl:max" " max :max" 8E:max 16E:max 99999999999T:max \
+	18446744073709551615:max 99999999999999999999:max 0xffffffffffffffffff:max; do
+	ok ctl set /a memory.max 100M
+	ok ctl set /a memory.max "${vw%:*}"
+	ok ctl cat /a memory.max
+	[ "$(cat "$T/out")" = "${vw##*:}" ] ||
+		fail "set memory.max '${vw%:*}': reads $(cat "$T/out"), expected ${vw##*:}"
+done
 ok ctl set /a memory.max max
 ok ctl cat /a memory.max
 out_is max
+# memory.reclaim: the size is memparse() at the start, then swappiness=N.
+# A group with no process gives nothing back, so the EAGAIN says what was
+# asked; a number past 64 bits asks for all there is.
+for v in "" " " max M -1 +1 "1 G" 1Gx "1G x" "1G swappiness=201" "1G swappiness=" 0x 08 abc; do
+	bad 1 "set: /a memory.reclaim: bad value" ctl set /a memory.reclaim "$v"
+done
+ok ctl set /a memory.reclaim 0
+for vw in 1G:1073741824 " 0x100000 :1048576" 010000:4096 1e:1152921504606846976 \
+	"1G swappiness=10:1073741824" "1G${tab}swappiness=0:1073741824" \
+	"1Gswappiness=200:1073741824" "4K$nl:4096" 16E:18446744073709551614 \
+	99999999999999999999:18446744073709551614; do
+	bad 1 "set: /a memory.reclaim: reclaimed 0 of the ${vw##*:} asked" \
+		ctl set /a memory.reclaim "${vw%:*}"
+done
 ok ctl set /a/b memory.high 1G
 ok ctl cat /a/b memory.high
 out_is 1073741824

@@ -5,6 +5,7 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,7 +144,7 @@ START_TEST(test_each_error_is_one_line_and_keeps_default)
 	static const char *const bad[] = {
 		"nosuchkey=1", "verbose=2", "charge_batch=0", "charge_batch=65537",
 		"charge_batch=12x", "charge_batch=", "max=", "max=12Q", "max=-1",
-		"max=99999999999999999999", "max=17179869184G", "oom=maybe",
+		"max=08", "high=1Gx", "max=1 G", "oom=maybe",
 		"stats", "group", "=5", "static_keys=sometimes",
 	};
 	struct cgm_config c, d;
@@ -175,28 +176,141 @@ START_TEST(test_errors_do_not_stop_later_items)
 }
 END_TEST
 
+/*
+ * Sizes as the kernel's memory.max takes them: strstrip(), then "max" or
+ * one memparse() to the end.  V is what cgm_parse_size() gives, or the
+ * error; MAXED marks a number past 64 bits, saturated to "max" where the
+ * kernel's would wrap around.
+ */
+#define MAXED CGM_SIZE_MAX
+static const struct size_case { const char *s; int err; uint64_t v; } size_cases[] = {
+	/* decimal, and each suffix in both cases (powers of 1024) */
+	{ "0", 0, 0 }, { "1", 0, 1 }, { "4096", 0, 4096 },
+	{ "1k", 0, 1ULL << 10 }, { "1K", 0, 1ULL << 10 },
+	{ "3m", 0, 3ULL << 20 }, { "3M", 0, 3ULL << 20 },
+	{ "2g", 0, 2ULL << 30 }, { "2G", 0, 2ULL << 30 },
+	{ "5t", 0, 5ULL << 40 }, { "5T", 0, 5ULL << 40 },
+	{ "6p", 0, 6ULL << 50 }, { "6P", 0, 6ULL << 50 },
+	{ "1e", 0, 1ULL << 60 }, { "1E", 0, 1ULL << 60 }, { "15E", 0, 15ULL << 60 },
+	{ "9223372036854775807", 0, INT64_MAX },
+	{ "9223372036854775808", 0, 1ULL << 63 }, { "8E", 0, 1ULL << 63 },
+	{ "18446744073709551614", 0, UINT64_MAX - 1 },
+	{ "16777215T", 0, 16777215ULL << 40 },
+	/* hexadecimal after 0x or 0X; 'e' there is a digit, not exbi */
+	{ "0x100000", 0, 1ULL << 20 }, { "0X100000", 0, 1ULL << 20 },
+	{ "0xaBcD", 0, 0xabcd }, { "0x1G", 0, 1ULL << 30 }, { "0x1e", 0, 0x1e },
+	{ "0x1E", 0, 0x1e }, { "0x0", 0, 0 },
+	/* octal after a leading 0 */
+	{ "010", 0, 8 }, { "00", 0, 0 }, { "0777", 0, 0777 }, { "07k", 0, 7ULL << 10 },
+	{ "0100M", 0, 64ULL << 20 },
+	/* past 64 bits: saturated, in every base and by a suffix */
+	{ "18446744073709551615", 0, MAXED }, { "18446744073709551616", 0, MAXED },
+	{ "99999999999999999999", 0, MAXED }, { "99999999999T", 0, MAXED },
+	{ "16777216T", 0, MAXED }, { "16E", 0, MAXED }, { "17179869184G", 0, MAXED },
+	{ "0xffffffffffffffff", 0, MAXED }, { "0xffffffffffffffffff", 0, MAXED },
+	{ "01777777777777777777777", 0, MAXED }, { "02000000000000000000000", 0, MAXED },
+	/* blanks around it are stripped, as strstrip() does; 0xa0 is one to the kernel */
+	{ " 1G ", 0, 1ULL << 30 }, { "\t1G\n", 0, 1ULL << 30 }, { "1G\n", 0, 1ULL << 30 },
+	{ "\v\f\r4k", 0, 4096 }, { "\xa0" "1M\xa0", 0, 1ULL << 20 },
+	/* "max", exactly, once stripped */
+	{ "max", 0, CGM_SIZE_MAX }, { "max\n", 0, CGM_SIZE_MAX }, { " max ", 0, CGM_SIZE_MAX },
+	{ "\tmax\r\n", 0, CGM_SIZE_MAX },
+	{ "MAX", -EINVAL, 0 }, { "Max", -EINVAL, 0 }, { "max1", -EINVAL, 0 },
+	{ "maxM", -EINVAL, 0 }, { "m ax", -EINVAL, 0 }, { "max max", -EINVAL, 0 },
+	/* empty: the kernel's reads 0, ours refuses */
+	{ "", -EINVAL, 0 }, { " ", -EINVAL, 0 }, { "\n", -EINVAL, 0 }, { "\t \n", -EINVAL, 0 },
+	/* a suffix without a number: the kernel's reads 0, ours refuses */
+	{ "M", -EINVAL, 0 }, { "k", -EINVAL, 0 }, { "E", -EINVAL, 0 },
+	/* anything after the one suffix */
+	{ "1Gx", -EINVAL, 0 }, { "1MB", -EINVAL, 0 }, { "1KK", -EINVAL, 0 },
+	{ "1e5", -EINVAL, 0 }, { "1.5G", -EINVAL, 0 }, { "12Q", -EINVAL, 0 },
+	/* blanks inside */
+	{ "1 G", -EINVAL, 0 }, { "1 2", -EINVAL, 0 }, { "0x1 G", -EINVAL, 0 },
+	{ "1M 2M", -EINVAL, 0 },
+	/* no sign: simple_strtoull() reads none, so nothing is read */
+	{ "-1", -EINVAL, 0 }, { "-5", -EINVAL, 0 }, { "+5", -EINVAL, 0 },
+	/* a prefix with no digit, or a digit not of the base */
+	{ "0x", -EINVAL, 0 }, { "0xg", -EINVAL, 0 }, { "0x ", -EINVAL, 0 },
+	{ "08", -EINVAL, 0 }, { "09", -EINVAL, 0 }, { "0128", -EINVAL, 0 },
+	{ "0b101", -EINVAL, 0 }, { "abc", -EINVAL, 0 },
+};
+
 START_TEST(test_sizes)
 {
-	struct { const char *s; int err; uint64_t v; } cases[] = {
-		{ "0", 0, 0 }, { "1", 0, 1 }, { "4096", 0, 4096 }, { "1k", 0, 1024 },
-		{ "1K", 0, 1024 }, { "3M", 0, 3 << 20 }, { "2G", 0, 2ULL << 30 },
-		{ "1T", 0, 1ULL << 40 }, { "max", 0, CGM_SIZE_MAX },
-		{ "16777215T", 0, 16777215ULL << 40 },
-		{ "16777216T", -ERANGE, 0 }, { "18446744073709551615", -ERANGE, 0 },
-		{ "18446744073709551616", -ERANGE, 0 }, { "", -EINVAL, 0 },
-		{ "M", -EINVAL, 0 }, { "1MB", -EINVAL, 0 }, { " 1", -EINVAL, 0 },
-		{ "MAX", -EINVAL, 0 }, { "1.5G", -EINVAL, 0 }, { "-5", -EINVAL, 0 },
+	for (size_t i = 0; i < sizeof(size_cases) / sizeof(size_cases[0]); i++) {
+		const struct size_case *c = &size_cases[i];
+		uint64_t v = 12345;
+		int err = cgm_parse_size(c->s, &v);
+
+		ck_assert_msg(err == c->err, "'%s': %d, expected %d", c->s, err, c->err);
+		if (!err)
+			ck_assert_msg(v == c->v, "'%s': %" PRIu64 ", expected %" PRIu64,
+				      c->s, v, c->v);
+		else
+			ck_assert_msg(v == 12345, "'%s' refused, but changed the value", c->s);
+	}
+}
+END_TEST
+
+/* CGMALLOC_CONF's max= and high= take a size with the same parser. */
+START_TEST(test_conf_sizes_are_memory_max_sizes)
+{
+	struct cgm_config c;
+	char text[64];
+
+	for (size_t i = 0; i < sizeof(size_cases) / sizeof(size_cases[0]); i++) {
+		const struct size_case *k = &size_cases[i];
+
+		for (int high = 0; high < 2; high++) {
+			uint64_t *field = high ? &c.high : &c.max;
+
+			cgm_conf_defaults(&c);
+			*field = 12345;
+			snprintf(text, sizeof(text), "%s=%s", high ? "high" : "max", k->s);
+			ck_assert_msg(cgm_conf_parse(&c, text, true) == (k->err ? 1 : 0), "%s", text);
+			ck_assert_msg(*field == (k->err ? 12345 : k->v), "%s: %" PRIu64, text, *field);
+		}
+	}
+}
+END_TEST
+
+/* cgm_memparse() reads a number and a suffix and says where it stopped. */
+START_TEST(test_memparse_end)
+{
+	static const struct { const char *s; uint64_t v; size_t used; } cases[] = {
+		{ "1G swappiness=5", 1ULL << 30, 2 }, { "1Gx", 1ULL << 30, 2 },
+		{ "1KM", 1024, 2 }, { "1e5", 1ULL << 60, 2 }, { "0x1e5", 0x1e5, 5 },
+		{ "0x", 0, 1 }, { "0xg", 0, 1 }, { "08", 0, 1 }, { "0b1", 0, 1 },
+		{ "16E", UINT64_MAX, 3 }, { "99999999999999999999K", UINT64_MAX, 21 },
+		{ "M", 0, 0 }, { "", 0, 0 }, { " 1", 0, 0 }, { "-1", 0, 0 }, { "+1", 0, 0 },
+		{ "max", 0, 0 },
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		uint64_t v = 12345;
-		int err = cgm_parse_size(cases[i].s, &v);
+		const char *end = NULL;
+		uint64_t v = cgm_memparse(cases[i].s, &end);
 
-		ck_assert_msg(err == cases[i].err, "'%s': %d", cases[i].s, err);
-		if (!err)
-			ck_assert_uint_eq(v, cases[i].v);
-		else
-			ck_assert_uint_eq(v, 12345);
+		ck_assert_msg(v == cases[i].v, "'%s': %" PRIu64, cases[i].s, v);
+		ck_assert_msg(end == cases[i].s + cases[i].used, "'%s': read %td, expected %zu",
+			      cases[i].s, end - cases[i].s, cases[i].used);
+	}
+	ck_assert_str_eq(cgm_skip_spaces(" \t\n\v\f\r\xa0x "), "x ");
+}
+END_TEST
+
+/* What is formatted parses back to the same number. */
+START_TEST(test_format_parses_back)
+{
+	static const uint64_t values[] = {
+		0, 1, 7, 8, 4096, 1ULL << 63, UINT64_MAX - 1, UINT64_MAX,
+	};
+	char buf[32];
+
+	for (size_t i = 0; i < sizeof(values) / sizeof(values[0]); i++) {
+		uint64_t v = 12345;
+
+		ck_assert_int_eq(cgm_parse_size(cgm_format_size(values[i], buf, sizeof(buf)), &v), 0);
+		ck_assert_msg(v == values[i], "%s", buf);
 	}
 }
 END_TEST
@@ -301,6 +415,9 @@ int main(void)
 	tcase_add_test(tc, test_each_error_is_one_line_and_keeps_default);
 	tcase_add_test(tc, test_errors_do_not_stop_later_items);
 	tcase_add_test(tc, test_sizes);
+	tcase_add_test(tc, test_conf_sizes_are_memory_max_sizes);
+	tcase_add_test(tc, test_memparse_end);
+	tcase_add_test(tc, test_format_parses_back);
 	tcase_add_test(tc, test_long_strings_refused);
 	tcase_add_test(tc, test_whole_text_too_long);
 	tcase_add_test(tc, test_whole_text_too_long_keeps_strict);
