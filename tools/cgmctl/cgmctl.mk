@@ -12,6 +12,7 @@ FUSE3_CFLAGS := $(shell pkg-config --cflags fuse3)
 CGMCTL_LIBS := -lcgroup $(shell pkg-config --libs fuse3)
 CFLAGS_tools_cgmctl_mount := $(FUSE3_CFLAGS)
 CFLAGS_tools_cgmctl_mount_fs := $(FUSE3_CFLAGS)
+CFLAGS_tools_cgmctl_mount_poll := $(FUSE3_CFLAGS)
 # Where `make install` puts the library: run looks there last.
 CFLAGS_tools_cgmctl_run := -DCGM_LIBDIR='"$(LIBDIR)"'
 
@@ -56,8 +57,18 @@ check-cgmctl-compare: tests/cgmctl/test_compare.sh tests/cgmctl/lib.sh $(CGMCTL)
 # cgroup.procs, moved and killed through the files), then SIGTERM, SIGINT
 # and a removed hierarchy file each unmount; as root and again as uid
 # 65534.  Skipped where FUSE cannot be used.
-check-cgmctl-mount: tests/cgmctl/test_mount.sh tests/cgmctl/lib.sh $(CGMCTL) $(LIB)
+check-cgmctl-mount: tests/cgmctl/test_mount.sh tests/cgmctl/mount_lib.sh tests/cgmctl/lib.sh \
+		$(CGMCTL) $(LIB)
 	$(RUN) env $(CGMCTL_TEST_ENV) sh tests/cgmctl/test_mount.sh
+
+# poll() on the mount: cgroup.events, memory.events and memory.events.local
+# wake poll, select and epoll when preloaded python3s join a group or go
+# over memory.high, and not otherwise; memory.pressure triggers (one per
+# open file, the kernel's rules) wake under a throttled python3 and not on
+# a quiet group.  Skipped where FUSE cannot be used.
+check-cgmctl-mount-poll: tests/cgmctl/test_mount_poll.sh tests/cgmctl/mount_poll.py \
+		tests/cgmctl/mount_lib.sh tests/cgmctl/lib.sh $(CGMCTL) $(LIB)
+	$(RUN) env $(CGMCTL_TEST_ENV) sh tests/cgmctl/test_mount_poll.sh
 
 # The moving key: a program allocating on two threads is moved twelve times.
 $(T)/move_worker: tests/move_worker.c
@@ -108,12 +119,12 @@ check-asan-cgmctl: $(CGMCTL_ASAN) tests/test_cgmctl.sh tests/cgmctl/lib.sh
 	CGMCTL=$(abspath $(CGMCTL_ASAN)) CGM_LIB=$(abspath $(LIB)) sh tests/test_cgmctl.sh
 
 CHECK_TARGETS += check-cgmctl check-cgmctl-procs check-cgmctl-export check-cgmctl-top \
-	check-cgmctl-compare check-cgmctl-mount \
+	check-cgmctl-compare check-cgmctl-mount check-cgmctl-mount-poll \
 	check-cgmctl-moving check-api
 ASAN_TARGETS += check-asan-cgmctl
 
 .PHONY: check-cgmctl check-cgmctl-procs check-cgmctl-export check-cgmctl-top check-cgmctl-compare \
-	check-cgmctl-mount \
+	check-cgmctl-mount check-cgmctl-mount-poll \
 	check-cgmctl-moving check-api \
 	check-asan-cgmctl \
 	readme-tables readme-tables-update

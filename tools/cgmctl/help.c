@@ -212,8 +212,22 @@ static void print_mount(void)
 	      "(fusermount3 -u DIR), gets SIGTERM, SIGINT or SIGHUP, or finds the hierarchy\n"
 	      "file removed or replaced (it looks every half second); then it unmounts and\n"
 	      "exits 0.  If it is killed, fusermount3 unmounts.  --daemon: it detaches once\n"
-	      "mounted.  Not yet: poll() for changes of memory.events, cgroup.events and\n"
-	      "memory.pressure.\n", stdout);
+	      "mounted.\n"
+	      "\n"
+	      "poll(), select() and epoll wait as on cgroupfs.  An open file polls\n"
+	      "POLLPRI|POLLERR until it is first read; memory.events, memory.events.local and\n"
+	      "cgroup.events do again whenever their text changes (a high or max count,\n"
+	      "populated): read from offset 0 to see the new text, which quiets it.  cgmctl\n"
+	      "looks at the polled files every 100 ms: a wakeup comes up to 100 ms late, and a\n"
+	      "change undone within that time wakes nobody.  A file of a removed group polls\n"
+	      "POLLPRI|POLLERR.\n"
+	      "\n"
+	      "memory.pressure, read-only elsewhere, takes a trigger here (mode 0644),\n"
+	      "\"some|full THRESHOLD_US WINDOW_US\" with the kernel's rules (else EINVAL): one\n"
+	      "per open file (a second write to it: EBUSY), disarmed when the file is closed.\n"
+	      "poll() on that file says POLLPRI once each time the trigger fires (looked at\n"
+	      "every window/10); without a trigger, POLLPRI|POLLERR at once, as the kernel's.\n"
+	      "A read still shows the PSI figures.\n", stdout);
 }
 
 const char *ctl_file_list(char *buf, size_t len)

@@ -8,9 +8,11 @@
  * The mount goes through fusermount3 with auto_unmount: a user who is
  * not root can mount, and if cgmctl is killed, fusermount3 unmounts.
  * The request loop is single-threaded, libfuse's own loop with a poll()
- * timeout so that it looks at the hierarchy file between requests.  A
- * request that waits for processes -- a write to cgroup.procs or
- * memory.reclaim, up to a second -- holds the others back meanwhile.
+ * timeout so that it looks at the hierarchy file between requests, and
+ * at the files being polled and the memory.pressure triggers when they
+ * are due (mount_poll.c).  A request that waits for processes -- a write
+ * to cgroup.procs or memory.reclaim, up to a second -- holds the others,
+ * and the wakeups of pollers, back meanwhile.
  */
 #include <errno.h>
 #include <limits.h>
@@ -20,10 +22,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cgm/clock.h"
 #include "mount.h"
 
-/* How often the loop looks at the hierarchy file, at the least (ms). */
-#define MOUNT_TICK_MS 500
+/* How often the loop looks at the hierarchy file, at the least (ns). */
+#define MOUNT_TICK_NS (500 * 1000000LL)
 
 /* libfuse's messages, as cgmctl's: one line each, after "cgmctl: mount: ". */
 __attribute__((format(printf, 2, 0)))
@@ -51,42 +54,46 @@ static bool hier_gone(const char *path, const struct stat *was)
 	return st.st_dev != was->st_dev || st.st_ino != was->st_ino;
 }
 
-static int64_t now_ms(void)
+/* From @now until @due, in whole milliseconds rounded up: a poll() timeout. */
+static int timeout_ms(int64_t now, int64_t due)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	if (due <= now)
+		return 0;
+	return (int)((due - now + 999999) / 1000000);
 }
 
 /*
- * Serve requests until the session ends (a signal, an unmount) or the
- * hierarchy file at @path, as @was, is gone (*@gone).  A signal that
+ * Serve @m's requests until the session ends (a signal, an unmount) or
+ * the hierarchy file at @path, as @was, is gone (*@gone).  A signal that
  * lands between the exit check and poll() is seen a tick later at most.
  * Returns 0, or a negative errno from reading the requests.
  */
-static int serve(struct fuse_session *se, const char *path, const struct stat *was, bool *gone)
+static int serve(struct mount_fs *m, struct fuse_session *se, const char *path,
+		 const struct stat *was, bool *gone)
 {
 	struct fuse_buf buf = { .mem = NULL };
 	struct pollfd pfd = { .fd = fuse_session_fd(se), .events = POLLIN };
-	int64_t next_tick = now_ms() + MOUNT_TICK_MS;
+	int64_t next_tick = cgm_now_ns() + MOUNT_TICK_NS;
 	int res = 0;
 
 	while (!fuse_session_exited(se)) {
-		int ready = poll(&pfd, 1, MOUNT_TICK_MS);
+		int64_t now = cgm_now_ns(), due = mount_poll_next(m);
+		int ready = poll(&pfd, 1, timeout_ms(now, due < next_tick ? due : next_tick));
 
 		if (ready < 0 && errno != EINTR) {
 			res = -errno;
 			break;
 		}
-		/* Each tick, however busy: where poll notifications will be sent from. */
-		if (now_ms() >= next_tick) {
-			next_tick = now_ms() + MOUNT_TICK_MS;
+		/* What is due, however busy the loop is with requests. */
+		now = cgm_now_ns();
+		if (now >= next_tick) {
+			next_tick = now + MOUNT_TICK_NS;
 			if (hier_gone(path, was)) {
 				*gone = true;
 				break;
 			}
 		}
+		mount_poll_tick(m, now);
 		if (ready <= 0)
 			continue;
 		res = fuse_session_receive_buf(se, &buf);
@@ -97,6 +104,7 @@ static int serve(struct fuse_session *se, const char *path, const struct stat *w
 			break;
 		fuse_session_process_buf(se, &buf);
 	}
+	mount_poll_end(m);
 	free(buf.mem);
 	return res < 0 ? res : 0;
 }
@@ -162,7 +170,7 @@ int cmd_mount(struct ctl *c, int argc, char **argv)
 		ctl_err("mount: %s: cannot detach", dir);
 		goto out;
 	}
-	err = serve(se, path, &hier_st, &gone);
+	err = serve(&m, se, path, &hier_st, &gone);
 	if (err)
 		ctl_err("mount: %s: %s", dir, strerror(-err));
 	else if (gone)

@@ -16,7 +16,9 @@
  * however small its reads, as with a seq_file.  A write is one value,
  * parsed and applied by cgm_file_write() as `cgmctl set` does, on behalf
  * of nobody in the hierarchy (CGM_NONE): whoever can reach the mount can
- * open the hierarchy file anyway.
+ * open the hierarchy file anyway.  memory.pressure, read-only elsewhere,
+ * takes a write here as cgroupfs does: a trigger, armed on the open file
+ * (mount_poll.c), which poll() then reports.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -32,25 +34,6 @@
 /* The longest value a write may carry: a page, as cgroupfs takes. */
 #define MOUNT_WRITE_MAX 4096
 
-/* What a path names: a group's directory, or one of its files. */
-struct node {
-	char group_path[CGM_PATH_MAX];
-	uint32_t group;
-	const struct cgm_file *file;	/* NULL: the directory */
-};
-
-/*
- * An open file or directory: what it names, and (a file) the text the
- * last read at offset 0 rendered.
- */
-struct open_file {
-	struct node n;
-	char *text;
-	size_t cap;			/* of text */
-	size_t len;			/* of what was rendered */
-	bool rendered;
-};
-
 static struct mount_fs *fs(void)
 {
 	return fuse_get_context()->private_data;
@@ -61,10 +44,9 @@ static struct cgm_hier *hier(void)
 	return &fs()->c->h;
 }
 
-/* The index of group @path, or CGM_NONE. */
-static uint32_t lookup(const char *path)
+/* The index of group @path in @h, or CGM_NONE. */
+static uint32_t lookup(struct cgm_hier *h, const char *path)
 {
-	struct cgm_hier *h = hier();
 	uint32_t idx;
 
 	hier_lock(&h->hdr->tree_lock);
@@ -93,7 +75,7 @@ static int resolve(const char *path, struct node *n)
 	dir = dir ? dir : 1;
 	memcpy(n->group_path, path, dir);
 	n->group_path[dir] = '\0';
-	n->group = lookup(n->group_path);
+	n->group = lookup(hier(), n->group_path);
 	if (n->group == CGM_NONE || (n->file && !cgm_file_exists(n->file, n->group)))
 		return -ENOENT;
 	return 0;
@@ -111,6 +93,12 @@ static int resolve_fi(const char *path, const struct fuse_file_info *fi, struct 
 		return resolve(path, n);
 	*n = open_file(fi)->n;
 	return 0;
+}
+
+/* Does @f take writes: a value, or (memory.pressure) a trigger? */
+static bool writable(const struct cgm_file *f)
+{
+	return f->write || mount_watch_kind(f) == MOUNT_WATCH_TRIGGER;
 }
 
 static int fs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
@@ -135,15 +123,20 @@ static int fs_getattr(const char *path, struct stat *st, struct fuse_file_info *
 	 * is 0, as in cgroupfs; reads bypass the page cache (fs_open), so
 	 * they reach fs_read() whatever it says.
 	 */
-	st->st_mode = S_IFREG | (n.file->show ? 0444 : 0) | (n.file->write ? 0200 : 0);
+	st->st_mode = S_IFREG | (n.file->show ? 0444 : 0) | (writable(n.file) ? 0200 : 0);
 	st->st_nlink = 1;
 	return 0;
+}
+
+int mount_still_there(struct cgm_hier *h, const struct node *n)
+{
+	return lookup(h, n->group_path) == n->group ? 0 : -ENODEV;
 }
 
 /* An open file's or directory's group is still there (else ENODEV, as cgroupfs says). */
 static int still_there(const struct open_file *of)
 {
-	return lookup(of->n.group_path) == of->n.group ? 0 : -ENODEV;
+	return mount_still_there(hier(), &of->n);
 }
 
 /* Open @path, a file (@dir false) or a directory, into @fi. */
@@ -161,6 +154,7 @@ static int open_node(const char *path, struct fuse_file_info *fi, bool dir)
 	if (!of)
 		return -ENOMEM;
 	of->n = n;
+	of->w.kind = mount_watch_kind(n.file);
 	fi->fh = (uintptr_t)of;
 	return 0;
 }
@@ -268,7 +262,7 @@ static int fs_open(const char *path, struct fuse_file_info *fi)
 		return err;
 	f = open_file(fi)->n.file;
 	/* As kernfs: opening a file for what it cannot do is refused, even to root. */
-	if ((acc != O_WRONLY && !f->show) || (acc != O_RDONLY && !f->write)) {
+	if ((acc != O_WRONLY && !f->show) || (acc != O_RDONLY && !writable(f))) {
 		free(open_file(fi));
 		return -EACCES;
 	}
@@ -294,6 +288,7 @@ static int fs_read(const char *path, char *buf, size_t size, off_t off,
 			return n == -ENOENT ? -ENODEV : n;
 		of->len = (size_t)n;
 		of->rendered = true;
+		mount_poll_read(of);
 	}
 	if ((uint64_t)off >= of->len)
 		return 0;
@@ -318,9 +313,15 @@ static int fs_write(const char *path, const char *data, size_t size, off_t off,
 	memcpy(value, data, size);
 	value[size] = '\0';
 	err = still_there(of);
-	if (!err)
+	if (!err && of->w.kind == MOUNT_WATCH_TRIGGER) {
+		/* echo's newline ends the trigger, as the kernel's sscanf() takes it. */
+		if (size && value[size - 1] == '\n')
+			value[size - 1] = '\0';
+		err = mount_poll_arm(fs(), of, value, why, sizeof(why));
+	} else if (!err) {
 		err = cgm_file_write(hier(), CGM_NONE, of->n.group, of->n.file->name, value, why,
 				     sizeof(why));
+	}
 	/* The group went between the two. */
 	if (err == -ENOENT)
 		err = -ENODEV;
@@ -333,12 +334,22 @@ static int fs_write(const char *path, const char *data, size_t size, off_t off,
 	return err;
 }
 
-/* Close a file or a directory. */
+/* poll(): as cgroupfs answers it (mount_poll.c). */
+static int fs_poll(const char *path, struct fuse_file_info *fi, struct fuse_pollhandle *ph,
+		   unsigned int *revents)
+{
+	(void)path;
+	*revents = mount_poll(fs(), open_file(fi), ph);
+	return 0;
+}
+
+/* Close a file or a directory; closing a memory.pressure disarms its trigger. */
 static int fs_release(const char *path, struct fuse_file_info *fi)
 {
 	struct open_file *of = open_file(fi);
 
 	(void)path;
+	mount_poll_release(fs(), of);
 	free(of->text);
 	free(of);
 	return 0;
@@ -478,12 +489,5 @@ const struct fuse_operations mount_ops = {
 	.rename = fs_rename,
 	.chmod = fs_chmod,
 	.chown = fs_chown,
-	/*
-	 * .poll is left out: POLLPRI when memory.events, cgroup.events or
-	 * memory.pressure change, as cgroupfs's kernfs_notify() gives, is a
-	 * later step.  It would keep each polled handle (fuse_pollhandle),
-	 * and mount.c's loop, which wakes every MOUNT_TICK_MS, would compare
-	 * those files with what it saw last and fuse_notify_poll() the
-	 * handles of the ones that changed.
-	 */
+	.poll = fs_poll,
 };
