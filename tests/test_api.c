@@ -94,8 +94,8 @@ END_TEST
 
 START_TEST(test_bad_writes_change_nothing)
 {
-	static const char *const bad[] = { "abc", "-1", "12Q", "", "1M 2M", "0x10",
-					   "18446744073709551615", "99999999999T" };
+	/* What the kernel's memparse refuses too (hex, octal and huge values it takes). */
+	static const char *const bad[] = { "abc", "-1", "12Q", "", "1M 2M", "0x", "08", "1Gx" };
 	int wrong = 0;
 
 	ck_assert_int_eq(cgm_write(NULL, "memory.max", "64M"), 0);
