@@ -91,6 +91,8 @@ static void spill_idle(void)
 
 	if (!p)
 		return;
+	/* What the handler brought back since the last sample reaches the group's figures. */
+	cgm_spill_publish();
 	asked = __atomic_load_n(&p->reclaim_asked, __ATOMIC_ACQUIRE);
 	if (asked == __atomic_load_n(&p->reclaim_done, __ATOMIC_ACQUIRE)) {
 		pending = asked;

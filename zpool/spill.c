@@ -127,7 +127,15 @@ struct sp_entry {
 struct sp_hot {
 	atomic_uintptr_t page;
 	atomic_uint seq;
+	atomic_uint ms;		/* when it refaulted (CLOCK_MONOTONIC, ms, wrapping) */
 };
+
+/*
+ * A hot page is left in place for at most this long: when nothing can be
+ * spilled, the spilled count stops, and a distance alone would keep every
+ * page that came back hot for ever.
+ */
+#define SP_HOT_MS	10000u
 
 struct sp_span {
 	uintptr_t start, end;
@@ -168,6 +176,7 @@ struct spill_engine {
 	unsigned lane_busy;
 
 	unsigned char *bounce;		/* the handler's */
+	unsigned char *zeros;		/* a page of zeros, never written */
 	void (*idle)(void);
 	int idle_ms;
 	void (*serving)(bool start);
@@ -214,6 +223,14 @@ static uint32_t sp_seq_now(struct spill_engine *e)
 }
 
 /* A page that left at spilled count @seq came back by a fault. */
+static uint32_t sp_ms_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint32_t)((uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000);
+}
+
 static void sp_refaulted_at(struct spill_engine *e, uintptr_t page, uint32_t seq)
 {
 	uint32_t window = atomic_load_explicit(&e->hot_distance, memory_order_relaxed);
@@ -223,6 +240,7 @@ static void sp_refaulted_at(struct spill_engine *e, uintptr_t page, uint32_t seq
 		return;
 	h = sp_hot_slot(e, page);
 	atomic_store_explicit(&h->seq, sp_seq_now(e), memory_order_relaxed);
+	atomic_store_explicit(&h->ms, sp_ms_now(), memory_order_relaxed);
 	atomic_store_explicit(&h->page, page, memory_order_relaxed);
 	atomic_fetch_add_explicit(&e->refaulted_hot, 1, memory_order_relaxed);
 }
@@ -233,7 +251,8 @@ static bool sp_is_hot(struct spill_engine *e, uintptr_t page)
 	uint32_t window = atomic_load_explicit(&e->hot_distance, memory_order_relaxed);
 
 	return atomic_load_explicit(&h->page, memory_order_relaxed) == page &&
-	       sp_seq_now(e) - atomic_load_explicit(&h->seq, memory_order_relaxed) < window;
+	       sp_seq_now(e) - atomic_load_explicit(&h->seq, memory_order_relaxed) < window &&
+	       sp_ms_now() - atomic_load_explicit(&h->ms, memory_order_relaxed) < SP_HOT_MS;
 }
 
 void spill_set_hot_distance(struct spill_engine *e, size_t pages)
@@ -481,13 +500,14 @@ static int sp_place(struct spill_engine *e, uintptr_t page, const void *src,
 /* Serve a fault on a page that has no entry: never there, or already back. */
 static void sp_place_zero(struct spill_engine *e, uintptr_t page)
 {
-	struct uffdio_zeropage z;
-
-	do {
-		z = (struct uffdio_zeropage){ .range = { .start = page, .len = SP_PAGE } };
-	} while (ioctl(e->uffd, UFFDIO_ZEROPAGE, &z) && errno == EAGAIN);
-	if (z.zeropage == -EEXIST)
-		sp_wake(e, page);
+	/*
+	 * A copy of zeros, not UFFDIO_ZEROPAGE: a page the program discarded
+	 * while write-protected (MADV_DONTNEED in a tracked region) keeps a
+	 * uffd-wp marker, which ZEROPAGE refuses with EEXIST as if the page
+	 * were there -- the thread would fault again for ever -- and COPY
+	 * replaces.  EEXIST from COPY is a page really there: just wake.
+	 */
+	sp_place(e, page, e->zeros, true);
 }
 
 /* The pool lost a page: as a failed swap-in, the process gets SIGBUS. */
@@ -842,6 +862,7 @@ static void sp_free(struct spill_engine *e)
 	sp_unmap(e->ranges, (size_t)e->max_ranges * sizeof(*e->ranges));
 	sp_unmap(e->stage, sp_stage_bytes());
 	sp_unmap(e->bounce, SP_PAGE);
+	sp_unmap(e->zeros, SP_PAGE);
 	sp_unmap(e->hot, SP_HOT_SLOTS * sizeof(*e->hot));
 	sp_unmap(e->tracked, SP_TRACK_MAX * sizeof(*e->tracked));
 	if (e->pagemap_fd >= 0)
@@ -889,10 +910,12 @@ int spill_open(const struct spill_options *opt, struct spill_engine **enginep)
 	e->ranges = sp_map((size_t)e->max_ranges * sizeof(*e->ranges));
 	e->stage = sp_map(sp_stage_bytes());
 	e->bounce = sp_map(SP_PAGE);
+	e->zeros = sp_map(SP_PAGE);
 	e->hot = sp_map(SP_HOT_SLOTS * sizeof(*e->hot));
 	e->tracked = sp_map(SP_TRACK_MAX * sizeof(*e->tracked));
 	err = -ENOMEM;
-	if (!e->slots || !e->ranges || !e->stage || !e->bounce || !e->hot || !e->tracked)
+	if (!e->slots || !e->ranges || !e->stage || !e->bounce || !e->zeros || !e->hot ||
+	    !e->tracked)
 		goto fail;
 	madvise(e->stage, sp_stage_bytes(), MADV_NOHUGEPAGE);
 
