@@ -143,7 +143,7 @@ MODULE_MKS := base/base.mk accounting/accounting.mk zpool/zpool.mk shim/shim.mk 
 	tests/runtime.mk tests/preload/preload.mk tests/reliability/reliability.mk \
 	tests/fidelity/fidelity.mk tests/spill/spill.mk tests/pressure/pressure.mk tests/policy/policy.mk \
 	tests/fuzz/fuzz.mk \
-	bench/bench.mk bench/insn.mk bench/zpool.mk bench/spill.mk
+	bench/bench.mk bench/insn.mk bench/zpool.mk bench/spill.mk bench/spill_workload.mk
 include $(MODULE_MKS)
 
 $(foreach m,$(MODULES),$(foreach f,plain asan tsan fuzz,$(eval $(call module_archive,$(m),$(f)))))

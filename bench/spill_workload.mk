@@ -1,0 +1,11 @@
+# bench/: spilling on real programs with cold data (`make
+# bench-spill-workload`, part of `make bench`): python3 holding a dict of
+# which 80% is never read again, sqlite3 with a cache of which 80% is never
+# read again, without a limit and with spill=1 under memory.high at half
+# their peak.  Results: bench/RESULTS-spill-workload.md.
+
+bench-spill-workload: $(LIB) $(CGMCTL) bench/spill_workload.sh bench/spill_dict.py bench/spill_sqlite.sql
+	bench/spill_workload.sh $(B)
+
+BENCH_TARGETS += bench-spill-workload
+.PHONY: bench-spill-workload
