@@ -62,6 +62,16 @@ $(ZPT)/tsan/test_spill: tests/test_spill.c tests/zpool_pages.c $(call archives,t
 check-tsan-spill: $(ZPT)/tsan/test_spill
 	$(RUN) env TSAN_OPTIONS="halt_on_error=1 exitcode=66" $(ZPT)/tsan/test_spill
 
+# Forgets and restores racing a spiller and a writer, 20 runs each build:
+# it finds a page read as zeros about once in 20 runs (an open bug), so it
+# is not part of `make check`.
+stress-spill-race: $(ZPT)/test_spill $(ZPT)/tsan/test_spill
+	for i in $$(seq 20); do env CGM_SPILL_RACE=1 $(ZPT)/test_spill && \
+		env CGM_SPILL_RACE=1 TSAN_OPTIONS="halt_on_error=1 exitcode=66" \
+			$(ZPT)/tsan/test_spill || exit 1; done
+
+STRESS_TARGETS += stress-spill-race
+
 # The unit, model, fault and stress tests with the pool under ASan+UBSan.
 $(ZPT)/asan/%: tests/%.c tests/zpool_pages.c $(call archives,asan,zpool base)
 	@mkdir -p $(dir $@)
@@ -86,5 +96,5 @@ CHECK_TARGETS += check-zpool check-zpool-model check-zpool-stress check-zpool-fa
 	check-zpool-nomalloc check-tsan-zpool check-spill check-tsan-spill
 ASAN_TARGETS += check-asan-zpool
 STRESS_TARGETS += stress-zpool
-.PHONY: check-spill check-tsan-spill check-zpool check-zpool-model check-zpool-stress check-zpool-fault \
+.PHONY: check-spill check-tsan-spill stress-spill-race check-zpool check-zpool-model check-zpool-stress check-zpool-fault \
 	check-zpool-nomalloc check-tsan-zpool check-asan-zpool stress-zpool
