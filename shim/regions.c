@@ -287,6 +287,7 @@ CGM_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ..
 	uint64_t replaced = 0, left;
 	void *want = NULL, *p;
 	int charged = 0;
+	bool spill_held = false;
 	va_list ap;
 	size_t i;
 
@@ -295,9 +296,13 @@ CGM_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ..
 		want = va_arg(ap, void *);
 		va_end(ap);
 	}
-	/* The uffd registration does not follow a moved mapping: its spilled pages come back first. */
+	/*
+	 * The uffd registration does not follow a moved mapping, and a
+	 * registration splits it: its spilled pages come back and its
+	 * registration goes first, and no spill runs until it has moved.
+	 */
 	if (static_branch_unlikely(&cgm_spill_key))
-		cgm_spill_restore(old, old_len);
+		spill_held = cgm_spill_hold(old, old_len);
 	if (table_lock()) {
 		i = table_find((uintptr_t)old);
 		if (i < nr && tab[i].start <= (uintptr_t)old)
@@ -307,11 +312,15 @@ CGM_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ..
 	if (was.owner == CGM_REGION_PROGRAM && grow > 0) {
 		charged = cgm_map_charge(grow);
 		if (charged < 0) {
+			if (spill_held)
+				cgm_spill_release();
 			errno = ENOMEM;
 			return MAP_FAILED;
 		}
 	}
 	p = (void *)syscall(SYS_mremap, old, old_len, new_len, flags, want);
+	if (spill_held)
+		cgm_spill_release();
 	if (p == MAP_FAILED) {
 		if (charged > 0)
 			cgm_map_uncharge(grow);

@@ -474,10 +474,28 @@ void cgm_spill_discard(const void *addr, size_t len)
 		spill_forget_range(engine, addr, len);
 }
 
-void cgm_spill_restore(const void *addr, size_t len)
+static CGM_TLS sigset_t hold_mask;
+
+bool cgm_spill_hold(const void *addr, size_t len)
 {
-	if (engine)
-		spill_restore_range(engine, addr, len);
+	sigset_t all;
+
+	if (!engine)
+		return false;
+	/* As a spilling thread does: a signal handler here must not wait for this lock. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &hold_mask);
+	pthread_mutex_lock(&spill_lock);
+	spill_release_range(engine, addr, len);
+	/* mremap needs the mapping whole: no registration left on it. */
+	spill_untrack(engine, addr, len);
+	return true;
+}
+
+void cgm_spill_release(void)
+{
+	pthread_mutex_unlock(&spill_lock);
+	pthread_sigmask(SIG_SETMASK, &hold_mask, NULL);
 }
 
 /* ---- fork ---- */

@@ -1166,7 +1166,7 @@ long spill_out(struct spill_engine *e, void *addr, size_t npages)
  * spill_out() call, so the walk costs the ranges, not the table.
  */
 static long sp_walk(struct spill_engine *e, uintptr_t lo, uintptr_t hi, bool restore,
-		    void *bounce)
+		    bool whole, void *bounce)
 {
 	long n = 0;
 
@@ -1183,8 +1183,11 @@ static long sp_walk(struct spill_engine *e, uintptr_t lo, uintptr_t hi, bool res
 		pthread_mutex_unlock(&e->reg_lock);
 		if (!end || end <= lo || start >= hi)
 			continue;
-		start = start > lo ? start : lo;
-		end = end < hi ? end : hi;
+		/* A range that meets [lo, hi) is restored whole for spill_release_range(). */
+		if (!whole) {
+			start = start > lo ? start : lo;
+			end = end < hi ? end : hi;
+		}
 		for (uintptr_t page = start; page < end; page += SP_PAGE)
 			n += restore ? sp_restore(e, page, bounce, &e->restored) > 0 :
 				       sp_forget(e, page);
@@ -1209,7 +1212,17 @@ long spill_restore_range(struct spill_engine *e, const void *addr, size_t len)
 
 	if (!atomic_load_explicit(&e->in_pool, memory_order_relaxed) || !sp_span(addr, len, &lo, &hi))
 		return 0;
-	return sp_walk(e, lo, hi, true, bounce);
+	return sp_walk(e, lo, hi, true, false, bounce);
+}
+
+long spill_release_range(struct spill_engine *e, const void *addr, size_t len)
+{
+	_Alignas(4096) unsigned char bounce[SP_PAGE];
+	uintptr_t lo, hi;
+
+	if (!atomic_load_explicit(&e->in_pool, memory_order_relaxed) || !sp_span(addr, len, &lo, &hi))
+		return 0;
+	return sp_walk(e, lo, hi, true, true, bounce);
 }
 
 long spill_forget_range(struct spill_engine *e, const void *addr, size_t len)
@@ -1218,7 +1231,7 @@ long spill_forget_range(struct spill_engine *e, const void *addr, size_t len)
 
 	if (!atomic_load_explicit(&e->in_pool, memory_order_relaxed) || !sp_span(addr, len, &lo, &hi))
 		return 0;
-	return sp_walk(e, lo, hi, false, NULL);
+	return sp_walk(e, lo, hi, false, false, NULL);
 }
 
 /* ---- write tracking ---- */
@@ -1253,6 +1266,31 @@ int spill_track(struct spill_engine *e, const void *addr, size_t len)
 	sp_settle(e, start, end, true);
 	pthread_mutex_unlock(&e->reg_lock);
 	return 0;
+}
+
+void spill_untrack(struct spill_engine *e, const void *addr, size_t len)
+{
+	uintptr_t start = (uintptr_t)addr & ~(SP_PAGE - 1), end;
+
+	if (!e->wp_async || !len)
+		return;
+	end = ((uintptr_t)addr + len + SP_PAGE - 1) & ~(SP_PAGE - 1);
+	pthread_mutex_lock(&e->reg_lock);
+	for (uint32_t i = 0; i < e->nr_tracked;) {
+		if (e->tracked[i].start < end && start < e->tracked[i].end) {
+			/* Its registration goes below; the whole region is met again later. */
+			if (e->tracked[i].start < start)
+				start = e->tracked[i].start;
+			if (e->tracked[i].end > end)
+				end = e->tracked[i].end;
+			e->tracked[i] = e->tracked[--e->nr_tracked];
+			continue;
+		}
+		i++;
+	}
+	/* What no spilled page needs any more is unregistered: the mapping is one VMA again. */
+	sp_settle(e, start, end, true);
+	pthread_mutex_unlock(&e->reg_lock);
 }
 
 long spill_written(struct spill_engine *e, const void *addr, size_t len,

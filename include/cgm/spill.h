@@ -153,6 +153,12 @@ long spill_out(struct spill_engine *e, void *addr, size_t npages);
  */
 long spill_restore_range(struct spill_engine *e, const void *addr, size_t len);
 long spill_forget_range(struct spill_engine *e, const void *addr, size_t len);
+/*
+ * Restore every spilled page of every range that meets [addr, addr + len),
+ * beyond it too: afterwards no registration of a spill covers any of it
+ * (what an mremap of it needs).
+ */
+long spill_release_range(struct spill_engine *e, const void *addr, size_t len);
 
 /*
  * Write tracking (Linux 6.7: UFFD_FEATURE_WP_ASYNC and PAGEMAP_SCAN; no
@@ -171,6 +177,12 @@ struct spill_run {
 	size_t npages;
 };
 int spill_track(struct spill_engine *e, const void *addr, size_t len);
+/*
+ * Stop tracking the regions that meet [addr, addr + len) and drop their
+ * write-protect registration (before the program mremaps them: a mapping
+ * must be one VMA to be moved, and a registration splits it).
+ */
+void spill_untrack(struct spill_engine *e, const void *addr, size_t len);
 long spill_written(struct spill_engine *e, const void *addr, size_t len,
 		   struct spill_run *runs, size_t max);
 

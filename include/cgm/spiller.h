@@ -48,8 +48,14 @@ int64_t cgm_spill_over_limit(int64_t want, uint64_t *looked, bool thorough);
 
 /* The program discards [addr, addr + len) (munmap, MADV_DONTNEED, ...): spilled pages there go. */
 void cgm_spill_discard(const void *addr, size_t len);
-/* The program moves [addr, addr + len) (mremap): its spilled pages come back first. */
-void cgm_spill_restore(const void *addr, size_t len);
+/*
+ * The program moves [addr, addr + len) (mremap): its spilled pages come
+ * back and its registration goes first, and no spill runs until
+ * cgm_spill_release() (after the mremap).  False when there is nothing to
+ * hold (no engine).
+ */
+bool cgm_spill_hold(const void *addr, size_t len);
+void cgm_spill_release(void);
 
 /* Publish the pool's figures and the spill counts for the next sample (resident.c). */
 void cgm_spill_publish(void);
