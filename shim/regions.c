@@ -228,18 +228,24 @@ CGM_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t
 	uint64_t unmapped;
 	void *p;
 
+	bool held = false;
+
 	/* A fixed mapping replaces what was there: spilled pages of it are gone. */
-	if ((flags & MAP_FIXED) && static_branch_unlikely(&cgm_spill_key))
-		cgm_spill_discard(addr, len);
+	if ((flags & MAP_FIXED) && static_branch_unlikely(&cgm_spill_key) && !from_self(caller))
+		held = cgm_spill_discard_begin(addr, len);
 
 	if (anon && owner == CGM_REGION_PROGRAM) {
 		charged = cgm_map_charge((int64_t)PAGE_UP(len));
 		if (charged < 0) {
+			if (held)
+				cgm_spill_release();
 			errno = ENOMEM;
 			return MAP_FAILED;
 		}
 	}
 	p = raw_mmap(addr, len, prot, flags, fd, off);
+	if (held)
+		cgm_spill_release();
 	if (p == MAP_FAILED) {
 		if (charged > 0)
 			cgm_map_uncharge((int64_t)PAGE_UP(len));
@@ -266,10 +272,17 @@ CGM_EXPORT int munmap(void *addr, size_t len)
 
 	if (len >= (1 << 20))
 		cgm_map_unmapping();
-	if (static_branch_unlikely(&cgm_spill_key))
-		cgm_spill_discard(addr, len);
+	/* The library's own unmaps (the pool's, the spill engine's) run under the spill lock. */
+	bool held = static_branch_unlikely(&cgm_spill_key) &&
+		    !from_self((uintptr_t)__builtin_return_address(0)) &&
+		    cgm_spill_discard_begin(addr, len);
+	long rc;
+
 	/* syscall() returns -1 with errno set on failure. */
-	if (syscall(SYS_munmap, addr, len) != 0)
+	rc = syscall(SYS_munmap, addr, len);
+	if (held)
+		cgm_spill_release();
+	if (rc != 0)
 		return -1;
 	if (!table_lock())
 		return 0;
@@ -353,11 +366,16 @@ CGM_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ..
  */
 CGM_EXPORT int madvise(void *addr, size_t len, int advice)
 {
-	if (static_branch_unlikely(&cgm_spill_key) &&
-	    (advice == MADV_DONTNEED || advice == MADV_FREE || advice == MADV_REMOVE ||
-	     advice == MADV_DONTNEED_LOCKED))
-		cgm_spill_discard(addr, len);
-	return (int)syscall(SYS_madvise, addr, len, advice);
+	bool held = static_branch_unlikely(&cgm_spill_key) &&
+		    (advice == MADV_DONTNEED || advice == MADV_FREE || advice == MADV_REMOVE ||
+		     advice == MADV_DONTNEED_LOCKED) &&
+		    !from_self((uintptr_t)__builtin_return_address(0)) &&
+		    cgm_spill_discard_begin(addr, len);
+	int rc = (int)syscall(SYS_madvise, addr, len, advice);
+
+	if (held)
+		cgm_spill_release();
+	return rc;
 }
 
 size_t cgm_regions_spans(struct cgm_region_span *out, size_t max)
@@ -403,6 +421,7 @@ CGM_EXPORT int brk(void *addr)
 	uintptr_t from = (uintptr_t)syscall(SYS_brk, 0), got;
 	int64_t grow = brk_growth(from, (uintptr_t)addr);
 	int charged = grow ? cgm_map_charge(grow) : 0;
+	bool held = false;
 
 	if (charged < 0) {
 		errno = ENOMEM;
@@ -410,9 +429,11 @@ CGM_EXPORT int brk(void *addr)
 	}
 	/* A break that shrinks unmaps: what was spilled there goes. */
 	if (static_branch_unlikely(&cgm_spill_key) && (uintptr_t)addr < from)
-		cgm_spill_discard((void *)PAGE_UP((uintptr_t)addr),
-				  PAGE_UP(from) - PAGE_UP((uintptr_t)addr));
+		held = cgm_spill_discard_begin((void *)PAGE_UP((uintptr_t)addr),
+					       PAGE_UP(from) - PAGE_UP((uintptr_t)addr));
 	got = (uintptr_t)syscall(SYS_brk, addr);
+	if (held)
+		cgm_spill_release();
 	if (got != (uintptr_t)addr) {
 		if (charged > 0)
 			cgm_map_uncharge(grow);

@@ -140,7 +140,8 @@ static bool open_engine(void)
 	}
 	err = spill_open(&(struct spill_options){ .pool = pool, .max_pages = MAX_SPILLED,
 						  .idle = spill_idle, .idle_ms = IDLE_MS,
-						  .serving = spill_serving, .readahead = true },
+						  .serving = spill_serving, .readahead = true,
+						  .create_thread = cgm_pthread_create_raw },
 			 &engine);
 	if (err) {
 		zp_destroy_pool(pool);
@@ -467,25 +468,35 @@ int64_t cgm_spill_over_limit(int64_t want, uint64_t *looked, bool thorough)
 
 /* ---- what the program does to spilled memory ---- */
 
-void cgm_spill_discard(const void *addr, size_t len)
-{
-	/* Unaligned: the call fails with EINVAL and discards nothing. */
-	if (engine && !((uintptr_t)addr % PAGE))
-		spill_forget_range(engine, addr, len);
-}
 
 static CGM_TLS sigset_t hold_mask;
 
-bool cgm_spill_hold(const void *addr, size_t len)
+/*
+ * Hold off spilling while the program changes its mappings (the discard
+ * or move must not race a spill of the same pages): the spill lock, with
+ * signals blocked as a spilling thread has them.
+ */
+static bool spill_hold_lock(void)
 {
 	sigset_t all;
 
 	if (!engine)
 		return false;
-	/* As a spilling thread does: a signal handler here must not wait for this lock. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &hold_mask);
 	pthread_mutex_lock(&spill_lock);
+	/* A forked child may have dropped the engine meanwhile: nothing to hold. */
+	if (!engine) {
+		cgm_spill_release();
+		return false;
+	}
+	return true;
+}
+
+bool cgm_spill_hold(const void *addr, size_t len)
+{
+	if (!spill_hold_lock())
+		return false;
 	spill_release_range(engine, addr, len);
 	/* mremap needs the mapping whole: no registration left on it. */
 	spill_untrack(engine, addr, len);
@@ -496,6 +507,15 @@ void cgm_spill_release(void)
 {
 	pthread_mutex_unlock(&spill_lock);
 	pthread_sigmask(SIG_SETMASK, &hold_mask, NULL);
+}
+
+bool cgm_spill_discard_begin(const void *addr, size_t len)
+{
+	/* Unaligned: the call fails with EINVAL and discards nothing. */
+	if ((uintptr_t)addr % PAGE || !spill_hold_lock())
+		return false;
+	spill_forget_range(engine, addr, len);
+	return true;
 }
 
 /* ---- fork ---- */

@@ -44,6 +44,14 @@ void cgm_thread_start_init(void)
 	real_pthread_create = (pthread_create_fn)dlsym(RTLD_NEXT, "pthread_create");
 }
 
+int cgm_pthread_create_raw(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *),
+			   void *arg)
+{
+	if (!real_pthread_create)
+		return EAGAIN;
+	return real_pthread_create(th, attr, fn, arg);
+}
+
 CGM_EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr,
 			      void *(*fn)(void *), void *arg)
 {

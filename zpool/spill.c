@@ -954,7 +954,8 @@ int spill_open(const struct spill_options *opt, struct spill_engine **enginep)
 	 * that touched a spilled page there would wait for itself. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	err = -pthread_create(&e->thread, NULL, sp_handler, e);
+	err = -(opt->create_thread ? opt->create_thread : pthread_create)(&e->thread, NULL,
+									  sp_handler, e);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (err)
 		goto fail;

@@ -60,6 +60,14 @@ void (*cgm_find_throw_bad_alloc(void))(void);
 /* Divide @anon bytes between the NUMA nodes as the process's anonymous pages lie (shim/numa.c). */
 void cgm_numa_split(int64_t anon, int64_t out[CGM_MAX_NODES]);
 
+/*
+ * pthread_create without the wrapper (shim/thread_start.c): no argument
+ * block on the heap, no accounting slot -- for the library's own threads,
+ * which must not touch memory that can be spilled.
+ */
+int cgm_pthread_create_raw(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *),
+			   void *arg);
+
 /* The index of group @group of the process's hierarchy (NULL: its own), or a negative errno. */
 int64_t cgm_group_index(const char *group);
 

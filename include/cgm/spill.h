@@ -50,6 +50,7 @@
 #ifndef CGM_SPILL_H
 #define CGM_SPILL_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -90,6 +91,12 @@ struct spill_options {
 	 * 2, 4, then 8 spilled pages too.  Off in a zeroed struct.
 	 */
 	bool readahead;
+	/*
+	 * How to start the handler thread (NULL: pthread_create).  Whatever
+	 * it runs before sp_handler must not touch spillable memory: the
+	 * thread that would bring it back is this one.
+	 */
+	int (*create_thread)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 };
 
 /* Counters; totals since spill_open() unless said otherwise. */

@@ -46,8 +46,13 @@ int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked, bool thorough);
  */
 int64_t cgm_spill_over_limit(int64_t want, uint64_t *looked, bool thorough);
 
-/* The program discards [addr, addr + len) (munmap, MADV_DONTNEED, ...): spilled pages there go. */
-void cgm_spill_discard(const void *addr, size_t len);
+/*
+ * The program discards [addr, addr + len) (munmap, MADV_DONTNEED, ...):
+ * spilled pages there go, and no spill runs until cgm_spill_release()
+ * after the call (a page spilled in between would come back with its old
+ * bytes).  False when there is nothing to hold.
+ */
+bool cgm_spill_discard_begin(const void *addr, size_t len);
 /*
  * The program moves [addr, addr + len) (mremap): its spilled pages come
  * back and its registration goes first, and no spill runs until
