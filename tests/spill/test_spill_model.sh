@@ -1,0 +1,31 @@
+#!/bin/sh
+# A model-based random test of spilling (tests/spill/spill_model.c): a few
+# threads allocate, write, read, reallocate, remap and discard while one of
+# them reclaims the group, for a few seeds; every byte is compared with a
+# shadow copy that is never spilled.  SPILL_MODEL_SEEDS (default "1 2 3")
+# and SPILL_MODEL_OPS (worker 0's operations per seed) set the run; a
+# failure names the seed and the command that replays it.
+. "$(cd "$(dirname "$0")/.." && pwd)/fidelity/lib.sh"
+: "${SPILL_MODEL:?SPILL_MODEL must name tests/spill/spill_model (run through make)}"
+SEEDS=${SPILL_MODEL_SEEDS:-1 2 3}
+OPS=${SPILL_MODEL_OPS:-4000}
+# A hang is a failure too: the handler never answered a fault.
+LIMIT=$((120 + OPS / 200))
+
+# Skipped where this process cannot have a userfaultfd that serves system calls.
+pre "scope=/probe,spill=1" /bin/true 2>"$T/probe" || true
+grep -q "spill=1 refused" "$T/probe" && skip "no userfaultfd for system calls: $(head -1 "$T/probe")"
+
+threads=2
+for seed in $SEEDS; do
+	within "$LIMIT" pre "scope=/m,spill=1" "$SPILL_MODEL" "$seed" "$OPS" "$threads"
+	grep -v "^spill_model: worker " "$T/err" >&2
+	[ "$ST" = 0 ] || fail "seed $seed: spill_model exited $ST; replay with" \
+		"LD_PRELOAD=$CGM_LIB CGMALLOC_CONF=hierarchy=/tmp/h,scope=/m,spill=1" \
+		"$SPILL_MODEL $seed $OPS $threads"
+	grep -qx "spill_model: ok" "$T/err" || fail "seed $seed: spill_model did not say ok"
+	CHECKS=$((CHECKS + 1))
+	# Two workers, then three: one reclaims while the others write.
+	threads=$((5 - threads))
+done
+echo "$TEST_NAME: $CHECKS seeds passed"
