@@ -56,6 +56,27 @@ static inline int64_t sample_target(int64_t anon, int64_t held_pages, int64_t sp
 	return sample_pages_beyond(anon, held_pages - credit) - credit;
 }
 
+/*
+ * A spin flag in the shared file over a few instructions (the PSI and
+ * vmpressure transitions): a holder killed inside them (it cannot be for
+ * long) is waited out for about a million spins and then ignored.
+ */
+static inline void shared_spin_lock(uint32_t *flag)
+{
+	for (unsigned spins = 0; __atomic_exchange_n(flag, 1, __ATOMIC_ACQUIRE); spins++) {
+		if (spins > (1u << 20))
+			return;
+#if defined(__x86_64__) || defined(__i386__)
+		__builtin_ia32_pause();
+#endif
+	}
+}
+
+static inline void shared_spin_unlock(uint32_t *flag)
+{
+	__atomic_store_n(flag, 0, __ATOMIC_RELEASE);
+}
+
 static inline int64_t stock_lack(const struct cgm_thread_slot *t)
 {
 	return t->stock < -(INT64_MAX / 2) ? INT64_MAX / 2 : -t->stock;

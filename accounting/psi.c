@@ -43,31 +43,6 @@ static int64_t psi_now(void)
 	return cgm_now_ns();
 }
 
-/*
- * The group's transitions are a few instructions under a spin flag: a
- * holder killed inside them (it cannot be for long) is waited out for a
- * millisecond and then ignored.
- */
-static void psi_lock(struct cgm_psi *s)
-{
-	for (unsigned spins = 0;; spins++) {
-		if (!__atomic_exchange_n(&s->lock, 1, __ATOMIC_ACQUIRE))
-			return;
-		if (spins > (1u << 20)) {
-			__atomic_store_n(&s->lock, 1, __ATOMIC_RELAXED);
-			return;
-		}
-#if defined(__x86_64__) || defined(__i386__)
-		__builtin_ia32_pause();
-#endif
-	}
-}
-
-static void psi_unlock(struct cgm_psi *s)
-{
-	__atomic_store_n(&s->lock, 0, __ATOMIC_RELEASE);
-}
-
 /* Threads of the processes attached in the subtree of @group. */
 static uint32_t subtree_threads(struct cgm_hier *h, uint32_t group)
 {
@@ -106,14 +81,14 @@ void psi_memstall_enter(struct cgm_hier *h, uint32_t proc)
 		struct cgm_psi *s = &g->psi;
 		uint32_t threads = subtree_threads(h, idx);
 
-		psi_lock(s);
+		shared_spin_lock(&s->lock);
 		if (s->stalled++ == 0)
 			s->start[CGM_PSI_SOME] = now;
 		if (!s->full_on && s->stalled >= threads) {
 			s->full_on = 1;
 			s->start[CGM_PSI_FULL] = now;
 		}
-		psi_unlock(s);
+		shared_spin_unlock(&s->lock);
 	}
 }
 
@@ -126,14 +101,14 @@ static void leave_group(struct cgm_hier *h, uint32_t group)
 	for_each_ancestor(h, group, g) {
 		struct cgm_psi *s = &g->psi;
 
-		psi_lock(s);
+		shared_spin_lock(&s->lock);
 		if (s->full_on) {
 			s->total[CGM_PSI_FULL] += now - s->start[CGM_PSI_FULL];
 			s->full_on = 0;
 		}
 		if (s->stalled && --s->stalled == 0)
 			s->total[CGM_PSI_SOME] += now - s->start[CGM_PSI_SOME];
-		psi_unlock(s);
+		shared_spin_unlock(&s->lock);
 	}
 }
 
@@ -158,10 +133,10 @@ void psi_proc_gone(struct cgm_hier *h, struct cgm_proc *p)
 /* The totals of @s as of @now, the stalls in progress included. */
 static void psi_totals(struct cgm_psi *s, int64_t now, int64_t total[CGM_PSI_KINDS])
 {
-	psi_lock(s);
+	shared_spin_lock(&s->lock);
 	total[CGM_PSI_SOME] = s->total[CGM_PSI_SOME] + (s->stalled ? now - s->start[CGM_PSI_SOME] : 0);
 	total[CGM_PSI_FULL] = s->total[CGM_PSI_FULL] + (s->full_on ? now - s->start[CGM_PSI_FULL] : 0);
-	psi_unlock(s);
+	shared_spin_unlock(&s->lock);
 }
 
 /* Fold the whole periods since the last update into the averages.  Flush lock held. */

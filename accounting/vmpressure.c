@@ -21,18 +21,6 @@
 
 #define VMP_WINDOW	512	/* pages looked at per level decision */
 
-static void vmp_lock(struct cgm_group *g)
-{
-	for (unsigned spins = 0; __atomic_exchange_n(&g->vmp_lock, 1, __ATOMIC_ACQUIRE); spins++)
-		if (spins > (1u << 20))
-			return;		/* a holder that died: carry on */
-}
-
-static void vmp_unlock(struct cgm_group *g)
-{
-	__atomic_store_n(&g->vmp_lock, 0, __ATOMIC_RELEASE);
-}
-
 int vmpressure_level(int64_t scanned, int64_t reclaimed)
 {
 	int64_t scale, pressure;
@@ -56,7 +44,7 @@ void vmpressure_account(struct cgm_hier *h, uint32_t group, int64_t scanned, int
 
 		if (!__atomic_load_n(&g->vmp_listeners, __ATOMIC_RELAXED))
 			continue;
-		vmp_lock(g);
+		shared_spin_lock(&g->vmp_lock);
 		if (scanned <= 0) {
 			/* Nothing left to look at, at the limit: critical now. */
 			level = CGM_VMP_CRITICAL;
@@ -68,7 +56,7 @@ void vmpressure_account(struct cgm_hier *h, uint32_t group, int64_t scanned, int
 				g->vmp_scanned = g->vmp_reclaimed = 0;
 			}
 		}
-		vmp_unlock(g);
+		shared_spin_unlock(&g->vmp_lock);
 		if (level >= 0)
 			__atomic_add_fetch(&g->vmp_events[level], 1, __ATOMIC_RELEASE);
 	}
