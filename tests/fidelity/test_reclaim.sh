@@ -6,17 +6,26 @@
 . "$(cd "$(dirname "$0")" && pwd)/lib.sh"
 
 # After freeing everything, without reclaim: heap_free holds most of it.
-start "scope=/keep" "$FID_PROG" freeall 96M hold=1500
+start "scope=/keep" "$FID_PROG" freeall 96M hold=3000
 reach peak
 peak=$(value /keep memory.current)
 reach end
-cur=$(value /keep memory.current)
+# A reader takes a sample younger than 10 ms as it is, and mimalloc may
+# still give pages back just after "end": compare once both have settled
+# (up to 2 s on a loaded machine), not in the lag itself.
+tries=0
+while :; do
+	sleep 0.1
+	cur=$(value /keep memory.current)
+	k=$(kernel_anon "$BG")
+	within_ratio "$cur" "$k" 85 120 && break
+	tries=$((tries + 1))
+	[ $tries -lt 20 ] || fail "after free(): memory.current $(mib "$cur"), RssAnon $(mib "$k") for 2 s"
+done
 hf=$(value /keep memory.stat heap_free)
 live=$(value /keep memory.stat heap_live)
 [ "$live" -le $((8 * MIB)) ] || fail "after free(): heap_live still $(mib "$live")"
 [ "$hf" -le "$cur" ] || fail "heap_free $(mib "$hf") above memory.current $(mib "$cur")"
-k=$(kernel_anon "$BG")
-within_ratio "$cur" "$k" 85 120 || fail "after free(): memory.current $(mib "$cur"), RssAnon $(mib "$k")"
 finish
 echo "$TEST_NAME: after free(): peak $(mib "$peak"), current $(mib "$cur"), heap_free $(mib "$hf")"
 CHECKS=$((CHECKS + 1))
