@@ -165,8 +165,7 @@ static inline int stock_take(struct cgm_thread_slot *t, int64_t bytes)
 /* The request size -> bin table that malloc reads, filled before accounting is on. */
 static void size_bin_init(void)
 {
-	for (size_t n = 0; n <= CGM_SMALL_MAX; n++)
-		cgm_size_bin[n] = (uint8_t)cgm_small_bin(n);
+	cgm_fill_size_bins(cgm_size_bin);
 }
 
 void *cgm_acct_refill(size_t n, bool zero)

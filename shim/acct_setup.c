@@ -240,8 +240,12 @@ const char *cgm_accounting_start(void)
 	cgm_sync_limits();
 	static_branch_enable(&cgm_accounting_key);
 	cgm_spill_init();
-	/* What the process already has in memory (python's arenas, a big table) counts from here. */
-	cgm_resident_sample();
+	/*
+	 * What the process already has in memory is sampled at its first
+	 * allocation slow path (or by a reader, acct_refresh_stale), not
+	 * here: a program that never allocates (/bin/true) makes none of
+	 * the sample's system calls.
+	 */
 	snprintf(status, sizeof(status), "on (%s %s, hierarchy %s)", scope ? "scope" : "group",
 		 group, path);
 	return status;

@@ -148,7 +148,8 @@ void cgm_resident_tick(bool large)
 {
 	int64_t delta;
 
-	if (!large && (++ticks % TICKS_PER_CLOCK) != 0)
+	/* A thread's first slow path looks too: a process's first sample is there. */
+	if (!large && (++ticks % TICKS_PER_CLOCK) != 1)
 		return;
 	if (sampling || cgm_acct.proc == CGM_NONE ||
 	    cgm_now_ns() < __atomic_load_n(&next_sample_ns, __ATOMIC_RELAXED))

@@ -129,16 +129,26 @@ static int protect_range(uintptr_t addr, size_t len, int prot)
 #define PROT_RX		(PROT_READ | PROT_EXEC)
 #define PROT_RWX	(PROT_READ | PROT_WRITE | PROT_EXEC)
 
-/* Write a batch of sites: pages writable, arch poke, pages back to R-X. */
+/*
+ * Write a batch of sites: pages writable, arch poke, pages back to R-X.
+ * Every site is in this library's text, one mapping: the pages from the
+ * lowest site to the highest change together, two mprotect calls a batch
+ * instead of two a site.
+ */
 static void flush_batch(unsigned int n)
 {
-	unsigned int i;
-	int err = 0;
+	uintptr_t lo = UINTPTR_MAX, hi = 0;
+	int err;
 
 	if (n == 0)
 		return;
-	for (i = 0; i < n && !err; i++)
-		err = protect_range((uintptr_t)sk_batch[i].addr, sk_arch_insn_size, PROT_RWX);
+	for (unsigned int i = 0; i < n; i++) {
+		uintptr_t a = (uintptr_t)sk_batch[i].addr;
+
+		lo = a < lo ? a : lo;
+		hi = a + sk_arch_insn_size > hi ? a + sk_arch_insn_size : hi;
+	}
+	err = protect_range(lo, hi - lo, PROT_RWX);
 	if (err) {
 		/*
 		 * The mapping was writable at init; this is rare (e.g. the
@@ -146,11 +156,10 @@ static void flush_batch(unsigned int n)
 		 */
 		cgm_log("static keys: mprotect(PROT_WRITE|PROT_EXEC) failed: %s; "
 			"%u site(s) not rewritten", strerror(-err), n);
-		n = i - 1;
+		return;
 	}
 	sk_arch_poke(sk_batch, n);
-	for (i = 0; i < n; i++)
-		protect_range((uintptr_t)sk_batch[i].addr, sk_arch_insn_size, PROT_RX);
+	protect_range(lo, hi - lo, PROT_RX);
 }
 
 /*

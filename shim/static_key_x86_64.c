@@ -201,13 +201,15 @@ static bool status_blocks_sigtrap(const char *text)
  * (raw getdents64, stack buffers): this runs while keys change, possibly
  * from inside malloc.
  */
-static bool some_thread_blocks_sigtrap(void)
+static bool some_thread_blocks_sigtrap(bool *alone)
 {
 	char buf[4096], path[320], status[4096];
 	bool blocked = false;
-	long n;
+	long n, me = (long)syscall(SYS_gettid);
 	int dir = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	unsigned int threads = 0;
 
+	*alone = false;
 	if (dir < 0)
 		return true;
 	while (!blocked && (n = syscall(SYS_getdents64, dir, buf, sizeof(buf))) > 0) {
@@ -218,6 +220,13 @@ static bool some_thread_blocks_sigtrap(void)
 
 			off += d->d_reclen;
 			if (d->d_name[0] == '.')
+				continue;
+			/* Only the caller: nobody can be running the sites (or start a thread that would). */
+			if (++threads == 1 && strtol(d->d_name, NULL, 10) == me)
+				*alone = true;
+			else
+				*alone = false;
+			if (*alone)
 				continue;
 			snprintf(path, sizeof(path), "/proc/self/task/%s/status", d->d_name);
 			fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -232,6 +241,8 @@ static bool some_thread_blocks_sigtrap(void)
 		}
 	}
 	close(dir);
+	if (threads != 1)
+		*alone = false;
 	return blocked;
 }
 
@@ -261,18 +272,31 @@ static bool head2_in_one_line(const uint8_t *addr)
 
 void sk_arch_poke(struct sk_poke *pokes, unsigned int n)
 {
-	bool spin_guard = some_thread_blocks_sigtrap();
+	bool alone, spin_guard;
 	sigset_t all, old;
 	unsigned int i;
 
 	if (n == 0)
 		return;
+	spin_guard = some_thread_blocks_sigtrap(&alone);
 	/*
 	 * No signal handler of ours may run into a site we are rewriting:
 	 * with the spin guard it would wait for us forever.
 	 */
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
+	if (alone) {
+		/*
+		 * The only thread (start-up, usually): no other core runs
+		 * these bytes, so they are written whole, without the trap
+		 * protocol; the return from here is the jump that makes this
+		 * core fetch them anew.
+		 */
+		for (i = 0; i < n; i++)
+			write_bytes(pokes[i].addr, pokes[i].insn, INSN_SIZE);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		return;
+	}
 	install_trap_handler();	/* the program may have replaced it */
 	trap_npokes = n;
 	__atomic_store_n(&trap_pokes, pokes, __ATOMIC_RELEASE);
