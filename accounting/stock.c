@@ -59,7 +59,7 @@ void acct_slot_unprecharge(struct cgm_thread_slot *t)
  * Refill @t's stock with at least @need bytes from what the process's
  * threads have freed, if that is enough.  Up to a batch is taken; while
  * some group has a limit (@check_limits) and ours is near it, only @need,
- * the rest going back to the group as before.  While no group has a
+ * the rest going back to the group as before.  Unless ours is near a
  * limit, whole pages are charged on top up to a full batch, so that
  * refills stay a batch apart.  What is left in the pool is uncharged.
  * False if the frees fall short of @need.
@@ -83,12 +83,18 @@ static bool stock_from_frees(struct cgm_acct *a, struct cgm_proc *p,
 			take = need;
 	}
 	p->free_pool -= take;
-	if (take > 0 && !check_limits && batch_bytes - take >= CGM_PAGE_SIZE) {
+	if (take > 0 && batch_bytes - take >= CGM_PAGE_SIZE) {
 		struct cgm_group *g = hier_group(h, p->group);
 		int64_t pages = (batch_bytes - take) / CGM_PAGE_SIZE;
 		struct page_counter *fail;
 
-		if (g && page_counter_try_charge(&g->memory, pages, &fail)) {
+		/*
+		 * With limits, only far from them (memory.max is enforced by
+		 * the try below, memory.high is not): a limit the workload
+		 * does not reach must not cost it a refill per page.
+		 */
+		if (g && !(check_limits && charge_limit_near(h, p->group, pages)) &&
+		    page_counter_try_charge(&g->memory, pages, &fail)) {
 			p->held_pages += pages;
 			take += pages * CGM_PAGE_SIZE;
 		}
