@@ -332,6 +332,9 @@ CGM_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ..
 		}
 	}
 	p = (void *)syscall(SYS_mremap, old, old_len, new_len, flags, want);
+	/* One of our mappings that spilling left in pieces: moved a piece at a time. */
+	if (p == MAP_FAILED && errno == EFAULT && spill_held && was.owner <= OWNER_UNKNOWN)
+		p = cgm_mremap_pieces(old, old_len, new_len, flags, want);
 	if (spill_held)
 		cgm_spill_release();
 	if (p == MAP_FAILED) {

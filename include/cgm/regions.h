@@ -60,6 +60,14 @@ struct cgm_region_span {
  */
 size_t cgm_regions_spans(struct cgm_region_span *out, size_t max);
 
+/*
+ * mremap(@old, @old_len, @new_len, @flags, @want) done a VMA at a time,
+ * for a private anonymous mapping that spilling's registrations left in
+ * pieces the kernel will not merge (it refuses such a range with EFAULT).
+ * What mremap returns, errno kept (shim/remap_pieces.c).
+ */
+void *cgm_mremap_pieces(void *old, size_t old_len, size_t new_len, int flags, void *want);
+
 /* In the constructor: the table's fork handlers. */
 void cgm_regions_init(void);
 
