@@ -42,6 +42,8 @@ CXXFLAGS_BASE := -std=c++17 -O2 -g $(WARN)
 LIB_CFLAGS := -fno-plt
 LIB_LDFLAGS := -shared -Wl,-z,now -Wl,-z,relro -Wl,--no-undefined \
 	-Wl,-soname,libcgmalloc.so
+# Not $(ZPOOL_LIBS): the library loads those when spilling starts
+# (shim/lazy_libs.c), so a program that never spills does not pay for them.
 LIB_LIBS := -lmimalloc -lpthread -ldl
 
 CFLAGS ?=
@@ -155,7 +157,7 @@ LIB_ARCHIVES := $(call archives,plain,acct zpool base)
 all: $(TOOLS)
 
 $(LIB): $(LIB_OBJS) $(LIB_ARCHIVES)
-	$(CC) $(LIB_LDFLAGS) $(LDFLAGS) -o $@ $(LIB_OBJS) $(LIB_ARCHIVES) $(LIB_LIBS) $(ZPOOL_LIBS)
+	$(CC) $(LIB_LDFLAGS) $(LDFLAGS) -o $@ $(LIB_OBJS) $(LIB_ARCHIVES) $(LIB_LIBS)
 
 deps:
 	@scripts/install-deps

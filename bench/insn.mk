@@ -12,7 +12,7 @@ $(NOSITES_DIR)/obj/%.o: %.c
 
 .SECONDEXPANSION:
 $(NOSITES_DIR)/libcgmalloc.so: $$(NOSITES_OBJS) $$(LIB_ARCHIVES)
-	$(CC) $(LIB_LDFLAGS) -o $@ $(NOSITES_OBJS) $(LIB_ARCHIVES) $(LIB_LIBS) $(ZPOOL_LIBS)
+	$(CC) $(LIB_LDFLAGS) -o $@ $(NOSITES_OBJS) $(LIB_ARCHIVES) $(LIB_LIBS)
 
 $(B)/bench/pairs: bench/pairs.c
 	@mkdir -p $(B)/bench

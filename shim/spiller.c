@@ -31,6 +31,7 @@
 
 #include "cgm/accounted.h"
 #include "cgm/clock.h"
+#include "cgm/lazy_libs.h"
 #include "cgm/log.h"
 #include "cgm/regions.h"
 #include "cgm/shim.h"
@@ -176,6 +177,9 @@ void cgm_spill_init(void)
 		cgm_log("spill=1 refused: spilling off");
 		return;
 	}
+	/* Its own message names the library that is missing. */
+	if (cgm_lazy_libs_load() < 0)
+		return;
 	allowed = true;
 	if (!open_engine())
 		return;
