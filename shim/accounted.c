@@ -289,11 +289,17 @@ void cgm_acct_free_big(void *p)
 		cgm_resident_tick(true);
 	count_big_free(size);
 	/*
-	 * charge=resident: a large block leaves memory as it is freed (as
-	 * glibc unmaps its large chunks), not when mimalloc next looks at
-	 * its segment -- which, with live pages around it, may be never.
+	 * charge=resident, near a limit: a large block leaves memory as it
+	 * is freed, not when mimalloc next purges its segment -- the room
+	 * is needed now.  Otherwise mimalloc keeps it for its purge delay,
+	 * as it would without us (and the sample shows it resident, as the
+	 * kernel would): a program that frees and allocates large blocks in
+	 * turn (mstress) would else fault every page of each one in anew --
+	 * 7x its time.
 	 */
-	if (large && cgm_conf.charge == CGM_CHARGE_RESIDENT)
+	if (large && cgm_conf.charge == CGM_CHARGE_RESIDENT &&
+	    static_branch_unlikely(&cgm_limits_key) &&
+	    acct_limit_near(&cgm_acct, size / CGM_PAGE_SIZE))
 		cgm_mi_free_now(p);
 	else
 		mi_free(p);
