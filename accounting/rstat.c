@@ -96,7 +96,7 @@ static bool slot_delta(struct cgm_thread_slot *t, int64_t d[CGM_NR_STATS])
 	DELTA(CGM_STAT_ALLOC_BYTES, big_alloc_bytes, snap_big_alloc_bytes);
 	DELTA(CGM_STAT_FREES, frees, snap_frees);
 	DELTA(CGM_STAT_FREE_BYTES, freed_bytes, snap_freed_bytes);
-	DELTA(CGM_STAT_FREE_BYTES, freed_uncharged_bytes, snap_freed_uncharged_bytes);
+	DELTA(CGM_STAT_FREE_BYTES, freed_unpooled_bytes, snap_freed_unpooled_bytes);
 	DELTA(CGM_STAT_THROTTLE_NS, throttle_ns, snap_throttle_ns);
 	DELTA(CGM_STAT_ALLOC_BYTES, realloc_new_bytes, snap_realloc_new_bytes);
 	DELTA(CGM_STAT_FREE_BYTES, realloc_old_bytes, snap_realloc_old_bytes);

@@ -228,11 +228,43 @@ static void stock_refund(struct cgm_thread_slot *t, int64_t bytes)
  * block again.  A block charged by residency is refused instead while
  * the group is over its memory.max after reclaim.
  */
-void *cgm_acct_alloc_slow(size_t n, size_t align, bool zero)
+/*
+ * A block of 1..128 KiB, charged by its bytes, that the thread's stock
+ * covers twice over (mimalloc's block is at most a quarter above the
+ * request): taken from the stock with no lock, no clock and no look at
+ * other processes, as the small path takes from its allowance -- the
+ * stock is precharged, and its refills do those.  NULL when the stock
+ * is short (or the thread has no slot yet: the boot slot's is negative).
+ */
+static void *stocked_alloc(size_t n, bool zero)
 {
-	struct cgm_thread_slot *t = thread_slot();
+	struct cgm_thread_slot *t = cgm_tslot;
+	struct cgm_proc *careful;
 	int64_t actual;
 	void *p;
+
+	if (t->stock < 2 * (int64_t)n)
+		return NULL;
+	p = zero ? mi_zalloc(n) : mi_malloc(n);
+	if (!p)
+		return NULL;
+	actual = block_size(p);
+	careful = cgm_careful_begin();
+	cgm_owner_add(t->stock, -actual);
+	cgm_careful_end(careful);
+	count_big(t, actual);
+	return p;
+}
+
+void *cgm_acct_alloc_slow(size_t n, size_t align, bool zero)
+{
+	struct cgm_thread_slot *t;
+	int64_t actual;
+	void *p;
+
+	if (n <= CGM_SAMPLED_MIN && !align && (p = stocked_alloc(n, zero)) != NULL)
+		return p;
+	t = thread_slot();
 
 	if (n >= (size_t)INT64_MAX / 2) {
 		errno = ENOMEM;
@@ -262,15 +294,40 @@ void *cgm_acct_alloc_slow(size_t n, size_t align, bool zero)
 	return p;
 }
 
+/*
+ * A freed block's bytes go back into the freeing thread's own stock, as
+ * the kernel's obj_stock takes freed bytes back: a thread that allocates
+ * and frees blocks of a few KiB in turn then refills its stock (a lock
+ * and a harvest of every thread's counters) once in a long while, not
+ * every few blocks.  Past two batches the stock is trimmed into the
+ * process's pool, whose whole pages are uncharged (acct_stock_trim): the
+ * bound on what a thread precharges stays what it was.  Not on a slot
+ * shared by threads that have none of their own.
+ */
+static bool restock(struct cgm_thread_slot *t, int64_t size)
+{
+	struct cgm_proc *p;
+
+	if (t == &cgm_boot_slot || t == &cgm_unaccounted_slot)
+		return false;
+	p = cgm_careful_begin();
+	cgm_owner_add(t->freed_unpooled_bytes, (uint64_t)size);
+	cgm_owner_add(t->stock, size);
+	cgm_careful_end(p);
+	if (t->stock > 2 * cgm_acct.batch_pages * CGM_PAGE_SIZE)
+		acct_stock_trim(&cgm_acct, t);
+	return true;
+}
+
 /* Count the free of a block of @size bytes on the calling thread's slot. */
 static void count_big_free(int64_t size)
 {
 	struct cgm_thread_slot *t = cgm_tslot;
 
-	if (byte_charge(size))
+	if (!byte_charge(size))
+		cgm_owner_add(t->freed_unpooled_bytes, (uint64_t)size);
+	else if (!restock(t, size))
 		cgm_owner_add(t->freed_bytes, (uint64_t)size);
-	else
-		cgm_owner_add(t->freed_uncharged_bytes, (uint64_t)size);
 	cgm_owner_add(t->frees, 1);
 }
 

@@ -282,7 +282,7 @@ struct cgm_thread_slot {
 	uint32_t drained_gen;		/* owner: the hdr->drain_gen it last answered */
 	uint64_t frees;			/* frees of blocks above 1 KiB */
 	uint64_t freed_bytes;		/* their bytes (harvested: uncharged) */
-	uint64_t freed_uncharged_bytes;	/* bytes of freed blocks that were never byte-charged */
+	uint64_t freed_unpooled_bytes;	/* bytes of freed blocks not for the pool: never byte-charged, or back in the stock */
 	uint64_t big_allocs;
 	uint64_t big_alloc_bytes;
 	uint64_t throttle_ns;
@@ -300,7 +300,7 @@ struct cgm_thread_slot {
 
 	/* flusher-owned (flush lock) */
 	uint64_t snap_frees, snap_freed_bytes, snap_big_allocs, snap_big_alloc_bytes;
-	uint64_t snap_freed_uncharged_bytes;
+	uint64_t snap_freed_unpooled_bytes;
 	uint64_t snap_throttle_ns;
 	uint64_t snap_reallocs, snap_realloc_new_bytes, snap_realloc_old_bytes;
 	uint64_t snap_allocs_small[CGM_NR_BINS];
