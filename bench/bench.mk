@@ -4,7 +4,8 @@
 # harness (scripts/cgm-overhead) preloads each allocator configuration.
 
 BENCH_BIN := $(B)/bench
-BENCH_C := churn threads prodcons realloc large
+BENCH_C := churn threads prodcons realloc large \
+	larson tchurn replay gbench bignum xmalloc mstress
 BENCH_CXX := cxxmap
 BENCH_PROGS := $(addprefix $(BENCH_BIN)/,$(BENCH_C) $(BENCH_CXX))
 BENCH_CFLAGS = -std=c11 -O2 -g -pthread $(CWARN) $(CPPFLAGS_BASE) $(TEST_DEPFLAGS)

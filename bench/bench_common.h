@@ -1,6 +1,7 @@
 /*
  * Helpers shared by the benchmark workloads: argument parsing, a small
- * deterministic random generator, and the one-line failure report.
+ * deterministic random generator, the one-line failure report, and the
+ * start and join of a table of worker threads.
  *
  * The workloads are run under every allocator configuration by
  * scripts/cgm-overhead, so each must do exactly the same work every run:
@@ -10,6 +11,8 @@
 #define CGM_BENCH_COMMON_H
 
 #include <errno.h>
+#include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +26,19 @@ static inline void bench_die(const char *prog, const char *what)
 {
 	fprintf(stderr, "%s: %s\n", prog, what);
 	exit(BENCH_FAILED);
+}
+
+/* bench_calloc - calloc(@n, @size), or the end of the program with "out
+ * of memory for @what". */
+static inline void *bench_calloc(const char *prog, size_t n, size_t size, const char *what)
+{
+	void *p = calloc(n, size);
+
+	if (!p) {
+		fprintf(stderr, "%s: out of memory for %s\n", prog, what);
+		exit(BENCH_FAILED);
+	}
+	return p;
 }
 
 /*
@@ -76,6 +92,72 @@ static inline void bench_keep_drain(void **ring, size_t n)
 		free(ring[i]);
 		ring[i] = NULL;
 	}
+}
+
+/*
+ * bench_replace - free the block in *@slot (if any), adding its first byte
+ * to *@sum, and put there a new block of @size bytes whose first byte is
+ * @tag.  Returns 0, or -1 when malloc failed (*@slot is then NULL).
+ */
+static inline int bench_replace(unsigned char **slot, size_t size, unsigned char tag,
+				unsigned long *sum)
+{
+	if (*slot)
+		*sum += (*slot)[0];
+	free(*slot);
+	*slot = (unsigned char *)malloc(size);
+	if (!*slot)
+		return -1;
+	(*slot)[0] = tag;
+	return 0;
+}
+
+/*
+ * What every worker thread of a workload shares: the first member of the
+ * workload's per-thread struct, so that bench_threads_run() can walk a
+ * table of those structs knowing only the size of one.
+ */
+struct bench_thread {
+	pthread_t tid;
+	unsigned long sum; /* checksum of what the thread freed or read */
+	int failed;        /* set by the thread on a failed allocation or check */
+};
+
+static inline struct bench_thread *bench_thread_at(void *table, size_t size, size_t i)
+{
+	return (struct bench_thread *)((char *)table + i * size);
+}
+
+/*
+ * bench_threads_run - run @fn on each of the @n elements of @table, each
+ * in a thread of its own, and wait for them all.  The elements are @size
+ * bytes each, each starts with a struct bench_thread, and @fn gets the
+ * element's address.  Threads are started and joined in table order; the
+ * program ends (as bench_die(), naming @prog) when a thread cannot be
+ * created, or with the message @failed when a thread has set its ->failed.
+ * Returns the sum of the threads' ->sum.
+ */
+static inline unsigned long bench_threads_run(const char *prog, void *table, size_t n,
+					      size_t size, void *(*fn)(void *),
+					      const char *failed)
+{
+	unsigned long sum = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		struct bench_thread *t = bench_thread_at(table, size, i);
+
+		if (pthread_create(&t->tid, NULL, fn, t))
+			bench_die(prog, "pthread_create failed");
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct bench_thread *t = bench_thread_at(table, size, i);
+
+		pthread_join(t->tid, NULL);
+		if (t->failed)
+			bench_die(prog, failed);
+		sum += t->sum;
+	}
+	return sum;
 }
 
 #endif

@@ -16,11 +16,9 @@
 #define LIVE 2048
 
 struct worker {
-	pthread_t tid;
+	struct bench_thread thr; /* first, for bench_threads_run() */
 	unsigned long steps;
 	uint64_t seed;
-	unsigned long sum;
-	int failed;
 };
 
 static void *worker_run(void *arg)
@@ -34,15 +32,10 @@ static void *worker_run(void *arg)
 		unsigned k = r % LIVE;
 		size_t size = 8 + (r >> 32) % 377;
 
-		if (slot[k])
-			w->sum += slot[k][0];
-		free(slot[k]);
-		slot[k] = malloc(size);
-		if (!slot[k]) {
-			w->failed = 1;
+		if (bench_replace(&slot[k], size, (unsigned char)i, &w->thr.sum) < 0) {
+			w->thr.failed = 1;
 			break;
 		}
-		slot[k][0] = (unsigned char)i;
 	}
 	for (unsigned k = 0; k < LIVE; k++)
 		free(slot[k]);
@@ -53,23 +46,15 @@ int main(int argc, char **argv)
 {
 	unsigned long steps = bench_arg(argc, argv, 1, 8000000, "STEPS_PER_THREAD");
 	unsigned long nthreads = bench_arg(argc, argv, 2, 4, "THREADS");
-	struct worker *w = calloc(nthreads, sizeof(*w));
-	unsigned long sum = 0;
+	struct worker *w = bench_calloc(argv[0], nthreads, sizeof(*w), "the thread table");
+	unsigned long sum;
 
-	if (!w)
-		bench_die(argv[0], "out of memory for the thread table");
 	for (unsigned long t = 0; t < nthreads; t++) {
 		w[t].steps = steps;
 		w[t].seed = 0x2545f4914f6cdd1dull * (t + 1);
-		if (pthread_create(&w[t].tid, NULL, worker_run, &w[t]))
-			bench_die(argv[0], "pthread_create failed");
 	}
-	for (unsigned long t = 0; t < nthreads; t++) {
-		pthread_join(w[t].tid, NULL);
-		if (w[t].failed)
-			bench_die(argv[0], "malloc failed in a worker");
-		sum += w[t].sum;
-	}
+	sum = bench_threads_run(argv[0], w, nthreads, sizeof(*w), worker_run,
+				"malloc failed in a worker");
 	free(w);
 	printf("threads: %lu x %lu steps, checksum %lu\n", nthreads, steps, sum);
 	return 0;
