@@ -110,7 +110,8 @@ static inline __attribute__((always_inline)) void *cgm_acct_malloc(size_t n, boo
 	t = cgm_tslot;
 	if (cgm_unlikely(cgm_owner_add(t->allow[bin], -1) < 0))
 		return cgm_acct_refill(n, zero);
-	return zero ? mi_zalloc(n) : mi_malloc(n);
+	/* mimalloc's small entry: its own n <= 1024 test is the one made above. */
+	return zero ? mi_zalloc_small(n) : mi_malloc_small(n);
 }
 
 /* Count a free of a small block of @size bytes (a multiple of 8, 8..1024). */
