@@ -239,7 +239,6 @@ static void stock_refund(struct cgm_thread_slot *t, int64_t bytes)
 static void *stocked_alloc(size_t n, bool zero)
 {
 	struct cgm_thread_slot *t = cgm_tslot;
-	struct cgm_proc *careful;
 	int64_t actual;
 	void *p;
 
@@ -249,9 +248,7 @@ static void *stocked_alloc(size_t n, bool zero)
 	if (!p)
 		return NULL;
 	actual = block_size(p);
-	careful = cgm_careful_begin();
 	cgm_owner_add(t->stock, -actual);
-	cgm_careful_end(careful);
 	count_big(t, actual);
 	return p;
 }
@@ -306,34 +303,36 @@ void *cgm_acct_alloc_slow(size_t n, size_t align, bool zero)
  */
 static bool restock(struct cgm_thread_slot *t, int64_t size)
 {
-	struct cgm_proc *p;
-
 	if (t == &cgm_boot_slot || t == &cgm_unaccounted_slot)
 		return false;
-	p = cgm_careful_begin();
+	/* The stock is inside the pages the process holds: a move carries it as it is. */
 	cgm_owner_add(t->freed_unpooled_bytes, (uint64_t)size);
 	cgm_owner_add(t->stock, size);
-	cgm_careful_end(p);
 	if (t->stock > 2 * cgm_acct.batch_pages * CGM_PAGE_SIZE)
 		acct_stock_trim(&cgm_acct, t);
 	return true;
 }
 
-/* Count the free of a block of @size bytes on the calling thread's slot. */
-static void count_big_free(int64_t size)
+/*
+ * Count the free of a block of @size bytes on the calling thread's slot;
+ * into its stock when @may_restock (not under the process lock: a trim
+ * takes it).
+ */
+static void count_big_free(int64_t size, bool may_restock)
 {
 	struct cgm_thread_slot *t = cgm_tslot;
 
 	if (!byte_charge(size))
 		cgm_owner_add(t->freed_unpooled_bytes, (uint64_t)size);
-	else if (!restock(t, size))
+	else if (!may_restock || !restock(t, size))
 		cgm_owner_add(t->freed_bytes, (uint64_t)size);
 	cgm_owner_add(t->frees, 1);
 }
 
+/* The careful path's count, which holds the process lock (shim/moving.c). */
 void cgm_acct_count_big_free(void *p)
 {
-	count_big_free(block_size(p));
+	count_big_free(block_size(p), false);
 }
 
 void cgm_acct_free_big(void *p)
@@ -344,7 +343,7 @@ void cgm_acct_free_big(void *p)
 	/* What was touched in a large block reaches the charge (and memory.peak) before it goes. */
 	if (large && thread_slot())
 		cgm_resident_tick(true);
-	count_big_free(size);
+	count_big_free(size, true);
 	/*
 	 * charge=resident, near a limit: a large block leaves memory as it
 	 * is freed, not when mimalloc next purges its segment -- the room
