@@ -335,6 +335,33 @@ void cgm_acct_count_big_free(void *p)
 	count_big_free(block_size(p), false);
 }
 
+/*
+ * charge=resident: does a large block leave memory as it is freed, or
+ * stay with mimalloc for its purge delay?  glibc's rule for its mmapped
+ * chunks: a block larger than any freed so far goes at once (glibc
+ * unmaps it), and raises the bar to its size, up to 32 MiB (glibc's
+ * dynamic mmap threshold), so that a program that frees and allocates
+ * blocks of one size in turn keeps them and does not fault every page of
+ * each in anew (mstress-style: 7x its time).  Near a limit every large
+ * block goes at once: the room is needed now.
+ */
+#define PURGE_BAR_MAX (32LL << 20)
+static int64_t purge_bar = LARGE_BLOCK - 1;
+
+static bool purge_on_free(int64_t size)
+{
+	int64_t bar = __atomic_load_n(&purge_bar, __ATOMIC_RELAXED);
+
+	if (size > bar) {
+		if (bar < PURGE_BAR_MAX)
+			__atomic_store_n(&purge_bar, size < PURGE_BAR_MAX ? size : PURGE_BAR_MAX,
+					 __ATOMIC_RELAXED);
+		return true;
+	}
+	return static_branch_unlikely(&cgm_limits_key) &&
+	       acct_limit_near(&cgm_acct, size / CGM_PAGE_SIZE);
+}
+
 void cgm_acct_free_big(void *p)
 {
 	int64_t size = block_size(p);
@@ -344,18 +371,7 @@ void cgm_acct_free_big(void *p)
 	if (large && thread_slot())
 		cgm_resident_tick(true);
 	count_big_free(size, true);
-	/*
-	 * charge=resident, near a limit: a large block leaves memory as it
-	 * is freed, not when mimalloc next purges its segment -- the room
-	 * is needed now.  Otherwise mimalloc keeps it for its purge delay,
-	 * as it would without us (and the sample shows it resident, as the
-	 * kernel would): a program that frees and allocates large blocks in
-	 * turn (mstress) would else fault every page of each one in anew --
-	 * 7x its time.
-	 */
-	if (large && cgm_conf.charge == CGM_CHARGE_RESIDENT &&
-	    static_branch_unlikely(&cgm_limits_key) &&
-	    acct_limit_near(&cgm_acct, size / CGM_PAGE_SIZE))
+	if (large && cgm_conf.charge == CGM_CHARGE_RESIDENT && purge_on_free(size))
 		cgm_mi_free_now(p);
 	else
 		mi_free(p);
