@@ -958,8 +958,6 @@ struct cwriter_stats {
 	bool first_bad_may_zero;	/* a forget had begun since the write */
 };
 
-void sp_trace(int op, uintptr_t page, long a, long b);
-void sp_trace_dump(const char *path);
 static uint64_t cpattern(size_t pg, unsigned gen, size_t k)
 {
 	return 1ull << 63 | (uint64_t)pg << 48 | (uint64_t)gen << 12 | k;
@@ -971,10 +969,8 @@ static void cwrite(size_t pg)
 
 	cended[pg] = atomic_load(&forget_ended[pg]);
 	cgen[pg]++;
-	sp_trace(60, (uintptr_t)w, (long)cgen[pg], (long)cended[pg]);
 	for (size_t k = 0; k < WORDS; k++)
 		w[k] = cpattern(pg, cgen[pg], k);
-	sp_trace(61, (uintptr_t)w, (long)cgen[pg], 0);
 }
 
 static void ccheck(size_t pg, struct cwriter_stats *cs)
@@ -1005,14 +1001,6 @@ static void ccheck(size_t pg, struct cwriter_stats *cs)
 		cs->first_bad_may_zero = may_zero;
 	}
 	cs->bad += bad;
-	static int dumped;
-	if (bad && !dumped++) {
-		char path[64];
-		sp_trace(62, (uintptr_t)(cregion + pg * PG), (long)bad, (long)zero);
-		snprintf(path, sizeof(path), "/tmp/rl/trace_%d.txt", (int)getpid());
-		sp_trace_dump(path);
-		fprintf(stderr, "TRACE DUMPED %s region %p page %zu\n", path, (void *)cregion, pg);
-	}
 }
 
 static void *cwriter(void *arg)
@@ -1083,14 +1071,11 @@ static void *cdiscarder(void *arg)
 		if (op < 8) {
 			for (size_t i = first; i < first + n; i++)
 				atomic_fetch_add(&forget_begun[i], 1);
-			sp_trace(70, (uintptr_t)(cregion + first * PG), (long)n, 0);
 			got = spill_forget_range(eng, cregion + first * PG, n * PG);
-			sp_trace(71, (uintptr_t)(cregion + first * PG), (long)n, got);
 			for (size_t i = first; i < first + n; i++)
 				atomic_fetch_add(&forget_ended[i], 1);
 			ds->forgotten += got;
 		} else {
-			sp_trace(72, (uintptr_t)(cregion + first * PG), (long)n, (long)op);
 			got = op < 15 ? spill_restore_range(eng, cregion + first * PG, n * PG) :
 			      spill_restore_range(eng, NULL, SIZE_MAX);
 			ds->restored += got;

@@ -47,36 +47,6 @@
 #include "cgm/spill.h"
 #include "cgm/zpool.h"
 
-/* TEMP TRACE */
-#include <stdio.h>
-struct sp_tev { uint64_t t; uintptr_t page; long a, b; int op, tid; };
-#define SP_TN (1u << 20)
-static struct sp_tev sp_tring[SP_TN];
-static atomic_uint sp_tpos;
-static _Thread_local int sp_ttid;
-static atomic_int sp_tnext = 1;
-void sp_trace(int op, uintptr_t page, long a, long b);
-void sp_trace(int op, uintptr_t page, long a, long b)
-{
-	unsigned i = atomic_fetch_add(&sp_tpos, 1) % SP_TN;
-	struct timespec ts;
-	if (!sp_ttid) sp_ttid = atomic_fetch_add(&sp_tnext, 1);
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	sp_tring[i] = (struct sp_tev){ (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec, page, a, b, op, sp_ttid };
-}
-void sp_trace_dump(const char *path);
-void sp_trace_dump(const char *path)
-{
-	FILE *f = fopen(path, "w");
-	unsigned end = atomic_load(&sp_tpos), st = end > SP_TN ? end - SP_TN : 0;
-	for (unsigned i = st; i < end; i++) {
-		struct sp_tev *v = &sp_tring[i % SP_TN];
-		fprintf(f, "%llu t%d op%d %#lx %ld %ld\n", (unsigned long long)v->t, v->tid, v->op, (unsigned long)v->page, v->a, v->b);
-	}
-	fclose(f);
-}
-#define TR(op, page, a, b) sp_trace(op, (uintptr_t)(page), (long)(a), (long)(b))
-
 /* UFFDIO_MOVE (Linux 6.8) is newer than the installed uapi headers. */
 #ifndef UFFD_FEATURE_MOVE
 #define UFFD_FEATURE_MOVE		(1 << 16)
@@ -418,7 +388,7 @@ static void sp_settle(struct spill_engine *e, uintptr_t start, uintptr_t end, bo
 		 * which serves it with zeros as the kernel would. */
 		if (sp_tracked(e, cur))
 			sp_register(e, cur, next, UFFDIO_REGISTER_MODE_WP);
-		else if (TR(3, cur, next, 0), 1)
+		else
 			ioctl(e->uffd, UFFDIO_UNREGISTER,
 			      &(struct uffdio_range){ .start = cur, .len = next - cur });
 		cur = next;
@@ -462,7 +432,6 @@ static uint32_t sp_range_open(struct spill_engine *e, uintptr_t start,
 	}
 	e->ranges[id].start = start;
 	e->ranges[id].end = end;
-	TR(1, start, id, end);
 	atomic_store_explicit(&e->ranges[id].live, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&e->nr_ranges, 1, memory_order_relaxed);
 	pthread_mutex_unlock(&e->reg_lock);
@@ -482,7 +451,6 @@ static void sp_range_put(struct spill_engine *e, uint32_t id)
 	if (atomic_fetch_sub_explicit(&r->live, 1, memory_order_acq_rel) != 1)
 		return;
 	pthread_mutex_lock(&e->reg_lock);
-	TR(2, r->start, id, r->end);
 	sp_settle(e, r->start, r->end, false);
 	r->end = 0;
 	r->next_free = e->free_range;
@@ -515,11 +483,8 @@ static int sp_place(struct spill_engine *e, uintptr_t page, const void *src,
 			.dst = page, .src = (uintptr_t)src, .len = SP_PAGE,
 			.mode = wake ? 0 : UFFDIO_COPY_MODE_DONTWAKE,
 		};
-		if (!ioctl(e->uffd, UFFDIO_COPY, &c)) {
-			TR(21, page, src == e->zeros, 0);
+		if (!ioctl(e->uffd, UFFDIO_COPY, &c))
 			return 0;
-		}
-		TR(21, page, src == e->zeros, errno);
 		if (errno != EAGAIN)
 			break;
 	}
@@ -598,7 +563,6 @@ static int sp_restore(struct spill_engine *e, uintptr_t page, void *bounce,
 	if (!ent)
 		return 0;
 	ent->state = SP_LOADING;
-	TR(20, page, counter == &e->refaulted ? 1 : counter == &e->restored ? 2 : 3, ent->range);
 	zent = ent->zent;
 	range = ent->range;
 	seq = ent->seq;
@@ -614,7 +578,6 @@ static int sp_restore(struct spill_engine *e, uintptr_t page, void *bounce,
 	sp_place(e, page, bounce, true);
 
 	pthread_mutex_lock(&e->lock);
-	TR(22, page, 0, 0);
 	sp_remove(e, sp_lookup(e, page));
 	pthread_cond_broadcast(&e->changed);
 	pthread_mutex_unlock(&e->lock);
@@ -642,7 +605,6 @@ static int sp_forget(struct spill_engine *e, uintptr_t page)
 		return 0;
 	zent = ent->zent;
 	range = ent->range;
-	TR(30, page, range, 0);
 	sp_remove(e, ent);
 	pthread_cond_broadcast(&e->changed);
 	pthread_mutex_unlock(&e->lock);
@@ -665,7 +627,6 @@ static void sp_serve(struct spill_engine *e, uintptr_t page)
 			return;
 		pthread_mutex_lock(&e->lock);
 		if (!sp_lookup(e, page)) {
-			TR(40, page, 0, 0);
 			sp_place_zero(e, page);
 			pthread_mutex_unlock(&e->lock);
 			return;
@@ -791,7 +752,6 @@ static void *sp_handler(void *arg)
 			if (msg[i].event != UFFD_EVENT_PAGEFAULT)
 				continue;
 			page = (uintptr_t)msg[i].arg.pagefault.address & ~(SP_PAGE - 1);
-			TR(50, page, msg[i].arg.pagefault.flags, 0);
 			sp_serve(e, page);
 			if (e->ra_on)
 				sp_readahead(e, page);
@@ -1041,7 +1001,6 @@ static void sp_drop(struct spill_engine *e, uintptr_t addr, const bool *in,
 	for (unsigned i = 0; i < n; i++) {
 		if (!in[i])
 			continue;
-		TR(12, addr + i * SP_PAGE, range, 0);
 		sp_remove(e, sp_lookup(e, addr + i * SP_PAGE));
 		dropped++;
 	}
@@ -1081,8 +1040,6 @@ static void sp_move(struct spill_engine *e, uintptr_t addr, unsigned char *stage
 			if (ioctl(e->stage_uffd, UFFDIO_MOVE, &m))
 				err = errno;
 			done = err ? (m.move > 0 ? (unsigned)(m.move / SP_PAGE) : 0) : j - i;
-			TR(11, m.src, (long)m.len, err ? err : 0);
-			TR(14, m.src, (long)m.move, 0);
 			for (unsigned k = 0; k < done; k++)
 				moved[i + k] = true;
 			i += done;
@@ -1114,7 +1071,6 @@ static unsigned sp_spill_batch(struct spill_engine *e, uintptr_t addr,
 			continue;
 		}
 		if (sp_insert(e, addr + i * SP_PAGE, range)) {
-			TR(10, addr + i * SP_PAGE, range, 0);
 			in[i] = true;
 			entered++;
 		}
@@ -1156,7 +1112,6 @@ static unsigned sp_spill_batch(struct spill_engine *e, uintptr_t addr,
 		pthread_mutex_lock(&e->lock);
 		sp_lookup(e, page)->zent = zent;
 		sp_lookup(e, page)->state = SP_STORED;
-		TR(13, page, zent, 0);
 		/* Its refault distance counts from its own place in the batch. */
 		sp_lookup(e, page)->seq = sp_seq_now(e) + spilled;
 		pthread_cond_broadcast(&e->changed);
