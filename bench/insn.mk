@@ -25,6 +25,18 @@ bench-insn: $(LIB) $(NOSITES_DIR)/libcgmalloc.so $(B)/bench/pairs
 BENCH_TARGETS += bench-insn
 .PHONY: bench-insn
 
+# Every workload of the suite by callgrind, accounting on and with limits,
+# as ratios to mimalloc's instructions; BEFORE=path/to/libcgmalloc.so adds
+# the columns of another build (a before/after comparison).
+bench-insn-suite: $(LIB) $(BENCH_PROGS)
+	bench/insn-suite --build $(B) $(if $(BEFORE),--lib before=$(BEFORE)) --lib now=$(LIB) \
+		> bench/RESULTS-insn-suite.md.tmp
+	mv bench/RESULTS-insn-suite.md.tmp bench/RESULTS-insn-suite.md
+	cat bench/RESULTS-insn-suite.md
+
+BENCH_TARGETS += bench-insn-suite
+.PHONY: bench-insn-suite
+
 # memory.stat with 10,000 groups and 16 processes.
 $(B)/bench/stat_read: bench/stat_read.c $(call archives,plain,acct base)
 	@mkdir -p $(B)/bench
