@@ -469,14 +469,16 @@ static void sp_wake(struct spill_engine *e, uintptr_t page)
 
 /*
  * UFFDIO_COPY @src to @page on the program uffd; with @wake, wake the
- * threads that wait for it.  A page someone placed first (EEXIST) counts
- * as placed.  Returns 0, or -errno when the page cannot be placed at all
- * (the program unmapped it).
+ * threads that wait for it, whether or not the copy succeeds.  A page
+ * someone placed first (EEXIST) counts as placed.  Returns 0, or -errno
+ * when the page cannot be placed at all (the program unmapped it, or the
+ * range was unregistered).
  */
 static int sp_place(struct spill_engine *e, uintptr_t page, const void *src,
 		    bool wake)
 {
 	struct uffdio_copy c;
+	int err;
 
 	for (;;) {
 		c = (struct uffdio_copy){
@@ -488,13 +490,17 @@ static int sp_place(struct spill_engine *e, uintptr_t page, const void *src,
 		if (errno != EAGAIN)
 			break;
 	}
-	if (errno == EEXIST) {
-		/* A copy that fails wakes nobody. */
-		if (wake)
-			sp_wake(e, page);
-		return 0;
-	}
-	return -errno;
+	err = errno;
+	/*
+	 * A copy that fails wakes nobody, and a thread may wait for this
+	 * page even where the copy cannot go: UFFDIO_UNREGISTER wakes the
+	 * range before it clears it, and a fault taken under the per-VMA
+	 * lock can queue in between (ENOENT here); it would sleep for ever.
+	 * Woken, it faults again and the kernel fills the page.
+	 */
+	if (wake)
+		sp_wake(e, page);
+	return err == EEXIST ? 0 : -err;
 }
 
 /* Serve a fault on a page that has no entry: never there, or already back. */
