@@ -221,14 +221,6 @@ static void stock_refund(struct cgm_thread_slot *t, int64_t bytes)
 }
 
 /*
- * Above the small sizes the block is allocated first and then charged
- * exactly: mimalloc rounds large requests up in ways mi_good_size() does
- * not tell (a 528 KB request takes a 1 MiB block), and an estimate that
- * fell short would charge past memory.max.  A refused charge frees the
- * block again.  A block charged by residency is refused instead while
- * the group is over its memory.max after reclaim.
- */
-/*
  * A block of 1..128 KiB, charged by its bytes, that the thread's stock
  * covers twice over (mimalloc's block is at most a quarter above the
  * request): taken from the stock with no lock, no clock and no look at
@@ -253,6 +245,14 @@ static void *stocked_alloc(size_t n, bool zero)
 	return p;
 }
 
+/*
+ * Above the small sizes the block is allocated first and then charged
+ * exactly: mimalloc rounds large requests up in ways mi_good_size() does
+ * not tell (a 528 KB request takes a 1 MiB block), and an estimate that
+ * fell short would charge past memory.max.  A refused charge frees the
+ * block again.  A block charged by residency is refused instead while
+ * the group is over its memory.max after reclaim.
+ */
 void *cgm_acct_alloc_slow(size_t n, size_t align, bool zero)
 {
 	struct cgm_thread_slot *t;
@@ -262,7 +262,6 @@ void *cgm_acct_alloc_slow(size_t n, size_t align, bool zero)
 	if (n <= CGM_SAMPLED_MIN && !align && (p = stocked_alloc(n, zero)) != NULL)
 		return p;
 	t = thread_slot();
-
 	if (n >= (size_t)INT64_MAX / 2) {
 		errno = ENOMEM;
 		return NULL;
