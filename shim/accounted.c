@@ -307,8 +307,7 @@ static bool restock(struct cgm_thread_slot *t, int64_t size)
 	/* The stock is inside the pages the process holds: a move carries it as it is. */
 	cgm_owner_add(t->freed_unpooled_bytes, (uint64_t)size);
 	cgm_owner_add(t->stock, size);
-	if (t->stock > 2 * cgm_acct.batch_pages * CGM_PAGE_SIZE)
-		acct_stock_trim(&cgm_acct, t);
+	acct_stock_trim(&cgm_acct, t);
 	return true;
 }
 

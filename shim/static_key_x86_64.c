@@ -197,7 +197,8 @@ static bool status_blocks_sigtrap(const char *text)
 }
 
 /*
- * Does any thread of this process block SIGTRAP?  Read without allocating
+ * Does any thread of this process but the caller block SIGTRAP?  *@alone
+ * says whether the caller is the only thread.  Read without allocating
  * (raw getdents64, stack buffers): this runs while keys change, possibly
  * from inside malloc.
  */
@@ -208,6 +209,7 @@ static bool some_thread_blocks_sigtrap(bool *alone)
 	long n, me = (long)syscall(SYS_gettid);
 	int dir = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	unsigned int threads = 0;
+	bool saw_me = false;
 
 	*alone = false;
 	if (dir < 0)
@@ -221,13 +223,15 @@ static bool some_thread_blocks_sigtrap(bool *alone)
 			off += d->d_reclen;
 			if (d->d_name[0] == '.')
 				continue;
-			/* Only the caller: nobody can be running the sites (or start a thread that would). */
-			if (++threads == 1 && strtol(d->d_name, NULL, 10) == me)
-				*alone = true;
-			else
-				*alone = false;
-			if (*alone)
+			threads++;
+			/*
+			 * The caller's own mask does not matter: it never runs a
+			 * site while it rewrites them (its signals are blocked).
+			 */
+			if (strtol(d->d_name, NULL, 10) == me) {
+				saw_me = true;
 				continue;
+			}
 			snprintf(path, sizeof(path), "/proc/self/task/%s/status", d->d_name);
 			fd = open(path, O_RDONLY | O_CLOEXEC);
 			if (fd < 0)
@@ -241,8 +245,8 @@ static bool some_thread_blocks_sigtrap(bool *alone)
 		}
 	}
 	close(dir);
-	if (threads != 1)
-		*alone = false;
+	/* Only the caller: nobody can be running the sites (or start a thread that would). */
+	*alone = !blocked && threads == 1 && saw_me;
 	return blocked;
 }
 
