@@ -25,6 +25,16 @@ bench-insn: $(LIB) $(NOSITES_DIR)/libcgmalloc.so $(B)/bench/pairs
 BENCH_TARGETS += bench-insn
 .PHONY: bench-insn
 
+# Start-up of /bin/true: instructions and system calls, mimalloc alone
+# against the library with accounting off and on.
+bench-startup: $(LIB)
+	bench/insn-startup $(B) > bench/RESULTS-startup.md.tmp
+	mv bench/RESULTS-startup.md.tmp bench/RESULTS-startup.md
+	cat bench/RESULTS-startup.md
+
+BENCH_TARGETS += bench-startup
+.PHONY: bench-startup
+
 # Every workload of the suite by callgrind, accounting on and with limits,
 # as ratios to mimalloc's instructions; BEFORE=path/to/libcgmalloc.so adds
 # the columns of another build (a before/after comparison).

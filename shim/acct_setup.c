@@ -22,6 +22,7 @@
 #include "cgm/config.h"
 #include "cgm/files.h"
 #include "cgm/log.h"
+#include "cgm/mi_layout.h"
 #include "cgm/shim.h"
 #include "cgm/spiller.h"
 
@@ -182,6 +183,24 @@ static void export_scope(const char *group)
 		setenv("CGMALLOC_CONF", conf, 1);
 }
 
+/*
+ * mi_layout_check(), unless a process of this hierarchy already passed it
+ * with the same mimalloc binary: the check allocates a block of each kind,
+ * 18k instructions at every start of a program that may never allocate.
+ */
+static int check_mimalloc(struct cgm_hier *h, const char **why)
+{
+	uint64_t id = mi_build_id_hash();
+
+	if (id && __atomic_load_n(&h->hdr->mi_layout_ok, __ATOMIC_RELAXED) == id)
+		return 0;
+	if (mi_layout_check(why) < 0)
+		return -1;
+	if (id)
+		__atomic_store_n(&h->hdr->mi_layout_ok, id, __ATOMIC_RELAXED);
+	return 0;
+}
+
 const char *cgm_accounting_start(void)
 {
 	static char status[CGM_PATH_MAX * 2 + 64];
@@ -194,8 +213,6 @@ const char *cgm_accounting_start(void)
 
 	if (!cgm_conf.accounting)
 		return "off (accounting=0)";
-	if (mi_layout_check(&reason) < 0)
-		return refuse(limits_asked || named, "off (unsupported mimalloc)", "%s", reason);
 	if (cgm_conf.hierarchy[0])
 		snprintf(path, sizeof(path), "%s", cgm_conf.hierarchy);
 	else if (hier_default_path(path, sizeof(path), why, sizeof(why)) < 0)
@@ -203,6 +220,10 @@ const char *cgm_accounting_start(void)
 	err = hier_open(&cgm_acct.h, path, true, why, sizeof(why));
 	if (err)
 		return refuse(limits_asked || named, "off (hierarchy refused)", "hierarchy %s", why);
+	if (check_mimalloc(&cgm_acct.h, &reason) < 0) {
+		hier_close(&cgm_acct.h);
+		return refuse(limits_asked || named, "off (unsupported mimalloc)", "%s", reason);
+	}
 	pick_group(group, sizeof(group), &scope, limits_asked);
 	cgm_acct.batch_pages = (int64_t)cgm_conf.charge_batch;
 	cgm_acct.oom_policy = cgm_conf.oom == CGM_OOM_KILL ? ACCT_OOM_KILL : ACCT_OOM_ENOMEM;

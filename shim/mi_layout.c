@@ -1,13 +1,18 @@
 /*
  * Start-up check that the loaded mimalloc has the layout mi209_block_size()
- * reads (include/cgm/mi_layout.h).  Run once, before accounting is
- * switched on; allocations go straight to mimalloc.  No huge block (above
+ * reads (include/cgm/mi_layout.h).  Run before accounting is switched on,
+ * once per mimalloc binary (by build ID) and hierarchy; allocations go
+ * straight to mimalloc.  No huge block (above
  * 16 MiB): each maps and unmaps a segment of its own at every start, and
  * their size comes from mi_usable_size() anyway (block_size() in
  * shim/accounted.c).
  */
+#include <elf.h>
+#include <link.h>
 #include <mimalloc.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "cgm/mi_layout.h"
 #include "cgm/size_class.h"
@@ -40,4 +45,66 @@ int mi_layout_check(const char **why)
 		return -1;
 	}
 	return 0;
+}
+
+struct build_id_search {
+	uintptr_t inside;	/* an address in the object looked for */
+	uint64_t hash;		/* FNV-1a of its build ID, 0 if none */
+};
+
+/* FNV-1a of the NT_GNU_BUILD_ID descriptor among the notes in [p, end). */
+static uint64_t build_id_in_notes(const char *p, const char *end)
+{
+	while (p + sizeof(ElfW(Nhdr)) <= end) {
+		const ElfW(Nhdr) *n = (const ElfW(Nhdr) *)p;
+		const char *name = p + sizeof(*n);
+		const unsigned char *desc = (const unsigned char *)name + ((n->n_namesz + 3) & ~3u);
+		const char *next = (const char *)desc + ((n->n_descsz + 3) & ~3u);
+
+		if (next > end || next <= p)
+			return 0;
+		if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 && n->n_descsz >= 8 &&
+		    name[0] == 'G' && name[1] == 'N' && name[2] == 'U' && name[3] == '\0') {
+			uint64_t h = 0xcbf29ce484222325ull;
+
+			for (uint32_t i = 0; i < n->n_descsz; i++)
+				h = (h ^ desc[i]) * 0x100000001b3ull;
+			return h ? h : 1;
+		}
+		p = next;
+	}
+	return 0;
+}
+
+static int find_build_id(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct build_id_search *s = arg;
+	bool inside = false;
+
+	(void)size;
+	for (ElfW(Half) i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uintptr_t start = info->dlpi_addr + ph->p_vaddr;
+
+		if (ph->p_type == PT_LOAD && s->inside - start < ph->p_memsz)
+			inside = true;
+	}
+	if (!inside)
+		return 0;
+	for (ElfW(Half) i = 0; i < info->dlpi_phnum && !s->hash; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		const char *notes = (const char *)(info->dlpi_addr + ph->p_vaddr);
+
+		if (ph->p_type == PT_NOTE)
+			s->hash = build_id_in_notes(notes, notes + ph->p_memsz);
+	}
+	return 1;
+}
+
+uint64_t mi_build_id_hash(void)
+{
+	struct build_id_search s = { .inside = (uintptr_t)&mi_version, .hash = 0 };
+
+	dl_iterate_phdr(find_build_id, &s);
+	return s.hash;
 }

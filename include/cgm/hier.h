@@ -343,6 +343,13 @@ struct cgm_hier_header {
 	pthread_mutex_t tree_lock;	/* robust, shared */
 	pthread_mutex_t flush_lock;	/* robust, shared */
 	uint64_t checksum;		/* of the fields above tree_lock */
+	/*
+	 * A hash of the build ID of the last mimalloc that passed the layout
+	 * check (shim/mi_layout.c), 0 for none: processes that load the same
+	 * mimalloc skip the check.  It lives in what was the header's padding,
+	 * so files without it read 0 and the version did not change.
+	 */
+	uint64_t mi_layout_ok;
 } __attribute__((aligned(64)));
 
 /* An open hierarchy: the mapping and the bounds every index is checked against. */

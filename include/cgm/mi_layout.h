@@ -65,4 +65,12 @@ static inline uint32_t mi209_slice_block_size(const void *p)
  */
 int mi_layout_check(const char **why);
 
+/*
+ * A hash (FNV-1a) of the loaded mimalloc's GNU build ID, never 0; 0 when
+ * it has none.  The same build ID is the same binary, so a passed
+ * mi_layout_check() holds for it: the hierarchy keeps the hash of the
+ * last one that passed and later processes skip the check.
+ */
+uint64_t mi_build_id_hash(void);
+
 #endif /* CGM_MI_LAYOUT_H */

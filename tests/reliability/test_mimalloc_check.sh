@@ -1,0 +1,53 @@
+#!/bin/sh
+# The start-up check of mimalloc's layout, and its cache in the hierarchy.
+#  - A mimalloc whose block sizes disagree with the layout the fast paths
+#    read (here mi_usable_size() made to say 16 bytes more) leaves
+#    accounting off with one line; with max= asked, the program does not
+#    run (exit 2).
+#  - A check passed is remembered in the hierarchy header by the hash of
+#    mimalloc's build ID: the next process with the same mimalloc skips
+#    it (so the wrong sizes above are no longer looked at), and a header
+#    that names another build makes the check run again and store ours.
+. "$(cd "$(dirname "$0")" && pwd)/lib.sh"
+: "${REL_WRONG_SIZE:?REL_WRONG_SIZE must name wrong_block_size.so (run through make)}"
+
+# The header's mi_layout_ok field (offset 1080, 8 bytes), in hex.
+layout_ok() { od -An -tx8 -j1080 -N8 "$H" | tr -d ' '; }
+
+run env LD_PRELOAD="$REL_WRONG_SIZE:$CGM_LIB" CGMALLOC_CONF="hierarchy=$H" "$PY" -c 'print("ran")'
+[ "$ST" = 0 ] || fail "wrong block sizes: exit status $ST"
+out_is "ran"
+[ "$(wc -l <"$T/err")" = 1 ] || fail "$(wc -l <"$T/err") lines on stderr, expected 1"
+grep -q "^cgmalloc: accounting off: .*block sizes disagree" "$T/err" ||
+	fail "the line does not say why: $(cat "$T/err")"
+[ "$(layout_ok)" = 0000000000000000 ] || fail "a failed check was remembered: $(layout_ok)"
+CHECKS=$((CHECKS + 1))
+
+run env LD_PRELOAD="$REL_WRONG_SIZE:$CGM_LIB" CGMALLOC_CONF="hierarchy=$H,max=64M" "$PY" -c 'print("ran")'
+[ "$ST" = 2 ] || fail "wrong block sizes with max=: exit status $ST, expected 2"
+[ ! -s "$T/out" ] || fail "the program ran: $(cat "$T/out")"
+CHECKS=$((CHECKS + 1))
+
+run pre "verbose=1" "$PY" -c 'print("ran")'
+[ "$ST" = 0 ] || fail "the real mimalloc: exit status $ST"
+grep -q "accounting on" "$T/err" || fail "the real mimalloc: $(cat "$T/err")"
+good=$(layout_ok)
+[ "$good" != 0000000000000000 ] || fail "a passed check was not remembered"
+CHECKS=$((CHECKS + 1))
+
+# Remembered: the same mimalloc build is not checked again.
+run env LD_PRELOAD="$REL_WRONG_SIZE:$CGM_LIB" CGMALLOC_CONF="hierarchy=$H,verbose=1" "$PY" -c 'print("ran")'
+[ "$ST" = 0 ] || fail "cached: exit status $ST"
+grep -q "accounting on" "$T/err" || fail "the check ran again for the same build: $(cat "$T/err")"
+CHECKS=$((CHECKS + 1))
+
+# Another build's hash in the header: checked again, and ours stored.
+printf '\001\002\003\004\005\006\007\010' | dd of="$H" bs=1 seek=1080 conv=notrunc status=none
+run env LD_PRELOAD="$REL_WRONG_SIZE:$CGM_LIB" CGMALLOC_CONF="hierarchy=$H" "$PY" -c 'print("ran")'
+grep -q "^cgmalloc: accounting off: .*block sizes disagree" "$T/err" ||
+	fail "another build's hash: the check did not run: $(cat "$T/err")"
+run pre "" "$PY" -c 'print("ran")'
+[ "$(layout_ok)" = "$good" ] || fail "the hash stored is $(layout_ok), expected $good"
+CHECKS=$((CHECKS + 1))
+
+echo "$TEST_NAME: $CHECKS checks passed"
