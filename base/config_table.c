@@ -70,6 +70,10 @@ const struct cgm_conf_key cgm_conf_keys[] = {
 	  "file the pool writes pages back to past memory.zswap.max (default: none, spilling "
 	  "stops there)",
 	  NULL, 0, 0 },
+	{ "spill_recompress", CGM_CONF_BOOL, FIELD(spill_recompress), "1",
+	  "pages that stayed in an lz4 pool a second or more are compressed again with zstd, "
+	  "as zram recompresses idle pages (lz4 pools without spill_backing)",
+	  NULL, 0, 0 },
 	{ "stats", CGM_CONF_ENUM, FIELD(stats), "none",
 	  "exit: print the group's memory.stat and memory.events at exit",
 	  stats_names, 0, 0 },

@@ -15,6 +15,15 @@
  * until that many more pages have been spilled -- the kernel's workingset
  * rule.  Pages without live data were purged before (mi_collect).
  *
+ * Two codecs (spill_recompress=1, the default, for an lz4 pool without a
+ * backing file): pages go into the pool with lz4, whose refaults are fast,
+ * and those that stay there a second or more are compressed again with
+ * zstd (zp_recompress: zram's recompression of idle pages), which packs
+ * them a third or so tighter.  The handler thread does it while no fault
+ * comes; reclaim does it first, before it takes resident pages, when the
+ * pool has such pages: memory the pool gives back that way is memory no
+ * resident page must leave for.
+ *
  * The engine, the pool and the handler thread are made in the constructor;
  * a forked child starts without them and makes its own at its first
  * reclaim.  Before fork every spilled page comes back (the child's copy of
@@ -55,8 +64,17 @@ DEFINE_STATIC_KEY_FALSE(cgm_spill_key);
 #define MAX_SPILLED	(1u << 18)
 /* Writeback makes room in batches of this many pages. */
 #define WB_BATCH	256
+/*
+ * Recompression: pages that stayed in the pool this long are idle; the
+ * handler does this many between looks for a fault (about 0.5 ms), reclaim
+ * at most this many per call.
+ */
+#define RECOMPRESS_AGE_MS	1000
+#define RECOMPRESS_IDLE_BATCH	16
+#define RECOMPRESS_RECLAIM_MAX	512
 
 static bool allowed;			/* spill=1, and the probe passed */
+static bool recompress;			/* the pool was made with recompression */
 static struct zp_pool *pool;
 static struct spill_engine *engine;
 static pthread_mutex_t spill_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -84,27 +102,33 @@ bool cgm_spill_on(void)
  */
 #define IDLE_MS 100
 
-static void spill_idle(void)
+static bool spill_idle(void)
 {
 	static uint32_t pending;
 	struct cgm_proc *p = hier_proc(&cgm_acct.h, cgm_acct.proc);
 	uint32_t asked;
+	bool more = false;
 
 	if (!p)
-		return;
+		return false;
+	/* Idle pool pages to zstd, a few at a time: a fault that comes waits for them. */
+	if (recompress)
+		more = zp_recompress(pool, RECOMPRESS_IDLE_BATCH, RECOMPRESS_AGE_MS) ==
+		       RECOMPRESS_IDLE_BATCH;
 	/* What the handler brought back since the last sample reaches the group's figures. */
 	cgm_spill_publish();
 	asked = __atomic_load_n(&p->reclaim_asked, __ATOMIC_ACQUIRE);
 	if (asked == __atomic_load_n(&p->reclaim_done, __ATOMIC_ACQUIRE)) {
 		pending = asked;
-		return;
+		return more;
 	}
 	if (asked != pending) {
 		pending = asked;	/* new: give the program's threads a tick */
-		return;
+		return more;
 	}
 	cgm_spill_over_limit(acct_reclaim_take(&cgm_acct), NULL, true);
 	__atomic_store_n(&p->reclaim_done, asked, __ATOMIC_RELEASE);
+	return more;
 }
 
 /* The handler serves faults: the threads that wait for them stall (memory.pressure). */
@@ -121,6 +145,8 @@ static bool open_engine(void)
 	struct zp_options zo = {
 		.codec = cgm_conf.spill_codec == CGM_SPILL_ZSTD ? ZP_CODEC_ZSTD : ZP_CODEC_LZ4,
 		.backing = cgm_conf.spill_backing,
+		.recompress = cgm_conf.spill_recompress && cgm_conf.spill_codec == CGM_SPILL_LZ4 &&
+			      !cgm_conf.spill_backing[0],
 	};
 	int err;
 
@@ -133,6 +159,7 @@ static bool open_engine(void)
 		spans = p;
 	}
 	err = zp_create_pool(&zo, &pool);
+	recompress = !err && zo.recompress;
 	if (err) {
 		cgm_log("spill: cannot create the pool (%s%s): spilling off", strerror(-err),
 			cgm_conf.spill_backing[0] ? ", backing file" : "");
@@ -185,7 +212,9 @@ void cgm_spill_init(void)
 		return;
 	pthread_atfork(spill_prepare, spill_parent, spill_child);
 	if (cgm_conf.verbose)
-		cgm_log("spill: on, %s pool%s%s", cgm_conf.spill_codec == CGM_SPILL_ZSTD ? "zstd" : "lz4",
+		cgm_log("spill: on, %s pool%s%s%s",
+			cgm_conf.spill_codec == CGM_SPILL_ZSTD ? "zstd" : "lz4",
+			recompress ? ", idle pages recompressed with zstd" : "",
 			cgm_conf.spill_backing[0] ? ", writeback to " : "", cgm_conf.spill_backing);
 }
 
@@ -229,7 +258,7 @@ int cgm_spill_report(char *buf, size_t len)
 			"== spill\nspilled %llu refaulted %llu (hot %llu) read ahead %llu restored %llu "
 			"discarded %llu "
 			"skipped %llu (hot %llu, written %llu) in_pool %llu pool_bytes %llu "
-			"written_back %llu\n",
+			"written_back %llu recompressed %llu\n",
 			(unsigned long long)ss.spilled, (unsigned long long)ss.refaulted,
 			(unsigned long long)ss.refaulted_hot, (unsigned long long)ss.readahead,
 			(unsigned long long)ss.restored,
@@ -237,7 +266,8 @@ int cgm_spill_report(char *buf, size_t len)
 			(unsigned long long)ss.skipped_hot, (unsigned long long)second_chances,
 			(unsigned long long)ss.in_pool,
 			(unsigned long long)(zs.mem_used_total + zs.meta_bytes),
-			(unsigned long long)zs.written_back_pages);
+			(unsigned long long)zs.written_back_pages,
+			(unsigned long long)zs.recompressed_pages);
 }
 
 /* ---- choosing pages ---- */
@@ -382,7 +412,7 @@ int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked, bool thorough)
 {
 	sigset_t all, old;
 	uint64_t scanned = 0;
-	int64_t got = 0, start;
+	int64_t got = 0, freed = 0, start;
 
 	if (!allowed || want <= 0)
 		return 0;
@@ -413,7 +443,19 @@ int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked, bool thorough)
 		if (p)
 			spill_set_hot_distance(engine, (size_t)(__atomic_load_n(&p->sampled[CGM_STAT_ANON],
 									   __ATOMIC_RELAXED) / (int64_t)PAGE));
-		got = spill_lap(want, &scanned);
+		/* Idle pool pages to zstd first: what the pool gives back, no resident page must. */
+		if (recompress) {
+			int64_t before = (int64_t)zp_get_total_pages(pool);
+
+			zp_recompress(pool, want * 4 < RECOMPRESS_RECLAIM_MAX ?
+					    (unsigned long)want * 4 : RECOMPRESS_RECLAIM_MAX,
+				      RECOMPRESS_AGE_MS);
+			freed = before - (int64_t)zp_get_total_pages(pool);
+			if (freed < 0)
+				freed = 0;
+		}
+		if (freed < want)
+			got = spill_lap(want - freed, &scanned);
 		/*
 		 * A whole lap of second chances: go round again and take what
 		 * was not written since -- pages of regions met for the first
@@ -423,10 +465,10 @@ int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked, bool thorough)
 		 * always does; pressure does when the first lap got nothing or
 		 * the group is still far over (a quarter of the want left).
 		 */
-		if (got < want && (thorough || !got || want - got > want / 4))
-			got += spill_lap(want - got, &scanned);
+		if (freed + got < want && (thorough || !got || want - freed - got > want / 4))
+			got += spill_lap(want - freed - got, &scanned);
 		__atomic_add_fetch(&pgscan, scanned, __ATOMIC_RELAXED);
-		if (!got)
+		if (!got && !freed)
 			__atomic_store_n(&last_empty_lap_ns, cgm_now_ns(), __ATOMIC_RELAXED);
 		cgm_spill_publish();
 	}
@@ -436,11 +478,20 @@ int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked, bool thorough)
 		*looked += scanned;
 	if (cgm_conf.verbose && cgm_now_ns() - last_verbose_ns > 1000000000LL) {
 		last_verbose_ns = cgm_now_ns();
+		struct zp_stats zs;
+
+		zp_pool_stats(pool, &zs);
 		cgm_log("spill: reclaim wanted %lld pages: %lld spilled of %llu resident looked at, "
-			"in %lld us", (long long)want, (long long)got, (unsigned long long)scanned,
-			(long long)((cgm_now_ns() - start) / 1000));
+			"%lld pool pages given back by recompression, in %lld us; pool: %llu pages "
+			"in %llu KiB compressed, %llu KiB of memory (%llu recompressed)", (long long)want,
+			(long long)got, (unsigned long long)scanned, (long long)freed,
+			(long long)((cgm_now_ns() - start) / 1000),
+			(unsigned long long)(zs.orig_data_size / PAGE),
+			(unsigned long long)(zs.compr_data_size >> 10),
+			(unsigned long long)(zs.mem_used_total >> 10),
+			(unsigned long long)zs.recompressed_pages);
 	}
-	return got;
+	return got + freed;
 }
 
 /*

@@ -859,7 +859,7 @@ static atomic_uint idle_calls, idle_wrong;
 static pthread_t idle_test_thread;
 
 /* The idle callback: on the handler thread, which blocks every signal. */
-static void count_idle(void)
+static bool count_idle(void)
 {
 	sigset_t cur;
 
@@ -868,6 +868,7 @@ static void count_idle(void)
 	    !sigismember(&cur, SIGINT) || !sigismember(&cur, SIGTERM))
 		atomic_fetch_add(&idle_wrong, 1);
 	atomic_fetch_add(&idle_calls, 1);
+	return false;
 }
 
 START_TEST(test_idle)

@@ -340,6 +340,78 @@ START_TEST(test_zstd_vs_lz4)
 }
 END_TEST
 
+/*
+ * zp_recompress: old enough entries move to zstd and still load
+ * byte-identical; the pool's compressed bytes shrink; raw pages are
+ * declined once and not looked at again; invalidation frees the zstd
+ * objects; the option is refused where it does not apply.
+ */
+START_TEST(test_recompress)
+{
+	struct zp_options o = { .recompress = true };
+	struct zp_options zo = { .codec = ZP_CODEC_ZSTD, .recompress = true };
+	struct zp_options bo = { .recompress = true, .backing = "/tmp/zpool-test-recompress" };
+	struct zp_pool *pool = NULL, *plain = new_pool(NULL);
+	static unsigned char pages[96][ZPT_PAGE];
+	unsigned char out[ZPT_PAGE];
+	zp_entry_t e[96];
+	struct zp_stats before, after;
+	struct capture cap;
+	char err[512];
+	uint64_t rng = 11;
+	unsigned bad = 0;
+
+	capture_start(&cap);
+	ck_assert_int_eq(zp_create_pool(&zo, &pool), -EINVAL);
+	ck_assert_int_eq(zp_create_pool(&bo, &pool), -EINVAL);
+	capture_end(&cap, err, sizeof(err));
+	ck_assert_ptr_nonnull(strstr(err, "recompress: only for an lz4 pool without a backing file"));
+	ck_assert_int_eq(zp_recompress(plain, 8, 0), -EOPNOTSUPP);
+	zp_destroy_pool(plain);
+
+	pool = new_pool(&o);
+	/* 64 text pages (zstd shrinks them), 32 random ones (kept raw). */
+	for (int i = 0; i < 96; i++) {
+		if (i < 64)
+			zpt_page_text(&rng, pages[i]);
+		else
+			zpt_page_random(&rng, pages[i]);
+		ck_assert_int_eq(zp_store(pool, pages[i], &e[i]), 0);
+	}
+	/* Nothing is a minute old yet. */
+	ck_assert_int_eq(zp_recompress(pool, 96, 60000), 0);
+	zp_pool_stats(pool, &before);
+	ck_assert_int_eq(zp_recompress(pool, 1000, 0), 96);
+	zp_pool_stats(pool, &after);
+	ck_assert_uint_eq(after.recompressed_pages, 64);
+	ck_assert_uint_eq(after.recompress_declined, 32);
+	ck_assert_uint_lt(after.compr_data_size, before.compr_data_size);
+	ck_assert_uint_eq(after.orig_data_size, before.orig_data_size);
+	ck_assert_uint_eq(after.stored_pages, 96);
+	/* Every entry was looked at: nothing is left to look at. */
+	ck_assert_int_eq(zp_recompress(pool, 1000, 0), 0);
+	for (int i = 0; i < 96; i++)
+		bad += zp_load(pool, e[i], out) != 0 || memcmp(out, pages[i], ZPT_PAGE) != 0;
+	ck_assert_uint_eq(bad, 0);
+	/* A new entry is recompressed in its turn. */
+	zpt_page_text(&rng, pages[0]);
+	ck_assert_int_eq(zp_invalidate(pool, e[0]), 0);
+	ck_assert_int_eq(zp_store(pool, pages[0], &e[0]), 0);
+	ck_assert_int_eq(zp_recompress(pool, 1000, 0), 1);
+	ck_assert_int_eq(zp_load(pool, e[0], out), 0);
+	ck_assert_mem_eq(out, pages[0], ZPT_PAGE);
+	for (int i = 0; i < 96; i++)
+		ck_assert_int_eq(zp_invalidate(pool, e[i]), 0);
+	zp_compact(pool);
+	zp_pool_stats(pool, &after);
+	ck_assert_uint_eq(after.stored_pages, 0);
+	ck_assert_uint_eq(after.compr_data_size, 0);
+	ck_assert_uint_eq(after.orig_data_size, 0);
+	ck_assert_uint_eq(after.mem_used_total, 0);
+	zp_destroy_pool(pool);
+}
+END_TEST
+
 START_TEST(test_bad_input)
 {
 	struct zp_pool *pool = new_pool(NULL);
@@ -639,6 +711,7 @@ int main(void)
 	tcase_add_test(tc, test_store_kinds);
 	tcase_add_test(tc, test_huge_reject);
 	tcase_add_test(tc, test_zstd_vs_lz4);
+	tcase_add_test(tc, test_recompress);
 	tcase_add_test(tc, test_bad_input);
 	tcase_add_test(tc, test_classes_show);
 	tcase_add_test(tc, test_writeback_and_reuse);

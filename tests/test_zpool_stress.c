@@ -6,7 +6,11 @@
  * reference copy, and the fifth thread checks that the pool never passes
  * its limit.  Also built with ThreadSanitizer (check-tsan-zpool).
  *
- * usage: test_zpool_stress [ops-per-thread] [seed]
+ * With "recompress" the pool has no backing file and the sixth thread
+ * recompresses the oldest entries with zstd instead (zp_recompress),
+ * while the workers load and invalidate them.
+ *
+ * usage: test_zpool_stress [ops-per-thread] [seed] [recompress]
  */
 #include <errno.h>
 #include <pthread.h>
@@ -32,6 +36,7 @@ static unsigned long ops = 20000;
 static uint64_t seed = 42;
 static atomic_bool stop;
 static atomic_ulong mismatches, errors, compactions, writebacks, peak_pages;
+static bool recompress;
 
 struct worker {
 	pthread_t tid;
@@ -169,7 +174,7 @@ static void *writeback_main(void *arg)
 {
 	(void)arg;
 	while (!atomic_load(&stop)) {
-		long n = zp_writeback(pool, 16);
+		long n = recompress ? zp_recompress(pool, 16, 0) : zp_writeback(pool, 16);
 
 		if (n > 0)
 			atomic_fetch_add(&writebacks, (unsigned long)n);
@@ -193,6 +198,7 @@ int main(int argc, char **argv)
 		ops = strtoul(argv[1], NULL, 0);
 	if (argc > 2)
 		seed = strtoull(argv[2], NULL, 0);
+	recompress = argc > 3 && strcmp(argv[3], "recompress") == 0;
 	nheap = zpt_heap_pages(1024, &heap, &source);
 	fd = mkstemp(path);
 	if (nheap <= 0 || fd < 0) {
@@ -200,7 +206,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	close(fd);
-	o.backing = path;
+	o.backing = recompress ? NULL : path;
+	o.recompress = recompress;
 	if (zp_create_pool(&o, &pool)) {
 		fprintf(stderr, "cannot create pool\n");
 		return 2;
@@ -228,10 +235,12 @@ int main(int argc, char **argv)
 	printf("stress: %d threads x %lu ops (%s): %lu stores (%lu refused), %lu loads, "
 	       "%lu objects (%lu refused), "
 	       "%lu compactions (%lu pages, %lu objects moved), %lu written back, "
-	       "%lu loads from disk\n", WORKERS, ops, source, stores, refused, loads, objs,
+	       "%lu loads from disk, %lu recompressed (%lu declined)\n", WORKERS, ops, source,
+	       stores, refused, loads, objs,
 	       objs_refused, atomic_load(&compactions), (unsigned long)st.pages_compacted,
 	       (unsigned long)st.objs_moved, (unsigned long)st.written_back_pages,
-	       (unsigned long)st.wb_loads);
+	       (unsigned long)st.wb_loads, (unsigned long)st.recompressed_pages,
+	       (unsigned long)st.recompress_declined);
 	if (atomic_load(&mismatches) || atomic_load(&errors)) {
 		fprintf(stderr, "FAIL: %lu mismatches, %lu errors\n",
 			atomic_load(&mismatches), atomic_load(&errors));
@@ -250,8 +259,10 @@ int main(int argc, char **argv)
 			atomic_load(&peak_pages), o.max_bytes / ZPT_PAGE);
 		bad = 1;
 	}
-	if (st.written_back_pages == 0 || st.objs_moved == 0) {
-		fprintf(stderr, "FAIL: writeback or compaction never happened\n");
+	if ((recompress ? st.recompressed_pages : st.written_back_pages) == 0 ||
+	    st.objs_moved == 0) {
+		fprintf(stderr, "FAIL: %s or compaction never happened\n",
+			recompress ? "recompression" : "writeback");
 		bad = 1;
 	}
 	zp_destroy_pool(pool);

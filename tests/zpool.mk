@@ -32,7 +32,7 @@ check-zpool-model: $(ZPT)/test_zpool_model
 	$(RUN) $(ZPT)/test_zpool_model
 
 check-zpool-stress: $(ZPT)/test_zpool_stress
-	$(RUN) $(ZPT)/test_zpool_stress
+	$(RUN) sh -c '$(ZPT)/test_zpool_stress && $(ZPT)/test_zpool_stress 20000 42 recompress'
 
 check-zpool-fault: $(ZPT)/test_zpool_fault
 	$(RUN) $(ZPT)/test_zpool_fault
@@ -49,7 +49,8 @@ $(ZPT)/tsan/test_zpool_stress: tests/test_zpool_stress.c tests/zpool_pages.c \
 		$(call zpool_test_link,tsan)
 
 check-tsan-zpool: $(ZPT)/tsan/test_zpool_stress
-	$(RUN) env TSAN_OPTIONS="halt_on_error=1 exitcode=66" $(ZPT)/tsan/test_zpool_stress 20000
+	$(RUN) env TSAN_OPTIONS="halt_on_error=1 exitcode=66" sh -c \
+		'$(ZPT)/tsan/test_zpool_stress 20000 && $(ZPT)/tsan/test_zpool_stress 20000 42 recompress'
 
 check-spill: $(ZPT)/test_spill
 	$(RUN) $(ZPT)/test_spill
@@ -84,12 +85,14 @@ check-asan-zpool: $(ZPT)/asan/test_zpool $(ZPT)/asan/test_zpool_model \
 	$(ZPT)/asan/test_zpool_model 20000
 	$(ZPT)/asan/test_zpool_fault
 	$(ZPT)/asan/test_zpool_stress 10000
+	$(ZPT)/asan/test_zpool_stress 10000 42 recompress
 
 # Long runs for `make stress`.
 stress-zpool: $(ZPT)/test_zpool_model $(ZPT)/test_zpool_stress \
 		$(ZPT)/tsan/test_zpool_stress
 	$(ZPT)/test_zpool_model 400000 $$(date +%s)
 	$(ZPT)/test_zpool_stress 1000000 $$(date +%s)
+	$(ZPT)/test_zpool_stress 1000000 $$(date +%s) recompress
 	TSAN_OPTIONS="halt_on_error=1 exitcode=66" $(ZPT)/tsan/test_zpool_stress 200000
 
 CHECK_TARGETS += check-zpool check-zpool-model check-zpool-stress check-zpool-fault \

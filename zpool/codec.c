@@ -8,7 +8,8 @@
  * is per-thread state that would need a destructor.  zstd's contexts are
  * "static" ones laid out in mmap'd memory: zstd never calls malloc.
  * lz4 decompression needs no state; zstd's does, so zstd loads take a
- * context too.
+ * context too.  An lz4 pool made with recompress has zstd state as well,
+ * for the entries zp_recompress() moves to zstd.
  */
 #include <errno.h>
 #include <string.h>
@@ -26,19 +27,25 @@ struct ctx_sizes {
 	size_t lz4, zc, zd;
 };
 
+/* zstd's level: the pool's own, or recompression's in an lz4 pool. */
+static int zstd_level(const struct zp_pool *pool)
+{
+	return pool->opt.codec == ZP_CODEC_ZSTD ? pool->opt.level : pool->opt.recompress_level;
+}
+
 static struct ctx_sizes ctx_sizes(const struct zp_pool *pool)
 {
 	struct ctx_sizes s = { .lz4 = 0, .zc = 0, .zd = 0 };
 
-	if (pool->opt.codec == ZP_CODEC_ZSTD) {
+	if (pool->opt.codec == ZP_CODEC_ZSTD || pool->opt.recompress) {
 		ZSTD_compressionParameters cp =
-			ZSTD_getCParams(pool->opt.level, ZP_PAGE_SIZE, 0);
+			ZSTD_getCParams(zstd_level(pool), ZP_PAGE_SIZE, 0);
 
 		s.zc = zp_page_align(ZSTD_estimateCCtxSize_usingCParams(cp));
 		s.zd = zp_page_align(ZSTD_estimateDCtxSize());
-	} else {
-		s.lz4 = zp_page_align((size_t)LZ4_sizeofState());
 	}
+	if (pool->opt.codec == ZP_CODEC_LZ4)
+		s.lz4 = zp_page_align((size_t)LZ4_sizeofState());
 	return s;
 }
 
@@ -110,14 +117,27 @@ void zp_cctx_put(struct zp_cctx *c)
 	pthread_mutex_unlock(&c->lock);
 }
 
+size_t zp_compress_zstd(struct zp_pool *pool, struct zp_cctx *c, const void *page)
+{
+	size_t n = ZSTD_compressCCtx(c->zstd_c, c->buf, ZP_SCRATCH, page, ZP_PAGE_SIZE,
+				     zstd_level(pool));
+
+	return ZSTD_isError(n) ? 0 : n;
+}
+
+int zp_decompress_zstd(struct zp_pool *pool, const void *src, size_t len, void *dst)
+{
+	struct zp_cctx *c = zp_cctx_get(pool);
+	size_t n = ZSTD_decompressDCtx(c->zstd_d, dst, ZP_PAGE_SIZE, src, len);
+
+	zp_cctx_put(c);
+	return !ZSTD_isError(n) && n == ZP_PAGE_SIZE ? 0 : -EIO;
+}
+
 size_t zp_compress(struct zp_pool *pool, struct zp_cctx *c, const void *page)
 {
-	if (pool->opt.codec == ZP_CODEC_ZSTD) {
-		size_t n = ZSTD_compressCCtx(c->zstd_c, c->buf, ZP_SCRATCH, page,
-					     ZP_PAGE_SIZE, pool->opt.level);
-
-		return ZSTD_isError(n) ? 0 : n;
-	}
+	if (pool->opt.codec == ZP_CODEC_ZSTD)
+		return zp_compress_zstd(pool, c, page);
 	int n = LZ4_compress_fast_extState(c->lz4_state, page, (char *)c->buf,
 					   (int)ZP_PAGE_SIZE, (int)ZP_SCRATCH,
 					   pool->opt.level);
@@ -129,13 +149,8 @@ size_t zp_compress(struct zp_pool *pool, struct zp_cctx *c, const void *page)
  * make exactly one page (corruption: never a buffer overrun). */
 int zp_decompress(struct zp_pool *pool, const void *src, size_t len, void *dst)
 {
-	if (pool->opt.codec == ZP_CODEC_ZSTD) {
-		struct zp_cctx *c = zp_cctx_get(pool);
-		size_t n = ZSTD_decompressDCtx(c->zstd_d, dst, ZP_PAGE_SIZE, src, len);
-
-		zp_cctx_put(c);
-		return !ZSTD_isError(n) && n == ZP_PAGE_SIZE ? 0 : -EIO;
-	}
+	if (pool->opt.codec == ZP_CODEC_ZSTD)
+		return zp_decompress_zstd(pool, src, len, dst);
 	return LZ4_decompress_safe(src, dst, (int)len, (int)ZP_PAGE_SIZE) ==
 	       (int)ZP_PAGE_SIZE ? 0 : -EIO;
 }

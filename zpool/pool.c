@@ -44,6 +44,18 @@ static int options_resolve(struct zp_options *o)
 			return -EINVAL;
 		}
 	}
+	if (o->recompress && (o->codec != ZP_CODEC_LZ4 || (o->backing && o->backing[0]))) {
+		cgm_log("zpool: recompress: only for an lz4 pool without a backing file");
+		return -EINVAL;
+	}
+	if (o->recompress_level == 0)
+		o->recompress_level = 3;
+	if (o->recompress && (o->recompress_level < ZSTD_minCLevel() ||
+			      o->recompress_level > ZSTD_maxCLevel())) {
+		cgm_log("zpool: recompress level %d: expected %d..%d", o->recompress_level,
+			ZSTD_minCLevel(), ZSTD_maxCLevel());
+		return -EINVAL;
+	}
 	if (o->huge_policy != ZP_HUGE_RAW && o->huge_policy != ZP_HUGE_REJECT) {
 		cgm_log("zpool: huge policy %d: expected raw or reject",
 			(int)o->huge_policy);

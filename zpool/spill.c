@@ -177,7 +177,7 @@ struct spill_engine {
 
 	unsigned char *bounce;		/* the handler's */
 	unsigned char *zeros;		/* a page of zeros, never written */
-	void (*idle)(void);
+	bool (*idle)(void);
 	int idle_ms;
 	void (*serving)(bool start);
 	/* Readahead (the handler's alone): the last fault, the end of what it read ahead, the window. */
@@ -722,6 +722,12 @@ static void *sp_handler(void *arg)
 	};
 	struct uffd_msg msg[SP_MSGS];
 	int64_t spin_until = 0;
+	/*
+	 * The idle work is not done: look again at once.  A fault ends it:
+	 * idle work waits for idle_ms without faults again, so a program that
+	 * faults often never has a fault wait behind it.
+	 */
+	bool more = false;
 
 	for (;;) {
 		ssize_t n;
@@ -740,16 +746,17 @@ static void *sp_handler(void *arg)
 				sp_cpu_relax();
 				continue;
 			}
-			n = poll(pfd, 2, e->idle ? e->idle_ms : -1);
+			n = poll(pfd, 2, !e->idle ? -1 : more ? 0 : e->idle_ms);
 			if (n < 0)
 				continue;	/* EINTR cannot happen (signals blocked) */
 			if (pfd[1].revents)
 				break;
 			if (n == 0)
-				e->idle();
+				more = e->idle();
 			continue;
 		}
 		spin_until = sp_now_ns() + SP_SPIN_NS;
+		more = false;
 		if (e->serving)
 			e->serving(true);
 		for (size_t i = 0; i < (size_t)n / sizeof(msg[0]); i++) {

@@ -42,6 +42,8 @@ void zp_pool_stats(struct zp_pool *pool, struct zp_stats *st)
 	st->pool_limit_hit = LOAD(pool, st_limit_hit);
 	st->reject_compress_poor = LOAD(pool, st_reject_poor);
 	st->reject_alloc_fail = LOAD(pool, st_reject_alloc);
+	st->recompressed_pages = LOAD(pool, st_recompressed);
+	st->recompress_declined = LOAD(pool, st_recompress_declined);
 }
 
 static void class_row(struct zp_class *cls, struct zp_class_stats *row)

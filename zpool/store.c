@@ -11,10 +11,13 @@
  * writeback switches an entry to "on disk" only when no load is in
  * flight, so a load never takes a lock and never sees its object freed.
  * Invalidating an entry that writeback holds marks it DOOMED and leaves
- * the freeing to writeback.
+ * the freeing to writeback.  Recompression (recompress.c) holds entries
+ * the same way.
  */
 #include <errno.h>
+#include <sched.h>
 #include <string.h>
+#include <time.h>
 
 #include "cgm/log.h"
 #include "zp_types.h"
@@ -82,6 +85,15 @@ zp_entry_t zp_lru_pop_oldest(struct zp_pool *pool)
 
 /* ---- entries ---- */
 
+/* A coarse clock for entry ages: the vDSO's tick-granular one, no system call. */
+uint32_t zp_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint32_t)((uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u);
+}
+
 static zp_entry_t entry_new(struct zp_pool *pool)
 {
 	return zp_id_alloc(&pool->entries);
@@ -97,9 +109,36 @@ static void entry_publish(struct zp_pool *pool, zp_entry_t e, uint32_t kind)
 void zp_entry_release(struct zp_pool *pool, zp_entry_t e)
 {
 	atomic_fetch_and_explicit(&pool->entry[e].state,
-				  ~(ZE_KIND_MASK | ZE_WB | ZE_DOOMED),
+				  ~(ZE_KIND_MASK | ZE_WB | ZE_DOOMED | ZE_OFFLRU),
 				  memory_order_release);
 	zp_id_free(&pool->entries, e);
+}
+
+bool zp_entry_switch(struct zp_pool *pool, zp_entry_t e, uint32_t kind)
+{
+	struct zp_entry *ent = &pool->entry[e];
+	bool switched = false;
+
+	pthread_mutex_lock(&pool->lru_lock);
+	for (;;) {
+		uint32_t st = atomic_load_explicit(&ent->state, memory_order_acquire);
+
+		if (st & ZE_DOOMED)
+			break;
+		/* Loads of the object in flight: let them finish. */
+		if ((st >> ZE_LOADER_SHIFT) == 0 &&
+		    atomic_compare_exchange_strong_explicit(&ent->state, &st, kind,
+							    memory_order_acq_rel,
+							    memory_order_relaxed)) {
+			switched = true;
+			break;
+		}
+		pthread_mutex_unlock(&pool->lru_lock);
+		sched_yield();
+		pthread_mutex_lock(&pool->lru_lock);
+	}
+	pthread_mutex_unlock(&pool->lru_lock);
+	return switched;
 }
 
 static bool entry_in_range(struct zp_pool *pool, zp_entry_t e)
@@ -291,6 +330,7 @@ int zp_store(struct zp_pool *pool, const void *page, zp_entry_t *entry)
 
 	pool->entry[e].handle = handle;
 	pool->entry[e].len = (uint32_t)len;
+	pool->entry[e].stored_ms = zp_now_ms();
 	entry_publish(pool, e, ZE_OBJ);
 	pthread_mutex_lock(&pool->lru_lock);
 	lru_add_tail(pool, e);
@@ -332,6 +372,13 @@ int zp_load(struct zp_pool *pool, zp_entry_t e, void *dst)
 		zp_obj_read_end(pool, ent->handle, p);
 		break;
 	}
+	case ZE_ZOBJ: {
+		const void *p = zp_obj_read_begin(pool, ent->zhandle, NULL);
+
+		ret = p ? zp_decompress_zstd(pool, p, ent->zlen, dst) : -EIO;
+		zp_obj_read_end(pool, ent->zhandle, p);
+		break;
+	}
 	case ZE_DISK:
 		ret = zp_wb_load(pool, atomic_load_explicit(&ent->offset,
 					memory_order_relaxed), ent->len, ent->csum,
@@ -369,10 +416,14 @@ int zp_invalidate(struct zp_pool *pool, zp_entry_t e)
 			atomic_fetch_or_explicit(&ent->state, ZE_DOOMED,
 						 memory_order_relaxed);
 			doomed = true;
-		} else if (kind == ZE_OBJ) {
+		} else if (kind == ZE_OBJ && !(st & ZE_OFFLRU)) {
 			lru_del(pool, e);
 		}
+		/* Recompression may have switched it meanwhile: its length is zlen. */
+		len = kind == ZE_ZOBJ ? ent->zlen : ent->len;
 		pthread_mutex_unlock(&pool->lru_lock);
+	} else if (kind == ZE_ZOBJ) {
+		len = ent->zlen;
 	}
 	switch (kind) {
 	case ZE_SAME:
@@ -390,6 +441,11 @@ int zp_invalidate(struct zp_pool *pool, zp_entry_t e)
 		zp_free(pool, ent->handle);
 		zp_entry_release(pool, e);
 		return 0;
+	case ZE_ZOBJ:
+		zp_stat_sub(pool, st_orig, ZP_PAGE_SIZE);
+		zp_stat_sub(pool, st_compr, len);
+		zp_free(pool, ent->zhandle);
+		break;
 	case ZE_DISK:
 		zp_wb_space_free(pool, atomic_load_explicit(&ent->offset,
 				 memory_order_relaxed), len);

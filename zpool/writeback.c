@@ -36,7 +36,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <sched.h>
 #include <string.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -388,28 +387,13 @@ static void finish_written(struct zp_pool *pool, zp_entry_t e, uint64_t off)
 	zp_handle_t handle = ent->handle;
 
 	atomic_store_explicit(&ent->offset, off, memory_order_relaxed);
-	pthread_mutex_lock(&pool->lru_lock);
-	for (;;) {
-		uint32_t st = atomic_load_explicit(&ent->state, memory_order_acquire);
-
-		if (st & ZE_DOOMED) {
-			/* Invalidated while in flight: finish its free. */
-			pthread_mutex_unlock(&pool->lru_lock);
-			space_free(pool->wb, off, len);
-			zp_free(pool, handle);
-			zp_entry_release(pool, e);
-			return;
-		}
-		/* Loaders in flight read the object: let them finish. */
-		if ((st >> ZE_LOADER_SHIFT) == 0 &&
-		    atomic_compare_exchange_strong_explicit(&ent->state, &st,
-				ZE_DISK, memory_order_acq_rel, memory_order_relaxed))
-			break;
-		pthread_mutex_unlock(&pool->lru_lock);
-		sched_yield();
-		pthread_mutex_lock(&pool->lru_lock);
+	if (!zp_entry_switch(pool, e, ZE_DISK)) {
+		/* Invalidated while in flight: finish its free. */
+		space_free(pool->wb, off, len);
+		zp_free(pool, handle);
+		zp_entry_release(pool, e);
+		return;
 	}
-	pthread_mutex_unlock(&pool->lru_lock);
 	zp_free(pool, handle);
 	zp_stat_sub(pool, st_orig, ZP_PAGE_SIZE);
 	zp_stat_sub(pool, st_compr, len);

@@ -128,16 +128,19 @@ struct zp_idpool {
 };
 
 /*
- * Page-store entry.  state: kind (low 3 bits) | WB (being written back) |
- * DOOMED (invalidated during writeback) | loaders << ZE_LOADER_SHIFT.
+ * Page-store entry.  state: kind (low 3 bits) | WB (being written back or
+ * recompressed) | DOOMED (invalidated meanwhile) | OFFLRU | loaders <<
+ * ZE_LOADER_SHIFT.
  */
 #define ZE_FREE			0u
 #define ZE_SAME			1u	/* same-filled: word */
 #define ZE_OBJ			2u	/* compressed (or raw) object: handle */
 #define ZE_DISK			3u	/* in the backing file: offset */
+#define ZE_ZOBJ			4u	/* recompressed with zstd: zhandle, zlen */
 #define ZE_KIND_MASK		7u
 #define ZE_WB			0x8u
 #define ZE_DOOMED		0x10u
+#define ZE_OFFLRU		0x20u	/* ZE_OBJ that recompression declined: not on the LRU */
 #define ZE_LOADER_SHIFT		8
 #define ZE_LOADER		(1u << ZE_LOADER_SHIFT)
 
@@ -149,6 +152,8 @@ struct zp_entry {
 	uint32_t csum;			/* ZE_DISK: zp_csum of the bytes written */
 	uint64_t word;			/* ZE_SAME: the word */
 	_Atomic uint64_t offset;	/* ZE_DISK: file offset */
+	uint32_t zhandle, zlen;		/* ZE_ZOBJ: the zstd object */
+	uint32_t stored_ms;		/* when stored (zp_now_ms, wraps in 49 days) */
 };
 
 /* One compression context: a scratch buffer and codec state. */
@@ -204,6 +209,7 @@ struct zp_pool {
 	_Atomic uint64_t st_compacted, st_moved, st_written, st_on_disk;
 	_Atomic uint64_t st_wb_loads, st_wb_errors, st_wb_read_errors;
 	_Atomic uint64_t st_limit_hit, st_reject_poor, st_reject_alloc;
+	_Atomic uint64_t st_recompressed, st_recompress_declined;
 };
 
 /* mem.c: the only source of memory */
@@ -281,6 +287,9 @@ void zp_cctx_put(struct zp_cctx *c);
 /* Compress a page into c->buf; returns the length or 0 if it did not fit. */
 size_t zp_compress(struct zp_pool *pool, struct zp_cctx *c, const void *page);
 int zp_decompress(struct zp_pool *pool, const void *src, size_t len, void *dst);
+/* The same with zstd whatever the pool's codec (zstd pools, or recompress). */
+size_t zp_compress_zstd(struct zp_pool *pool, struct zp_cctx *c, const void *page);
+int zp_decompress_zstd(struct zp_pool *pool, const void *src, size_t len, void *dst);
 
 /* writeback.c */
 int zp_wb_init(struct zp_pool *pool);
@@ -298,6 +307,14 @@ uint32_t zp_csum(const void *buf, size_t len);
 void zp_entry_release(struct zp_pool *pool, zp_entry_t e);
 void zp_lru_add_head(struct zp_pool *pool, zp_entry_t e);	/* lru locked */
 zp_entry_t zp_lru_pop_oldest(struct zp_pool *pool);		/* lru locked */
+uint32_t zp_now_ms(void);
+/*
+ * End a hold (WB set) on ZE_OBJ entry @e: once no load is in flight, its
+ * state becomes @kind (WB and the rest cleared) and true is returned; an
+ * entry invalidated meanwhile (DOOMED) is left for the caller to free:
+ * false.  Takes lru_lock.
+ */
+bool zp_entry_switch(struct zp_pool *pool, zp_entry_t e, uint32_t kind);
 
 /* strerror without the allocation glibc may do for unknown numbers. */
 const char *zp_strerror(int err);

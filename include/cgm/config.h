@@ -50,6 +50,7 @@ struct cgm_config {
 	bool spill;			/* cold pages go into a compressed pool */
 	int spill_codec;		/* enum cgm_spill_codec */
 	char spill_backing[CGM_CONF_STR_MAX];	/* writeback file, "" none */
+	bool spill_recompress;		/* idle pool pages go from lz4 to zstd */
 	int stats;			/* enum cgm_stats_mode */
 	char stats_file[CGM_CONF_STR_MAX];
 };

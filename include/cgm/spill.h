@@ -75,9 +75,11 @@ struct spill_options {
 	 * work for a process that is not allocating, such as answering a
 	 * reclaim.  It must not touch memory that can be spilled (the thread
 	 * that would bring it back is the one running it) nor wait for a
-	 * thread that may.
+	 * thread that may.  It returns true when it has more to do: it is then
+	 * called again as soon as no fault waits, until a fault comes, so it
+	 * should do a little at a time (that fault waits for it).
 	 */
-	void (*idle)(void);
+	bool (*idle)(void);
 	unsigned idle_ms;
 	/*
 	 * Called on the handler thread with true before it serves a batch of

@@ -33,8 +33,10 @@ bool cgm_spill_on(void);
  * Spill up to @want pages, the coldest first (a clock over the regions:
  * pages written since it last passed, and pages that refaulted soon after
  * leaving, are skipped).  With @thorough (an explicit reclaim) a second
- * lap takes what the first gave a second chance.  Returns the pages
- * spilled, and adds the resident pages it looked at to *@looked (may be
+ * lap takes what the first gave a second chance.  Pool pages idle for a
+ * second are recompressed with zstd first (spill_recompress), and what
+ * that gives back of the pool is wanted less.  Returns the pages
+ * reclaimed (spilled, and pool pages given back), and adds the resident pages it looked at to *@looked (may be
  * NULL).  Another thread spilling meanwhile: 0 at once.
  */
 int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked, bool thorough);
@@ -42,7 +44,7 @@ int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked, bool thorough);
 /*
  * Spill @want pages, or what is over the group's limit if more, in rounds
  * until the group is under (the pool's growth counted).  Returns the pages
- * spilled.
+ * reclaimed.
  */
 int64_t cgm_spill_over_limit(int64_t want, uint64_t *looked, bool thorough);
 

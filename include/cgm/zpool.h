@@ -24,6 +24,7 @@
 #ifndef CGM_ZPOOL_H
 #define CGM_ZPOOL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -86,6 +87,14 @@ struct zp_options {
 	size_t backing_max;
 	/* Entries written per io_uring submission; 0: 32 (at most 256). */
 	unsigned wb_batch;
+	/*
+	 * Keep zstd at hand for zp_recompress() (zram's recompression of
+	 * idle pages): lz4 pools only, and only without a backing file --
+	 * the coldest entries either go to the file or are recompressed.
+	 * recompress_level: zstd's level, 0 for 3.
+	 */
+	bool recompress;
+	int recompress_level;
 };
 
 /* Pool-wide statistics (the kernel's names where they exist). */
@@ -109,6 +118,8 @@ struct zp_stats {
 	uint64_t pool_limit_hit;	/* stores that found the pool at max */
 	uint64_t reject_compress_poor;	/* huge pages refused (ZP_HUGE_REJECT) */
 	uint64_t reject_alloc_fail;	/* stores refused: no memory */
+	uint64_t recompressed_pages;	/* entries zp_recompress() moved to zstd */
+	uint64_t recompress_declined;	/* entries it left (raw, or zstd no smaller) */
 };
 
 /* Per-class row of zp_classes_show(), as zsmalloc's debugfs "classes". */
@@ -199,6 +210,18 @@ int zp_invalidate(struct zp_pool *pool, zp_entry_t entry);
  * always attempted.
  */
 long zp_writeback(struct zp_pool *pool, unsigned long nr);
+
+/*
+ * Recompress up to @nr of the oldest entries stored at least @min_age_ms
+ * ago with zstd (the pool must have been created with recompress): an
+ * entry whose zstd object is at least an eighth smaller than its lz4 one
+ * changes object, keeping its number; others (raw pages, pages zstd does
+ * not shrink) stay as they are and are not looked at again.  Loads in
+ * flight are never disturbed: the switch waits until none is.  Returns
+ * the entries looked at (recompressed or declined); -EOPNOTSUPP for a
+ * pool without recompress.
+ */
+long zp_recompress(struct zp_pool *pool, unsigned long nr, uint32_t min_age_ms);
 
 /* ---- statistics ---- */
 

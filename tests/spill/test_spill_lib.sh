@@ -28,6 +28,21 @@ zd=$(value /r memory.stat zswapped)
 [ "$after" -le $((before * 3 / 4)) ] || fail "memory.current $(mib "$before") -> $(mib "$after") after spilling $out pages"
 echo "$TEST_NAME: memory.reclaim: memory.current $(mib "$before") -> $(mib "$after"), $out pages spilled into $(mib "$zc")"
 CHECKS=$((CHECKS + 1))
+# Left idle in the pool a second, the pages go from lz4 to zstd
+# (spill_recompress=1, the handler thread's idle work): the pool shrinks by
+# a tenth at least, nothing comes back; spill_prog then checks every byte.
+i=0
+while :; do
+	zc2=$(value /r memory.zswap.current)
+	[ "$zc2" -le $((zc * 9 / 10)) ] && break
+	i=$((i + 1))
+	[ $i -lt 100 ] || fail "memory.zswap.current $zc -> $zc2 in 5 s idle: nothing recompressed"
+	sleep 0.05
+done
+[ "$(value /r memory.stat zswapped)" -ge $((zd * 9 / 10)) ] ||
+	fail "pages came back while the program idled: zswapped $zd -> $(value /r memory.stat zswapped)"
+echo "$TEST_NAME: idle pool pages recompressed with zstd: memory.zswap.current $(mib "$zc") -> $(mib "$zc2") in $((i * 50)) ms"
+CHECKS=$((CHECKS + 1))
 touch "$T/go"
 finish
 [ "$ST" = 0 ] || fail "spill_prog exited $ST: $(grep FAIL "$T/bg.err" | head -3)"
