@@ -350,7 +350,7 @@ while [ $r -le "$ROUNDS" ]; do
 				echo "$w b $r skipped-after-hang - - - - 0 - - - none 0.00 -" >>"$RAW/runs"
 			else
 				eval "high=\$HIGH_$w"
-				run_one $w b $r "spill=1,high=$high"
+				run_one $w b $r "spill=1,high=$high${SPILL_EXTRA:+,$SPILL_EXTRA}"
 				if tail -1 "$RAW/runs" | grep -q " hung-"; then
 					eval "HUNG_$w=1"
 				fi

@@ -692,8 +692,19 @@ static void sp_readahead(struct spill_engine *e, uintptr_t page)
 
 /* ---- the handler thread ---- */
 
-/* How long the handler keeps looking for the next fault before it sleeps. */
-#define SP_SPIN_NS	(50 * 1000)
+/*
+ * How long the handler keeps looking for the next fault before it sleeps:
+ * SP_SPIN_NS after a lone fault; SP_SPIN_BURST_NS when the fault came
+ * within that long of the one before.  A program that faults every
+ * 50-200 us (python3 bringing its working set back, between faults its
+ * own work and its reclaim) then finds the handler awake for most faults
+ * instead of paying its wake-up each time: the working phase of
+ * bench/spill_workload.sh's python3 (memory.high at half its peak) went
+ * from 7.2 to 4.9 s (medians of 4 interleaved pairs), its CPU time within
+ * a few percent.
+ */
+#define SP_SPIN_NS		(50 * 1000)
+#define SP_SPIN_BURST_NS	(200 * 1000)
 
 static int64_t sp_now_ns(void)
 {
@@ -721,7 +732,7 @@ static void *sp_handler(void *arg)
 		{ .fd = e->stop_fd, .events = POLLIN },
 	};
 	struct uffd_msg msg[SP_MSGS];
-	int64_t spin_until = 0;
+	int64_t spin_until = 0, last_fault = 0;
 	/*
 	 * The idle work is not done: look again at once.  A fault ends it:
 	 * idle work waits for idle_ms without faults again, so a program that
@@ -755,7 +766,13 @@ static void *sp_handler(void *arg)
 				more = e->idle();
 			continue;
 		}
-		spin_until = sp_now_ns() + SP_SPIN_NS;
+		{
+			int64_t now = sp_now_ns();
+
+			spin_until = now + (now - last_fault < SP_SPIN_BURST_NS ? SP_SPIN_BURST_NS :
+					    SP_SPIN_NS);
+			last_fault = now;
+		}
 		more = false;
 		if (e->serving)
 			e->serving(true);
