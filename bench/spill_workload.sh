@@ -6,6 +6,8 @@
 # memory.high at half the peak (a) reached in the first round; rounds
 # interleave the two.  Writes bench/RESULTS-spill-workload.md.
 # Usage: bench/spill_workload.sh [BUILD_DIR] [ROUNDS]   (make bench-spill-workload)
+# SPILL_EXTRA=key=value,... adds keys to (b)'s CGMALLOC_CONF (for example
+# spill_codec=zstd, or spill_recompress=0).
 set -eu
 
 B=${1:-build}
@@ -523,7 +525,7 @@ SUMMARY="spill-workload: python3 dict: $pct_py of cold bytes saved, slowdown $sl
 	row "(b) memory.current where a build was stopped at $BUILD_CAP s" "$(cell py range_mib b_curbuild)" "$(cell sql range_mib b_curbuild)"
 	row "(b) pages scanned by reclaim in the build" "$(cell py num "$(cell py get b_scanbuild)" %.0f)" "$(cell sql num "$(cell sql get b_scanbuild)" %.0f)"
 	row "(b) memory.peak" "$(cell py range_mib b_peak)" "$(cell sql range_mib b_peak)"
-	row "(b) compression: zswapped / zswap, lz4" "$(cell py num "$(cell py get b_ratio)" %.2f)" "$(cell sql num "$(cell sql get b_ratio)" %.2f)"
+	row "(b) compression: zswapped / zswap (lz4, idle pages zstd${SPILL_EXTRA:+; $SPILL_EXTRA})" "$(cell py num "$(cell py get b_ratio)" %.2f)" "$(cell sql num "$(cell sql get b_ratio)" %.2f)"
 	row "lowest memory.current spilling can reach: before the build + hot 20% + cold / compression" "$(mib "$floor_py")" "$(mib "$floor_sql")"
 	row "runs complete" "$(cell py runs_ok)" "$(cell sql runs_ok)"
 	row "records checked after each run" \
