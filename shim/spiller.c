@@ -477,9 +477,9 @@ int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked, bool thorough)
 	if (looked)
 		*looked += scanned;
 	if (cgm_conf.verbose && cgm_now_ns() - last_verbose_ns > 1000000000LL) {
-		last_verbose_ns = cgm_now_ns();
 		struct zp_stats zs;
 
+		last_verbose_ns = cgm_now_ns();
 		zp_pool_stats(pool, &zs);
 		cgm_log("spill: reclaim wanted %lld pages: %lld spilled of %llu resident looked at, "
 			"%lld pool pages given back by recompression, in %lld us; pool: %llu pages "
