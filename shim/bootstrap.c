@@ -102,6 +102,7 @@ __attribute__((constructor(101))) static void cgm_bootstrap(void)
 	cgm_regions_init();
 	static_keys_init(cgm_conf.static_keys == CGM_SK_ON);
 	accounting = cgm_accounting_start();
+	static_keys_startup_done();
 	if (cgm_conf.verbose)
 		print_config(accounting);
 	__atomic_store_n(&cgm_initialized_flag, true, __ATOMIC_RELEASE);

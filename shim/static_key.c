@@ -336,6 +336,13 @@ static int probe_patching(const char **reason)
 	return 0;
 }
 
+bool sk_at_startup = true;
+
+void static_keys_startup_done(void)
+{
+	__atomic_store_n(&sk_at_startup, false, __ATOMIC_RELAXED);
+}
+
 enum static_keys_mode static_keys_init(bool want_patching)
 {
 	const char *reason = NULL;

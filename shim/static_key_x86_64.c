@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/single_threaded.h>
 #include <sys/syscall.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -41,6 +42,7 @@
 
 #include "cgm/log.h"
 #include "cgm/sk_arch.h"
+#include "cgm/static_key.h"
 
 #define INSN_SIZE 5
 #define OP_INT3 0xcc
@@ -141,14 +143,15 @@ static int install_trap_handler(void)
 	return 0;
 }
 
+/*
+ * The SIGTRAP handler is installed by the first batch that needs the trap
+ * protocol (another thread may run the sites), not here: a program that
+ * never has two threads when a key changes makes no sigaction call.
+ */
 int sk_arch_init(const char **reason)
 {
 	if (sk_sync_register(reason) < 0)
 		return -ENOSYS;
-	if (install_trap_handler() < 0) {
-		*reason = "cannot install the SIGTRAP handler";
-		return -EPERM;
-	}
 	return 0;
 }
 
@@ -282,7 +285,13 @@ void sk_arch_poke(struct sk_poke *pokes, unsigned int n)
 
 	if (n == 0)
 		return;
-	spin_guard = some_thread_blocks_sigtrap(&alone);
+	/* At start-up glibc's word for it spares reading /proc/self/task. */
+	if (__atomic_load_n(&sk_at_startup, __ATOMIC_RELAXED) && __libc_single_threaded) {
+		alone = true;
+		spin_guard = false;
+	} else {
+		spin_guard = some_thread_blocks_sigtrap(&alone);
+	}
 	/*
 	 * No signal handler of ours may run into a site we are rewriting:
 	 * with the spin guard it would wait for us forever.
@@ -301,7 +310,9 @@ void sk_arch_poke(struct sk_poke *pokes, unsigned int n)
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		return;
 	}
-	install_trap_handler();	/* the program may have replaced it */
+	/* Installed now, in front of the program's (which may have replaced ours since). */
+	if (install_trap_handler() < 0)
+		cgm_log("static keys: cannot install the SIGTRAP handler");
 	trap_npokes = n;
 	__atomic_store_n(&trap_pokes, pokes, __ATOMIC_RELEASE);
 

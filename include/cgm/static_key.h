@@ -310,6 +310,15 @@ enum static_keys_mode {
  */
 enum static_keys_mode static_keys_init(bool want_patching);
 
+/*
+ * The constructor is done with its keys.  Until then, a process that glibc
+ * says never started a thread (__libc_single_threaded) is taken to have
+ * only the caller, without reading /proc/self/task; after, threads made
+ * by raw clone(), which glibc does not see, could exist.
+ */
+void static_keys_startup_done(void);
+extern bool sk_at_startup;
+
 /* The mode in force and, through @reason (may be NULL), why. */
 enum static_keys_mode static_keys_mode(const char **reason);
 
