@@ -433,10 +433,12 @@ reopen:
 	}
 	/*
 	 * A process touches a few scattered pages of the file (its slots,
-	 * its groups, the header): mapping sixteen neighbours at each fault,
-	 * as the kernel does for file mappings, is wasted -- and a forked
-	 * child, which inherits no page table entries of a shared mapping,
-	 * faults them all in again.
+	 * its groups, the header): reading ahead around them is wasted.
+	 * MADV_RANDOM stops readahead only: a read fault still maps up to
+	 * fifteen neighbours already in the page cache (fault-around, which
+	 * only a userfaultfd registration turns off), so a process maps about
+	 * 32 pages of the file (128 KiB of its RSS, shared with every other
+	 * process, no memory of its own) where it uses a handful.
 	 */
 	madvise(base, (size_t)st.st_size, MADV_RANDOM);
 	set_pointers(h, base, (size_t)st.st_size);
