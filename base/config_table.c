@@ -71,8 +71,9 @@ const struct cgm_conf_key cgm_conf_keys[] = {
 	  "stops there)",
 	  NULL, 0, 0 },
 	{ "spill_recompress", CGM_CONF_BOOL, FIELD(spill_recompress), "1",
-	  "pages that stayed in an lz4 pool a second or more are compressed again with zstd, "
-	  "as zram recompresses idle pages (lz4 pools without spill_backing)",
+	  "pages of an lz4 pool are compressed again with zstd once idle a second, or oldest "
+	  "first when reclaim needs room, as zram recompresses idle pages (lz4 pools without "
+	  "spill_backing)",
 	  NULL, 0, 0 },
 	{ "stats", CGM_CONF_ENUM, FIELD(stats), "none",
 	  "exit: print the group's memory.stat and memory.events at exit",

@@ -33,9 +33,9 @@ bool cgm_spill_on(void);
  * Spill up to @want pages, the coldest first (a clock over the regions:
  * pages written since it last passed, and pages that refaulted soon after
  * leaving, are skipped).  With @thorough (an explicit reclaim) a second
- * lap takes what the first gave a second chance.  Pool pages idle for a
- * second are recompressed with zstd first (spill_recompress), and what
- * that gives back of the pool is wanted less.  Returns the pages
+ * lap takes what the first gave a second chance.  The pool's oldest pages
+ * are recompressed with zstd first (spill_recompress), and what that
+ * gives back of the pool is wanted less.  Returns the pages
  * reclaimed (spilled, and pool pages given back), and adds the resident pages it looked at to *@looked (may be
  * NULL).  Another thread spilling meanwhile: 0 at once.
  */
