@@ -2,10 +2,9 @@
  * Start-up check that the loaded mimalloc has the layout mi209_block_size()
  * reads (include/cgm/mi_layout.h).  Run before accounting is switched on,
  * once per mimalloc binary (by build ID) and hierarchy; allocations go
- * straight to mimalloc.  No huge block (above
- * 16 MiB): each maps and unmaps a segment of its own at every start, and
- * their size comes from mi_usable_size() anyway (block_size() in
- * shim/accounted.c).
+ * straight to mimalloc.  No huge block (above 16 MiB): each maps and
+ * unmaps a segment of its own at every start, and their size comes from
+ * mi_usable_size() anyway (block_size() in shim/accounted.c).
  */
 #include <elf.h>
 #include <link.h>

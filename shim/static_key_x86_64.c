@@ -42,7 +42,6 @@
 
 #include "cgm/log.h"
 #include "cgm/sk_arch.h"
-#include "cgm/static_key.h"
 
 #define INSN_SIZE 5
 #define OP_INT3 0xcc

@@ -23,7 +23,10 @@
 
 #include "zp_types.h"
 
-/* A zstd object must save an eighth of the lz4 one to be worth its slower loads. */
+/*
+ * Worth its slower loads: the zstd object saves more than an eighth of its
+ * own size, a ninth of the lz4 one.
+ */
 static bool worth_it(uint32_t lz4_len, size_t zstd_len)
 {
 	return zstd_len != 0 && zstd_len + zstd_len / 8 < lz4_len;

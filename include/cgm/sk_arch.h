@@ -21,6 +21,9 @@ struct sk_poke {
 	uintptr_t target;
 };
 
+/* Until static_keys_startup_done(): the constructor is still patching. */
+extern bool sk_at_startup;
+
 /* Bytes of a site; 0 where sites cannot be patched. */
 extern const unsigned int sk_arch_insn_size;
 

@@ -35,9 +35,10 @@ bool cgm_spill_on(void);
  * leaving, are skipped).  With @thorough (an explicit reclaim) a second
  * lap takes what the first gave a second chance.  The pool's oldest pages
  * are recompressed with zstd first (spill_recompress), and what that
- * gives back of the pool is wanted less.  Returns the pages
- * reclaimed (spilled, and pool pages given back), and adds the resident pages it looked at to *@looked (may be
- * NULL).  Another thread spilling meanwhile: 0 at once.
+ * gives back of the pool is wanted less.  Returns the pages reclaimed
+ * (spilled, and pool pages given back), and adds the resident pages it
+ * looked at to *@looked (may be NULL).  Another thread spilling
+ * meanwhile: 0 at once.
  */
 int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked, bool thorough);
 

@@ -317,7 +317,6 @@ enum static_keys_mode static_keys_init(bool want_patching);
  * by raw clone(), which glibc does not see, could exist.
  */
 void static_keys_startup_done(void);
-extern bool sk_at_startup;
 
 /* The mode in force and, through @reason (may be NULL), why. */
 enum static_keys_mode static_keys_mode(const char **reason);

@@ -214,7 +214,7 @@ long zp_writeback(struct zp_pool *pool, unsigned long nr);
 /*
  * Recompress up to @nr of the oldest entries stored at least @min_age_ms
  * ago with zstd (the pool must have been created with recompress): an
- * entry whose zstd object is at least an eighth smaller than its lz4 one
+ * entry whose zstd object is more than a ninth smaller than its lz4 one
  * changes object, keeping its number; others (raw pages, pages zstd does
  * not shrink) stay as they are and are not looked at again.  Loads in
  * flight are never disturbed: the switch waits until none is.  Returns
