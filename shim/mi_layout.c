@@ -1,6 +1,7 @@
 /*
  * Start-up check that the loaded mimalloc has the layout mi209_block_size()
- * reads (include/cgm/mi_layout.h).  Run before accounting is switched on,
+ * reads and frees a block of the caller's own page the way
+ * mi209_local_free() does (include/cgm/mi_layout.h).  Run before accounting is switched on,
  * once per mimalloc binary (by build ID) and hierarchy; allocations go
  * straight to mimalloc.  No huge block (above 16 MiB): each maps and
  * unmaps a segment of its own at every start, and their size comes from
@@ -15,6 +16,73 @@
 
 #include "cgm/mi_layout.h"
 #include "cgm/size_class.h"
+
+/* The page entry of the page that holds @p, following a later slice back to its first. */
+static const char *page_of(const void *p)
+{
+	const char *slice = mi209_slice(p);
+
+	return slice - *(const uint32_t *)(slice + MI209_SLICE_OFFSET_AT);
+}
+
+/*
+ * mi209_local_free() does what mi_free() does to a block of the calling
+ * thread's page, so check that this mimalloc's mi_free() does exactly
+ * that, on the fields it names: in a heap of our own (fresh pages), the
+ * segment's owner is our thread pointer, a page with no aligned block has
+ * flags 0, freeing a block pushes it on local_free and counts one block
+ * less in use; and a page where an aligned block had to be offset inside
+ * its block has nonzero flags (mimalloc's has_aligned).
+ */
+static const char *check_local_free(void)
+{
+	const char *why = NULL;
+	mi_heap_t *heap = mi_heap_new();
+	void *a, *b, *old_head, *aligned[8];
+	const char *page;
+	uint32_t used;
+	uintptr_t self = 0;
+	int offset = -1;
+
+	if (!heap)
+		return "mimalloc could not make a heap";
+	a = mi_heap_malloc(heap, 32);
+	b = mi_heap_malloc(heap, 32);
+	if (!a || !b) {
+		why = "mimalloc refused two 32-byte blocks";
+		goto out;
+	}
+	page = page_of(b);
+#if defined(__x86_64__)
+	__asm__("mov %%fs:0, %0" : "=r"(self));
+#endif
+	used = *(const uint32_t *)(page + MI209_USED_AT);
+	old_head = *(void *const *)(page + MI209_LOCAL_FREE_AT);
+	if (page != page_of(a) || used < 2 || *(const uint8_t *)(page + MI209_FLAGS_AT) != 0 ||
+	    (self && *(const uintptr_t *)(((uintptr_t)b & ~MI209_SEGMENT_MASK) + MI209_SEG_THREAD_ID_AT) != self)) {
+		why = "mimalloc's page fields are not the ones of 2.0.9 (owner, flags or blocks in use)";
+		goto out;
+	}
+	mi_free(b);
+	if (*(const uint32_t *)(page + MI209_USED_AT) != used - 1 ||
+	    *(void *const *)(page + MI209_LOCAL_FREE_AT) != b || *(void **)b != old_head) {
+		why = "mimalloc's free is not the one of 2.0.9 (local free list or blocks in use)";
+		goto out;
+	}
+	/* An aligned allocation mimalloc had to offset inside its block marks the page. */
+	for (int i = 0; i < 8; i++) {
+		aligned[i] = mi_heap_malloc_aligned(heap, 100, 4096);
+		if (offset < 0 && aligned[i] && mi_usable_size(aligned[i]) < mi209_block_size(aligned[i]))
+			offset = *(const uint8_t *)(page_of(aligned[i]) + MI209_FLAGS_AT) != 0;
+	}
+	if (offset == 0)
+		why = "mimalloc's page flags are not the ones of 2.0.9 (has_aligned)";
+	else if (offset < 0)
+		why = "mimalloc never offset an aligned block (has_aligned not checked)";
+out:
+	mi_heap_destroy(heap);
+	return why;
+}
 
 int mi_layout_check(const char **why)
 {
@@ -43,7 +111,8 @@ int mi_layout_check(const char **why)
 		*why = "mimalloc's page layout is not the one of 2.0.9 (block sizes disagree)";
 		return -1;
 	}
-	return 0;
+	*why = check_local_free();
+	return *why ? -1 : 0;
 }
 
 struct build_id_search {

@@ -8,6 +8,8 @@
  * hierarchy file (reached through one initial-exec TLS pointer):
  *	malloc: allow[bin]--		(negative: refill that bin)
  *	free:	freed_small[block size / 8]++	(harvested later)
+ * and free, having found the block's page for its size, frees a block of
+ * the thread's own page there itself, as mi_free() would (mi_layout.h).
  * Both counters are also the statistics: allocations per size class and
  * frees per block size, folded into bytes and counts by the flusher.
  */
@@ -123,17 +125,21 @@ static inline __attribute__((always_inline)) void cgm_count_small_free(uint32_t 
 
 static inline __attribute__((always_inline)) void cgm_acct_free(void *p)
 {
+	const char *slice;
 	uint32_t size;
 
 	if (cgm_unlikely(p == NULL))
 		return;
-	size = mi209_slice_block_size(p);
+	slice = mi209_slice(p);
+	size = *(const uint32_t *)(slice + MI209_XBLOCK_SIZE_AT);
 	/* Blocks above 1 KiB, and pointers into longer pages, out of line. */
 	if (cgm_unlikely(size - 8 > CGM_SMALL_MAX - 8)) {
 		cgm_acct_free_big(p);
 		return;
 	}
 	cgm_count_small_free(size);
+	if (cgm_likely(mi209_local_free(p, slice)))
+		return;
 	mi_free(p);
 }
 

@@ -14,7 +14,10 @@
 #ifndef CGM_MI_LAYOUT_H
 #define CGM_MI_LAYOUT_H
 
+#include <stdbool.h>
 #include <stdint.h>
+
+#include "cgm/compiler.h"
 
 #define MI209_SEGMENT_MASK	((uintptr_t)(32u << 20) - 1)
 #define MI209_SLICE_SHIFT	16
@@ -23,6 +26,11 @@
 #define MI209_SLICE_OFFSET_AT	4
 #define MI209_XBLOCK_SIZE_AT	28
 #define MI209_HUGE_BLOCK	0x80000000u	/* blocks of 2 GiB and more */
+/* What mimalloc's own free reads and writes of a local block (mi209_local_free). */
+#define MI209_SEG_THREAD_ID_AT	0x100	/* segment: the owning thread's thread pointer */
+#define MI209_FLAGS_AT		14	/* page: nonzero when in the full queue or has aligned blocks */
+#define MI209_USED_AT		24	/* page: blocks in use */
+#define MI209_LOCAL_FREE_AT	32	/* page: the owning thread's list of freed blocks */
 
 /* The segment header's mi_page_t entry of the slice that holds @p. */
 static inline const char *mi209_slice(const void *p)
@@ -56,6 +64,51 @@ static inline uint32_t mi209_block_size(const void *p)
 static inline uint32_t mi209_slice_block_size(const void *p)
 {
 	return *(const uint32_t *)(mi209_slice(p) + MI209_XBLOCK_SIZE_AT);
+}
+
+/*
+ * Free small block @p (its slice entry @slice, from mi209_slice()) the way
+ * mi_free() frees a block of the calling thread's own page: push it on the
+ * page's local free list and count one block less in use.  The accounted
+ * free has already found the page to read the block size, and mi_free()
+ * would find it again: doing its local case here saves a call and that
+ * second lookup (17 instructions of the 26 of mi_free's local path).
+ * Returns false, having done nothing, for every other case -- another
+ * thread's page (mimalloc's atomic thread-free list), a full page or one
+ * with aligned blocks (mimalloc moves or adjusts them), the page's last
+ * block (mimalloc retires the page) -- and the caller calls mi_free().
+ * Only for blocks of at most 1 KiB, whose pages are one slice, so that
+ * @slice is their page.  mi_layout_check() checks these facts against the
+ * loaded mimalloc's own mi_free() at start-up.
+ *
+ * Under ThreadSanitizer, never: TSan does not see the atomics by which
+ * mimalloc hands an abandoned segment's pages to another thread, so it
+ * would report the new owner's writes as races with the old owner's.
+ */
+static inline __attribute__((always_inline)) bool mi209_local_free(void *p, const char *slice)
+{
+#if defined(__x86_64__) && !defined(CGM_TSAN)
+	const char *seg = (const char *)((uintptr_t)p & ~MI209_SEGMENT_MASK);
+	uint32_t *used = (uint32_t *)(slice + MI209_USED_AT);
+	void **local_free = (void **)(slice + MI209_LOCAL_FREE_AT);
+	uintptr_t self;
+
+	/* mimalloc's thread id is the thread pointer, %fs:0 on x86-64 */
+	__asm__("mov %%fs:0, %0" : "=r"(self));
+	/* the last block first: a program that frees what it just allocated empties its page each time */
+	if (*used <= 1 ||
+	    __atomic_load_n((const uintptr_t *)(seg + MI209_SEG_THREAD_ID_AT), __ATOMIC_RELAXED) != self ||
+	    *(const uint8_t *)(slice + MI209_FLAGS_AT) != 0)
+		return false;
+	*(void **)p = *local_free;
+	*local_free = p;
+	*used -= 1;
+	return true;
+#else
+	(void)p;
+	(void)slice;
+	return false;
+#endif
 }
 
 /*

@@ -10,15 +10,15 @@ $(REL)/rel_prog: tests/reliability/rel_prog.c
 	@mkdir -p $(REL)
 	$(CC) $(TEST_CFLAGS) $(TEST_DEPFLAGS) -pthread -o $@ $< -ldl
 
-$(REL)/wrong_block_size.so: tests/reliability/wrong_block_size.c
+$(REL)/wrong_block_size.so $(REL)/wrong_free.so: $(REL)/%.so: tests/reliability/%.c
 	@mkdir -p $(REL)
 	$(CC) $(TEST_CFLAGS) $(TEST_DEPFLAGS) -fPIC -shared -o $@ $< -ldl
 
 REL_ENV = CGMCTL=$(abspath $(CGMCTL)) CGM_LIB=$(abspath $(LIB)) REL_PROG=$(abspath $(REL)/rel_prog) \
-	REL_WRONG_SIZE=$(abspath $(REL)/wrong_block_size.so)
+	REL_WRONG_SIZE=$(abspath $(REL)/wrong_block_size.so) REL_WRONG_FREE=$(abspath $(REL)/wrong_free.so)
 
 $(REL_CHECKS): check-rel-%: tests/reliability/test_%.sh tests/reliability/lib.sh \
-		tests/cgmctl/lib.sh $(REL)/rel_prog $(REL)/wrong_block_size.so $(LIB) $(CGMCTL)
+		tests/cgmctl/lib.sh $(REL)/rel_prog $(REL)/wrong_block_size.so $(REL)/wrong_free.so $(LIB) $(CGMCTL)
 	$(RUN) env $(REL_ENV) sh tests/reliability/test_$*.sh
 
 # The same with 100,000 threads and 10,000 processes.
