@@ -18,7 +18,7 @@ $(B)/bench/pairs: bench/pairs.c
 	@mkdir -p $(B)/bench
 	$(CC) -std=c11 -O2 -g $(CWARN) $(TEST_DEPFLAGS) -o $@ $<
 
-bench-insn: $(LIB) $(NOSITES_DIR)/libcgmalloc.so $(B)/bench/pairs
+bench-insn: $(LIB) $(NOSITES_DIR)/libcgmalloc.so $(B)/bench/pairs $(BENCH_BIN)/churn
 	bench/insn-per-pair $(B) > bench/RESULTS-insn.md
 	cat bench/RESULTS-insn.md
 

@@ -71,7 +71,7 @@ static const char *check_local_free(void)
 	}
 	/* An aligned allocation mimalloc had to offset inside its block marks the page. */
 	for (int i = 0; i < 8; i++) {
-		aligned[i] = mi_heap_malloc_aligned(heap, 100, 4096);
+		aligned[i] = mi_heap_malloc_aligned(heap, 8, 64);
 		if (offset < 0 && aligned[i] && mi_usable_size(aligned[i]) < mi209_block_size(aligned[i]))
 			offset = *(const uint8_t *)(page_of(aligned[i]) + MI209_FLAGS_AT) != 0;
 	}

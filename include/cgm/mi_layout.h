@@ -93,11 +93,12 @@ static inline __attribute__((always_inline)) bool mi209_local_free(void *p, cons
 	void **local_free = (void **)(slice + MI209_LOCAL_FREE_AT);
 	uintptr_t self;
 
-	/* mimalloc's thread id is the thread pointer, %fs:0 on x86-64 */
-	__asm__("mov %%fs:0, %0" : "=r"(self));
 	/* the last block first: a program that frees what it just allocated empties its page each time */
-	if (*used <= 1 ||
-	    __atomic_load_n((const uintptr_t *)(seg + MI209_SEG_THREAD_ID_AT), __ATOMIC_RELAXED) != self ||
+	if (*used <= 1)
+		return false;
+	/* mimalloc's thread id is the thread pointer, %fs:0 on x86-64 (volatile: not read before the test above) */
+	__asm__ volatile("mov %%fs:0, %0" : "=r"(self));
+	if (__atomic_load_n((const uintptr_t *)(seg + MI209_SEG_THREAD_ID_AT), __ATOMIC_RELAXED) != self ||
 	    *(const uint8_t *)(slice + MI209_FLAGS_AT) != 0)
 		return false;
 	*(void **)p = *local_free;
