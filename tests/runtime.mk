@@ -32,6 +32,17 @@ stress-malloc-long: $(RT)/stress_malloc
 
 .PHONY: check-stress stress-malloc-long
 
+# mimalloc's heap walk after the accounted free did its local frees.
+$(RT)/test_local_free: tests/test_local_free.c include/cgmalloc.h $(LIB)
+	@mkdir -p $(RT)
+	$(CC) $(RT_CFLAGS) -o $@ $< $(SHIM_LINK)
+
+check-local-free: $(RT)/test_local_free
+	$(RUN) env CGMALLOC_CONF=$(TEST_CONF) $(RT)/test_local_free 4
+
+CHECK_TARGETS += check-local-free
+.PHONY: check-local-free
+
 # ---- awkward calling contexts (Check) ----
 
 $(RT)/libdlalloc.so: tests/libdlalloc.c

@@ -1,0 +1,183 @@
+/*
+ * The accounted free does mimalloc's local free itself (mi209_local_free in
+ * include/cgm/mi_layout.h): it pushes a block of the thread's own page on
+ * the page's local free list and counts one block less in use.  Check that
+ * mimalloc's heap stays consistent through it: after random small mallocs
+ * and frees (and some frees from another thread, which go to mi_free),
+ * mimalloc's own walk of the heap (mi_heap_visit_blocks, which takes every
+ * block off the page's free lists and counts what is left) finds exactly
+ * the blocks still live, and a page's "used" count agrees with the blocks
+ * found in it; every live block still holds its pattern; and freed blocks
+ * are handed out again.
+ *
+ * Usage: test_local_free [ROUNDS]   (accounting must be on)
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mimalloc.h>
+
+#include "cgmalloc.h"
+
+#define NBLOCKS 20000
+
+struct walk {
+	size_t blocks;		/* blocks visited */
+	size_t used;		/* sum of the areas' used counts */
+};
+
+static bool visit(const mi_heap_t *heap, const mi_heap_area_t *area, void *block, size_t size,
+		  void *arg)
+{
+	struct walk *w = arg;
+
+	(void)heap;
+	(void)size;
+	if (block)
+		w->blocks++;
+	else
+		w->used += area->used;
+	return true;
+}
+
+static struct walk walk_heap(void)
+{
+	struct walk w = { 0, 0 };
+
+	/* Blocks other threads freed wait on their page's thread-free list, still "used": collect them. */
+	mi_heap_collect(mi_heap_get_default(), false);
+	mi_heap_visit_blocks(mi_heap_get_default(), true, visit, &w);
+	return w;
+}
+
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+
+static uint64_t next_rand(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return rng;
+}
+
+static unsigned char *block[NBLOCKS];
+static size_t block_size[NBLOCKS];
+
+static void fill(size_t i)
+{
+	memset(block[i], (int)(i * 7 + block_size[i]) & 0xff, block_size[i]);
+}
+
+static int intact(size_t i)
+{
+	unsigned char want = (unsigned char)((i * 7 + block_size[i]) & 0xff);
+
+	for (size_t k = 0; k < block_size[i]; k++)
+		if (block[i][k] != want)
+			return 0;
+	return 1;
+}
+
+static void *free_some(void *arg)
+{
+	size_t *from = arg;
+
+	for (size_t i = *from; i < NBLOCKS; i += 16) {
+		free(block[i]);
+		block[i] = NULL;
+	}
+	return NULL;
+}
+
+static int fail(const char *what, size_t a, size_t b)
+{
+	fprintf(stderr, "test_local_free: %s: %zu, expected %zu\n", what, a, b);
+	return 1;
+}
+
+int main(int argc, char **argv)
+{
+	int rounds = argc > 1 ? atoi(argv[1]) : 4;
+	struct walk base, w;
+	size_t live = 0, reused = 0;
+
+	if (!cgm_accounting_enabled()) {
+		fprintf(stderr, "test_local_free: accounting is off: nothing to test\n");
+		return 1;
+	}
+	/* A first thread: what glibc and the shim allocate for one, live from then on. */
+	{
+		pthread_t first;
+		size_t none = NBLOCKS;
+
+		if (pthread_create(&first, NULL, free_some, &none) || pthread_join(first, NULL))
+			return fail("cannot run a thread", 0, 0);
+	}
+	base = walk_heap();
+	if (base.blocks != base.used)
+		return fail("blocks found before the test against the pages' used counts", base.blocks,
+			    base.used);
+	for (int r = 0; r < rounds; r++) {
+		pthread_t other;
+		size_t from = (size_t)r % 16;
+
+		for (size_t i = 0; i < NBLOCKS; i++) {
+			if (block[i])
+				continue;
+			block_size[i] = 1 + next_rand() % 1024;
+			block[i] = malloc(block_size[i]);
+			if (!block[i])
+				return fail("malloc returned NULL for size", block_size[i], 0);
+			fill(i);
+		}
+		/* A sixteenth freed by another thread: mimalloc's thread-free list, not ours. */
+		if (pthread_create(&other, NULL, free_some, &from) || pthread_join(other, NULL))
+			return fail("cannot run the other thread", 0, 0);
+		/* Two thirds of the rest freed here, in random order. */
+		for (size_t k = 0; k < NBLOCKS; k++) {
+			size_t i = next_rand() % NBLOCKS;
+
+			if (block[i] && next_rand() % 3) {
+				if (!intact(i))
+					return fail("a live block lost its pattern, block", i, 0);
+				free(block[i]);
+				block[i] = NULL;
+			}
+		}
+		live = 0;
+		for (size_t i = 0; i < NBLOCKS; i++)
+			live += block[i] != NULL;
+		w = walk_heap();
+		if (w.blocks != w.used)
+			return fail("blocks found against the pages' used counts", w.blocks, w.used);
+		if (w.blocks != base.blocks + live)
+			return fail("blocks found in the heap", w.blocks, base.blocks + live);
+	}
+	/* What was freed locally is handed out again: allocate into the holes. */
+	for (size_t i = 0; i < NBLOCKS; i++) {
+		if (block[i]) {
+			if (!intact(i))
+				return fail("a live block lost its pattern at the end, block", i, 0);
+			continue;
+		}
+		block_size[i] = 1 + next_rand() % 1024;
+		block[i] = malloc(block_size[i]);
+		if (!block[i])
+			return fail("malloc returned NULL for size", block_size[i], 0);
+		reused++;
+	}
+	w = walk_heap();
+	if (w.blocks != base.blocks + NBLOCKS)
+		return fail("blocks found after refilling", w.blocks, base.blocks + NBLOCKS);
+	for (size_t i = 0; i < NBLOCKS; i++)
+		free(block[i]);
+	w = walk_heap();
+	if (w.blocks != base.blocks || w.used != base.used)
+		return fail("blocks found after freeing everything", w.blocks, base.blocks);
+	printf("test_local_free: %d rounds, %zu live at the last, %zu refilled: heap consistent\n", rounds,
+	       live, reused);
+	return 0;
+}
