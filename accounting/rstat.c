@@ -14,17 +14,6 @@
 #include "cgm/size_class.h"
 #include "internal.h"
 
-unsigned int rstat_hist_bucket(uint64_t size)
-{
-	unsigned int b;
-
-	if (size <= 8)
-		return 0;
-	/* bucket b holds (2^(b+2), 2^(b+3)] */
-	b = (unsigned int)(64 - __builtin_clzll(size - 1)) - 3;
-	return b < CGM_HIST_BUCKETS ? b : CGM_HIST_BUCKETS - 1;
-}
-
 /* Deltas are sums of counters read from the shared file: they wrap. */
 static inline void wrap_add(int64_t *sum, uint64_t v)
 {

@@ -219,7 +219,7 @@ void acct_force_charge(struct cgm_acct *a, struct cgm_thread_slot *t, int64_t by
 	hier_unlock(&p->lock);
 }
 
-void acct_stock_trim(struct cgm_acct *a, struct cgm_thread_slot *t)
+void acct_stock_trim_excess(struct cgm_acct *a, struct cgm_thread_slot *t)
 {
 	struct cgm_proc *p = hier_proc(&a->h, a->proc);
 	int64_t keep = a->batch_pages * CGM_PAGE_SIZE;

@@ -203,7 +203,7 @@ static int64_t byte_charge(int64_t size)
 /* Blocks this large make a slow path look at residency at once. */
 #define LARGE_BLOCK (1 << 20)
 
-static void count_big(struct cgm_thread_slot *t, int64_t bytes)
+static inline __attribute__((always_inline)) void count_big(struct cgm_thread_slot *t, int64_t bytes)
 {
 	struct cgm_proc *p = cgm_careful_begin();
 
@@ -223,23 +223,24 @@ static void stock_refund(struct cgm_thread_slot *t, int64_t bytes)
 /*
  * A block of 1..128 KiB, charged by its bytes, that the thread's stock
  * covers twice over (mimalloc's block is at most a quarter above the
- * request): taken from the stock with no lock, no clock and no look at
- * other processes, as the small path takes from its allowance -- the
- * stock is precharged, and its refills do those.  NULL when the stock
- * is short (or the thread has no slot yet: the boot slot's is negative).
+ * request; cgm_acct_alloc_slow() looked): taken from the stock with no
+ * lock, no clock and no look at other processes, as the small path takes
+ * from its allowance -- the stock is precharged, and its refills do those.
+ * Only the slot and the block live across mimalloc's call.
  */
-static void *stocked_alloc(size_t n, bool zero)
+static CGM_NOINLINE void *stocked_alloc(size_t n, bool zero)
 {
 	struct cgm_thread_slot *t = cgm_tslot;
 	int64_t actual;
 	void *p;
 
-	if (t->stock < 2 * (int64_t)n)
-		return NULL;
 	p = zero ? mi_zalloc(n) : mi_malloc(n);
-	if (!p)
+	if (cgm_unlikely(!p)) {
+		errno = ENOMEM;
 		return NULL;
-	actual = block_size(p);
+	}
+	/* at most 128 KiB: never a huge block, whose size the page does not hold */
+	actual = mi209_block_size(p);
 	cgm_owner_add(t->stock, -actual);
 	count_big(t, actual);
 	return p;
@@ -253,15 +254,12 @@ static void *stocked_alloc(size_t n, bool zero)
  * block again.  A block charged by residency is refused instead while
  * the group is over its memory.max after reclaim.
  */
-void *cgm_acct_alloc_slow(size_t n, size_t align, bool zero)
+static CGM_NOINLINE void *alloc_charged(size_t n, size_t align, bool zero)
 {
-	struct cgm_thread_slot *t;
+	struct cgm_thread_slot *t = thread_slot();
 	int64_t actual;
 	void *p;
 
-	if (n <= CGM_SAMPLED_MIN && !align && (p = stocked_alloc(n, zero)) != NULL)
-		return p;
-	t = thread_slot();
 	if (n >= (size_t)INT64_MAX / 2) {
 		errno = ENOMEM;
 		return NULL;
@@ -288,6 +286,14 @@ void *cgm_acct_alloc_slow(size_t n, size_t align, bool zero)
 	}
 	count_big(t, actual);
 	return p;
+}
+
+/* (The boot slot's stock is hugely negative: a thread without a slot goes on.) */
+void *cgm_acct_alloc_slow(size_t n, size_t align, bool zero)
+{
+	if (n <= CGM_SAMPLED_MIN && !align && cgm_tslot->stock >= 2 * (int64_t)n)
+		return stocked_alloc(n, zero);
+	return alloc_charged(n, align, zero);
 }
 
 /*
@@ -360,9 +366,9 @@ static bool purge_on_free(int64_t size)
 	       acct_limit_near(&cgm_acct, size / CGM_PAGE_SIZE);
 }
 
-void cgm_acct_free_big(void *p)
+/* A block above 128 KiB, or any block of a thread with no slot of its own. */
+static CGM_NOINLINE void free_big_slow(void *p, int64_t size)
 {
-	int64_t size = block_size(p);
 	bool large = size >= LARGE_BLOCK;
 
 	/* What was touched in a large block reaches the charge (and memory.peak) before it goes. */
@@ -373,6 +379,27 @@ void cgm_acct_free_big(void *p)
 		cgm_mi_free_now(p);
 	else
 		mi_free(p);
+}
+
+/*
+ * A medium block (1..128 KiB: always charged by its bytes) goes back to
+ * the freeing thread's stock as count_big_free() does, inline: programs
+ * free blocks of a few KiB about as often as small ones.
+ */
+void cgm_acct_free_big(void *p)
+{
+	int64_t size = block_size(p);
+	struct cgm_thread_slot *t = cgm_tslot;
+
+	if (cgm_unlikely(size > CGM_SAMPLED_MIN || t == &cgm_boot_slot || t == &cgm_unaccounted_slot)) {
+		free_big_slow(p, size);
+		return;
+	}
+	cgm_owner_add(t->freed_unpooled_bytes, (uint64_t)size);
+	cgm_owner_add(t->stock, size);
+	cgm_owner_add(t->frees, 1);
+	acct_stock_trim(&cgm_acct, t);
+	mi_free(p);
 }
 
 /*

@@ -139,8 +139,19 @@ void acct_force_charge(struct cgm_acct *a, struct cgm_thread_slot *t, int64_t by
  */
 void acct_stock_drain(struct cgm_acct *a, struct cgm_thread_slot *t);
 
-/* Give back stock above two batches (after a realloc shrink, or at exit). */
-void acct_stock_trim(struct cgm_acct *a, struct cgm_thread_slot *t);
+/* acct_stock_trim()'s locked part, for a stock above two batches. */
+void acct_stock_trim_excess(struct cgm_acct *a, struct cgm_thread_slot *t);
+
+/*
+ * Give back stock above two batches (after a free restocked it, a realloc
+ * shrink, or at exit).  Inline, since every free of a medium block asks,
+ * and the answer is almost always no.
+ */
+static inline void acct_stock_trim(struct cgm_acct *a, struct cgm_thread_slot *t)
+{
+	if (cgm_unlikely(t->stock > 2 * a->batch_pages * CGM_PAGE_SIZE))
+		acct_stock_trim_excess(a, t);
+}
 
 /* ---- harvest.c: returning freed bytes ---- */
 
@@ -314,8 +325,16 @@ void rstat_reap_exited(struct cgm_hier *h, uint32_t proc);
  */
 void rstat_switch_group(struct cgm_hier *h, struct cgm_proc *p, uint32_t to);
 
-/* Map a block size to its histogram bucket. */
-unsigned int rstat_hist_bucket(uint64_t size);
+/* Map a block size to its histogram bucket: bucket b holds (2^(b+2), 2^(b+3)]. */
+static inline unsigned int rstat_hist_bucket(uint64_t size)
+{
+	unsigned int b;
+
+	if (size <= 8)
+		return 0;
+	b = (unsigned int)(64 - __builtin_clzll(size - 1)) - 3;
+	return b < CGM_HIST_BUCKETS ? b : CGM_HIST_BUCKETS - 1;
+}
 
 /* ---- move.c ---- */
 
