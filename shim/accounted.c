@@ -402,6 +402,18 @@ void cgm_acct_free_big(void *p)
 	mi_free(p);
 }
 
+static inline __attribute__((always_inline)) void count_realloc(struct cgm_thread_slot *t,
+								  int64_t actual, int64_t old)
+{
+	struct cgm_proc *careful = cgm_careful_begin();
+
+	cgm_owner_add(t->reallocs, 1);
+	cgm_owner_add(t->realloc_new_bytes, (uint64_t)actual);
+	cgm_owner_add(t->realloc_old_bytes, (uint64_t)old);
+	cgm_owner_add(t->big_hist[rstat_hist_bucket((uint64_t)actual)], 1);
+	cgm_careful_end(careful);
+}
+
 /*
  * A block that must grow moves to a new one, allocated and charged first
  * (so a refusal leaves the old block as it was, as realloc must); one
@@ -412,7 +424,6 @@ void cgm_acct_free_big(void *p)
 void *cgm_acct_realloc(void *p, size_t n)
 {
 	struct cgm_thread_slot *t;
-	struct cgm_proc *careful;
 	int64_t old, actual, delta;
 	void *q;
 
@@ -422,6 +433,19 @@ void *cgm_acct_realloc(void *p, size_t n)
 		cgm_acct_free(p);
 		return NULL;
 	}
+	/*
+	 * mimalloc keeps a block that the new size still fills at least half
+	 * of, as it is: nothing changes but the statistics (a large block
+	 * goes on, for its residency tick).
+	 */
+	old = block_size(p);
+	if (n <= (size_t)old && n >= (size_t)old / 2 && old < LARGE_BLOCK) {
+		t = cgm_tslot;
+		if (cgm_likely(t != &cgm_boot_slot && t != &cgm_unaccounted_slot)) {
+			count_realloc(t, old, old);
+			return p;
+		}
+	}
 	t = thread_slot();
 	if (!t || n >= (size_t)INT64_MAX / 2) {
 		q = t ? NULL : mi_realloc(p, n);
@@ -429,7 +453,6 @@ void *cgm_acct_realloc(void *p, size_t n)
 			errno = ENOMEM;
 		return q;
 	}
-	old = block_size(p);
 	cgm_resident_tick(n >= LARGE_BLOCK || old >= LARGE_BLOCK);
 	if (n > (size_t)old) {
 		if (byte_charge((int64_t)n) == 0 && cgm_resident_refuse((int64_t)n)) {
@@ -466,12 +489,7 @@ void *cgm_acct_realloc(void *p, size_t n)
 		else if (delta < 0)
 			stock_refund(t, -delta);
 	}
-	careful = cgm_careful_begin();
-	cgm_owner_add(t->reallocs, 1);
-	cgm_owner_add(t->realloc_new_bytes, (uint64_t)actual);
-	cgm_owner_add(t->realloc_old_bytes, (uint64_t)old);
-	cgm_owner_add(t->big_hist[rstat_hist_bucket((uint64_t)actual)], 1);
-	cgm_careful_end(careful);
+	count_realloc(t, actual, old);
 	return q;
 }
 
