@@ -388,17 +388,20 @@ static CGM_NOINLINE void free_big_slow(void *p, int64_t size)
  */
 void cgm_acct_free_big(void *p)
 {
-	int64_t size = block_size(p);
+	const char *page = mi209_page(p);
+	uint32_t size = *(const uint32_t *)(page + MI209_XBLOCK_SIZE_AT);
 	struct cgm_thread_slot *t = cgm_tslot;
 
 	if (cgm_unlikely(size > CGM_SAMPLED_MIN || t == &cgm_boot_slot || t == &cgm_unaccounted_slot)) {
-		free_big_slow(p, size);
+		free_big_slow(p, size >= MI209_HUGE_BLOCK ? (int64_t)mi_usable_size(p) : (int64_t)size);
 		return;
 	}
 	cgm_owner_add(t->freed_unpooled_bytes, (uint64_t)size);
-	cgm_owner_add(t->stock, size);
+	cgm_owner_add(t->stock, (int64_t)size);
 	cgm_owner_add(t->frees, 1);
 	acct_stock_trim(&cgm_acct, t);
+	if (cgm_likely(mi209_local_free(p, page)))
+		return;
 	mi_free(p);
 }
 

@@ -17,14 +17,6 @@
 #include "cgm/mi_layout.h"
 #include "cgm/size_class.h"
 
-/* The page entry of the page that holds @p, following a later slice back to its first. */
-static const char *page_of(const void *p)
-{
-	const char *slice = mi209_slice(p);
-
-	return slice - *(const uint32_t *)(slice + MI209_SLICE_OFFSET_AT);
-}
-
 /*
  * mi209_local_free() does what mi_free() does to a block of the calling
  * thread's page, so check that this mimalloc's mi_free() does exactly
@@ -52,13 +44,13 @@ static const char *check_local_free(void)
 		why = "mimalloc refused two 32-byte blocks";
 		goto out;
 	}
-	page = page_of(b);
+	page = mi209_page(b);
 #if defined(__x86_64__)
 	__asm__("mov %%fs:0, %0" : "=r"(self));
 #endif
 	used = *(const uint32_t *)(page + MI209_USED_AT);
 	old_head = *(void *const *)(page + MI209_LOCAL_FREE_AT);
-	if (page != page_of(a) || used < 2 || *(const uint8_t *)(page + MI209_FLAGS_AT) != 0 ||
+	if (page != mi209_page(a) || used < 2 || *(const uint8_t *)(page + MI209_FLAGS_AT) != 0 ||
 	    (self && *(const uintptr_t *)(((uintptr_t)b & ~MI209_SEGMENT_MASK) + MI209_SEG_THREAD_ID_AT) != self)) {
 		why = "mimalloc's page fields are not the ones of 2.0.9 (owner, flags or blocks in use)";
 		goto out;
@@ -73,7 +65,7 @@ static const char *check_local_free(void)
 	for (int i = 0; i < 8; i++) {
 		aligned[i] = mi_heap_malloc_aligned(heap, 8, 64);
 		if (offset < 0 && aligned[i] && mi_usable_size(aligned[i]) < mi209_block_size(aligned[i]))
-			offset = *(const uint8_t *)(page_of(aligned[i]) + MI209_FLAGS_AT) != 0;
+			offset = *(const uint8_t *)(mi209_page(aligned[i]) + MI209_FLAGS_AT) != 0;
 	}
 	if (offset == 0)
 		why = "mimalloc's page flags are not the ones of 2.0.9 (has_aligned)";

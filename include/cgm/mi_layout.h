@@ -44,13 +44,18 @@ static inline const char *mi209_slice(const void *p)
 	       (MI209_PAGE_SIZE / 16);
 }
 
+/* The mi_page_t entry of the page that holds non-NULL pointer @p. */
+static inline const char *mi209_page(const void *p)
+{
+	const char *slice = mi209_slice(p);
+
+	return slice - *(const uint32_t *)(slice + MI209_SLICE_OFFSET_AT);
+}
+
 /* The block size of non-NULL pointer @p (MI209_HUGE_BLOCK: look it up). */
 static inline uint32_t mi209_block_size(const void *p)
 {
-	const char *slice = mi209_slice(p);
-	const char *page = slice - *(const uint32_t *)(slice + MI209_SLICE_OFFSET_AT);
-
-	return *(const uint32_t *)(page + MI209_XBLOCK_SIZE_AT);
+	return *(const uint32_t *)(mi209_page(p) + MI209_XBLOCK_SIZE_AT);
 }
 
 /*
@@ -67,7 +72,8 @@ static inline uint32_t mi209_slice_block_size(const void *p)
 }
 
 /*
- * Free small block @p (its slice entry @slice, from mi209_slice()) the way
+ * Free block @p (@page its page entry: mi209_page(), or for a block of at
+ * most 16 KiB, which lives in a one-slice page, mi209_slice()) the way
  * mi_free() frees a block of the calling thread's own page: push it on the
  * page's local free list and count one block less in use.  The accounted
  * free has already found the page to read the block size, and mi_free()
@@ -77,20 +83,20 @@ static inline uint32_t mi209_slice_block_size(const void *p)
  * thread's page (mimalloc's atomic thread-free list), a full page or one
  * with aligned blocks (mimalloc moves or adjusts them), the page's last
  * block (mimalloc retires the page) -- and the caller calls mi_free().
- * Only for blocks of at most 1 KiB, whose pages are one slice, so that
- * @slice is their page.  mi_layout_check() checks these facts against the
+ * Not for huge blocks (a segment of their own, which mimalloc frees
+ * apart).  mi_layout_check() checks these facts against the
  * loaded mimalloc's own mi_free() at start-up.
  *
  * Under ThreadSanitizer, never: TSan does not see the atomics by which
  * mimalloc hands an abandoned segment's pages to another thread, so it
  * would report the new owner's writes as races with the old owner's.
  */
-static inline __attribute__((always_inline)) bool mi209_local_free(void *p, const char *slice)
+static inline __attribute__((always_inline)) bool mi209_local_free(void *p, const char *page)
 {
 #if defined(__x86_64__) && !defined(CGM_TSAN)
 	const char *seg = (const char *)((uintptr_t)p & ~MI209_SEGMENT_MASK);
-	uint32_t *used = (uint32_t *)(slice + MI209_USED_AT);
-	void **local_free = (void **)(slice + MI209_LOCAL_FREE_AT);
+	uint32_t *used = (uint32_t *)(page + MI209_USED_AT);
+	void **local_free = (void **)(page + MI209_LOCAL_FREE_AT);
 	uintptr_t self;
 
 	/* the last block first: a program that frees what it just allocated empties its page each time */
@@ -99,7 +105,7 @@ static inline __attribute__((always_inline)) bool mi209_local_free(void *p, cons
 	/* mimalloc's thread id is the thread pointer, %fs:0 on x86-64 (volatile: not read before the test above) */
 	__asm__ volatile("mov %%fs:0, %0" : "=r"(self));
 	if (__atomic_load_n((const uintptr_t *)(seg + MI209_SEG_THREAD_ID_AT), __ATOMIC_RELAXED) != self ||
-	    *(const uint8_t *)(slice + MI209_FLAGS_AT) != 0)
+	    *(const uint8_t *)(page + MI209_FLAGS_AT) != 0)
 		return false;
 	*(void **)p = *local_free;
 	*local_free = p;
@@ -107,7 +113,7 @@ static inline __attribute__((always_inline)) bool mi209_local_free(void *p, cons
 	return true;
 #else
 	(void)p;
-	(void)slice;
+	(void)page;
 	return false;
 #endif
 }
