@@ -51,7 +51,7 @@ static const char *check_local_free(void)
 	used = *(const uint32_t *)(page + MI209_USED_AT);
 	old_head = *(void *const *)(page + MI209_LOCAL_FREE_AT);
 	if (page != mi209_page(a) || used < 2 || *(const uint8_t *)(page + MI209_FLAGS_AT) != 0 ||
-	    (self && *(const uintptr_t *)(((uintptr_t)b & ~MI209_SEGMENT_MASK) + MI209_SEG_THREAD_ID_AT) != self)) {
+	    (self && *(const uintptr_t *)(mi209_segment(b) + MI209_SEG_THREAD_ID_AT) != self)) {
 		why = "mimalloc's page fields are not the ones of 2.0.9 (owner, flags or blocks in use)";
 		goto out;
 	}

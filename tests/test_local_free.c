@@ -11,9 +11,16 @@
  * found in it; every live block still holds its pattern; and freed blocks
  * are handed out again.
  *
+ * And a block aligned to 64 MiB, which starts where its segment ends:
+ * the free must find the page in the segment before it, not read the
+ * block's own first bytes as a segment header -- here they are made to
+ * look like a small page of this thread, which a free that read them
+ * would take the block for, keep it and leak it (found by this test).
+ *
  * Usage: test_local_free [ROUNDS]   (accounting must be on)
  */
 #include <pthread.h>
+#include <unistd.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,6 +108,43 @@ static void *free_some(void *arg)
 	return NULL;
 }
 
+/* Resident pages of the process. */
+static long resident_pages(void)
+{
+	long size = 0, resident = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+
+	if (f) {
+		if (fscanf(f, "%ld %ld", &size, &resident) != 2)
+			resident = 0;
+		fclose(f);
+	}
+	return resident;
+}
+
+/* 20 blocks of 8 MiB aligned to 64 MiB, each touched, disguised and freed: resident growth in KiB. */
+static long huge_aligned_frees(void)
+{
+	long before = resident_pages();
+
+	for (int i = 0; i < 20; i++) {
+		unsigned char *volatile p = aligned_alloc(64u << 20, 8u << 20);
+
+		if (!p)
+			return -1;
+		for (size_t k = 0; k < (8u << 20); k += 4096)
+			p[k] = 1;
+		/* Where a segment header would be if the block were a segment: a small page of ours. */
+		*(volatile uint32_t *)(p + 264 + 4) = 0;	/* slice offset */
+		*(volatile uint8_t *)(p + 264 + 14) = 0;	/* flags */
+		*(volatile uint32_t *)(p + 264 + 24) = 5;	/* blocks in use */
+		*(volatile uint32_t *)(p + 264 + 28) = 32;	/* block size */
+		*(volatile uintptr_t *)(p + 0x100) = (uintptr_t)pthread_self();	/* owner */
+		free(p);
+	}
+	return (resident_pages() - before) * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
 static int fail(const char *what, size_t a, size_t b)
 {
 	fprintf(stderr, "test_local_free: %s: %zu, expected %zu\n", what, a, b);
@@ -112,11 +156,16 @@ int main(int argc, char **argv)
 	int rounds = argc > 1 ? atoi(argv[1]) : 4;
 	struct walk base, w;
 	size_t live = 0, reused = 0;
+	long grown;
 
 	if (!cgm_accounting_enabled()) {
 		fprintf(stderr, "test_local_free: accounting is off: nothing to test\n");
 		return 1;
 	}
+	grown = huge_aligned_frees();
+	if (grown < 0 || grown > 32 * 1024)
+		return fail("KiB resident after freeing 20 blocks of 8 MiB aligned to 64 MiB (-1: refused)",
+			    (size_t)grown, 0);
 	/* A first thread: what glibc and the shim allocate for one, live from then on. */
 	{
 		pthread_t first;

@@ -32,11 +32,26 @@
 #define MI209_USED_AT		24	/* page: blocks in use */
 #define MI209_LOCAL_FREE_AT	32	/* page: the owning thread's list of freed blocks */
 
-/* The segment header's mi_page_t entry of the slice that holds @p. */
+/*
+ * The segment of non-NULL block @p.  Of @p - 1, as mi_free() does: a
+ * block aligned to 32 MiB or more (aligned_alloc) starts exactly where
+ * its segment ends -- mimalloc puts the header a whole segment before it
+ * -- and @p itself would find user data where the header should be.
+ * Every other block is inside its segment, past the header.
+ */
+static inline const char *mi209_segment(const void *p)
+{
+	return (const char *)(((uintptr_t)p - 1) & ~MI209_SEGMENT_MASK);
+}
+
+/*
+ * The segment header's mi_page_t entry of the slice that holds @p (for a
+ * block at a segment's end, its first slice, which holds the block's page).
+ */
 static inline const char *mi209_slice(const void *p)
 {
 	uintptr_t a = (uintptr_t)p;
-	const char *seg = (const char *)(a & ~MI209_SEGMENT_MASK);
+	const char *seg = mi209_segment(p);
 
 	/* slice index * 80 = ((a >> 12) & (511 << 4)) * 5: three instructions */
 	return seg + MI209_SLICES_OFFSET +
@@ -94,7 +109,7 @@ static inline uint32_t mi209_slice_block_size(const void *p)
 static inline __attribute__((always_inline)) bool mi209_local_free(void *p, const char *page)
 {
 #if defined(__x86_64__) && !defined(CGM_TSAN)
-	const char *seg = (const char *)((uintptr_t)p & ~MI209_SEGMENT_MASK);
+	const char *seg = mi209_segment(p);
 	uint32_t *used = (uint32_t *)(page + MI209_USED_AT);
 	void **local_free = (void **)(page + MI209_LOCAL_FREE_AT);
 	uintptr_t self;
