@@ -114,7 +114,11 @@ static inline __attribute__((always_inline)) bool mi209_local_free(void *p, cons
 	void **local_free = (void **)(page + MI209_LOCAL_FREE_AT);
 	uintptr_t self;
 
-	/* the last block first: a program that frees what it just allocated empties its page each time */
+	/*
+	 * The last block first: a program that frees what it just allocated
+	 * empties its page each time.  (On another thread's page the count
+	 * may be stale: that only sends the free to mi_free() one test early.)
+	 */
 	if (*used <= 1)
 		return false;
 	/* mimalloc's thread id is the thread pointer, %fs:0 on x86-64 (volatile: not read before the test above) */
