@@ -400,7 +400,7 @@ void cgm_acct_free_big(void *p)
 	cgm_owner_add(t->stock, (int64_t)size);
 	cgm_owner_add(t->frees, 1);
 	acct_stock_trim(&cgm_acct, t);
-	if (cgm_likely(mi209_local_free(p, page)))
+	if (cgm_likely(mi209_free_block(p, page)))
 		return;
 	mi_free(p);
 }

@@ -1,7 +1,7 @@
 /*
  * Start-up check that the loaded mimalloc has the layout mi209_block_size()
  * reads and frees a block of the caller's own page the way
- * mi209_local_free() does (include/cgm/mi_layout.h).  Run before accounting is switched on,
+ * mi209_free_block() does (include/cgm/mi_layout.h).  Run before accounting is switched on,
  * once per mimalloc binary (by build ID) and hierarchy; allocations go
  * straight to mimalloc.  No huge block (above 16 MiB): each maps and
  * unmaps a segment of its own at every start, and their size comes from
@@ -18,7 +18,7 @@
 #include "cgm/size_class.h"
 
 /*
- * mi209_local_free() does what mi_free() does to a block of the calling
+ * mi209_free_block() does what mi_free() does to a block of the calling
  * thread's page, so check that this mimalloc's mi_free() does exactly
  * that, on the fields it names: in a heap of our own (fresh pages), the
  * segment's owner is our thread pointer, a page with no aligned block has
@@ -50,9 +50,15 @@ static const char *check_local_free(void)
 #endif
 	used = *(const uint32_t *)(page + MI209_USED_AT);
 	old_head = *(void *const *)(page + MI209_LOCAL_FREE_AT);
+	/*
+	 * The thread-free list is the word before the heap pointer: the page
+	 * names our heap, and no other thread freed into it (tag bits aside).
+	 */
 	if (page != mi209_page(a) || used < 2 || *(const uint8_t *)(page + MI209_FLAGS_AT) != 0 ||
-	    (self && *(const uintptr_t *)(mi209_segment(b) + MI209_SEG_THREAD_ID_AT) != self)) {
-		why = "mimalloc's page fields are not the ones of 2.0.9 (owner, flags or blocks in use)";
+	    (self && *(const uintptr_t *)(mi209_segment(b) + MI209_SEG_THREAD_ID_AT) != self) ||
+	    *(void *const *)(page + MI209_HEAP_AT) != (void *)heap ||
+	    (*(const uintptr_t *)(page + MI209_THREAD_FREE_AT) & ~MI209_DELAYED_MASK) != 0) {
+		why = "mimalloc's page fields are not the ones of 2.0.9 (owner, flags, blocks in use, heap)";
 		goto out;
 	}
 	mi_free(b);

@@ -1,15 +1,18 @@
 /*
- * The accounted free does mimalloc's local free itself (mi209_local_free in
- * include/cgm/mi_layout.h): it pushes a block of the thread's own page on
- * the page's local free list and counts one block less in use.  Check that
- * mimalloc's heap stays consistent through it: after random small mallocs
- * and frees (and some frees from another thread, which go to mi_free),
- * mimalloc's own walk of the heap (mi_heap_visit_blocks, which takes every
- * block off the page's free lists and counts what is left) finds exactly
- * the blocks still live (small ones, and a sixteenth of medium ones, up to
- * 48 KiB: in one-slice and in longer pages), and a page's "used" count agrees with the blocks
- * found in it; every live block still holds its pattern; and freed blocks
- * are handed out again.
+ * The accounted free does mimalloc's two common frees itself
+ * (mi209_free_block in include/cgm/mi_layout.h): a block of the thread's
+ * own page goes on the page's local free list and the page counts one
+ * block less in use; a block of another thread's page is pushed on that
+ * page's thread-free list.  Check that mimalloc's heap stays consistent
+ * through both: after random mallocs and frees, a sixteenth of the frees
+ * made by another thread, mimalloc's own walk of the heap
+ * (mi_heap_visit_blocks, after mi_heap_collect has taken the thread-free
+ * lists in; it takes every block off the page's free lists and counts
+ * what is left) finds exactly the blocks still live -- small ones, and a
+ * sixteenth of medium ones, up to 48 KiB, in one-slice and in longer
+ * pages -- and a page's "used" count agrees with the blocks found in it;
+ * every live block still holds its pattern; freed blocks are handed out
+ * again.
  *
  * And a block aligned to 64 MiB, which starts where its segment ends:
  * the free must find the page in the segment before it, not read the

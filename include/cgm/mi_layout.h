@@ -26,11 +26,15 @@
 #define MI209_SLICE_OFFSET_AT	4
 #define MI209_XBLOCK_SIZE_AT	28
 #define MI209_HUGE_BLOCK	0x80000000u	/* blocks of 2 GiB and more */
-/* What mimalloc's own free reads and writes of a local block (mi209_local_free). */
+/* What mimalloc's own free reads and writes of a local block (mi209_free_block). */
 #define MI209_SEG_THREAD_ID_AT	0x100	/* segment: the owning thread's thread pointer */
 #define MI209_FLAGS_AT		14	/* page: nonzero when in the full queue or has aligned blocks */
 #define MI209_USED_AT		24	/* page: blocks in use */
 #define MI209_LOCAL_FREE_AT	32	/* page: the owning thread's list of freed blocks */
+#define MI209_THREAD_FREE_AT	40	/* page: other threads' freed blocks; 2 low bits: delayed-free state */
+#define MI209_HEAP_AT		48	/* page: the heap that owns it */
+#define MI209_DELAYED_MASK	((uintptr_t)3)
+#define MI209_USE_DELAYED_FREE	0	/* a free must tell the page's heap (the page is full) */
 
 /*
  * The segment of non-NULL block @p.  Of @p - 1, as mi_free() does: a
@@ -89,46 +93,58 @@ static inline uint32_t mi209_slice_block_size(const void *p)
 /*
  * Free block @p (@page its page entry: mi209_page(), or for a block of at
  * most 16 KiB, which lives in a one-slice page, mi209_slice()) the way
- * mi_free() frees a block of the calling thread's own page: push it on the
- * page's local free list and count one block less in use.  The accounted
- * free has already found the page to read the block size, and mi_free()
- * would find it again: doing its local case here saves a call and that
- * second lookup (17 instructions of the 26 of mi_free's local path).
- * Returns false, having done nothing, for every other case -- another
- * thread's page (mimalloc's atomic thread-free list), a full page or one
- * with aligned blocks (mimalloc moves or adjusts them), the page's last
- * block (mimalloc retires the page) -- and the caller calls mi_free().
- * Not for huge blocks (a segment of their own, which mimalloc frees
- * apart).  mi_layout_check() checks these facts against the
- * loaded mimalloc's own mi_free() at start-up.
+ * mi_free() does, for its two common cases.  The accounted free has
+ * already found the page to read the block size, and mi_free() would
+ * find it again (26 instructions before it even knows whose page it is).
+ *  - A block of the calling thread's own page goes on the page's local
+ *    free list, and the page counts one block less in use.
+ *  - A block of another thread's page (or of an abandoned segment's) is
+ *    pushed on the page's thread-free list with one compare-and-swap
+ *    (release: the link is written first), keeping the list's two tag
+ *    bits, the page's delayed-free state; the owner collects it later.
+ * Returns false, having done nothing, for every other case -- a full page
+ * or one with aligned blocks (mimalloc moves or adjusts them), a page
+ * whose delayed-free state says its heap must hear of the free (0:
+ * mimalloc's USE_DELAYED_FREE), the page's last block (mimalloc retires
+ * the page) -- and the caller calls mi_free().  Not for huge blocks (a
+ * segment of their own, which mimalloc frees apart).  mi_layout_check()
+ * checks these facts against the loaded mimalloc at start-up.
  *
  * Under ThreadSanitizer, never: TSan does not see the atomics by which
- * mimalloc hands an abandoned segment's pages to another thread, so it
+ * mimalloc hands pages between threads (it is not instrumented), so it
  * would report the new owner's writes as races with the old owner's.
  */
-static inline __attribute__((always_inline)) bool mi209_local_free(void *p, const char *page)
+static inline __attribute__((always_inline)) bool mi209_free_block(void *p, const char *page)
 {
 #if defined(__x86_64__) && !defined(CGM_TSAN)
 	const char *seg = mi209_segment(p);
 	uint32_t *used = (uint32_t *)(page + MI209_USED_AT);
 	void **local_free = (void **)(page + MI209_LOCAL_FREE_AT);
-	uintptr_t self;
+	uintptr_t *thread_free = (uintptr_t *)(page + MI209_THREAD_FREE_AT), self, old;
 
 	/*
 	 * The last block first: a program that frees what it just allocated
 	 * empties its page each time.  (On another thread's page the count
-	 * may be stale: that only sends the free to mi_free() one test early.)
+	 * may be stale: that only sends the free to mi_free().)
 	 */
-	if (*used <= 1)
+	if (*used <= 1 || *(const uint8_t *)(page + MI209_FLAGS_AT) != 0)
 		return false;
-	/* mimalloc's thread id is the thread pointer, %fs:0 on x86-64 (volatile: not read before the test above) */
+	/* mimalloc's thread id is the thread pointer, %fs:0 on x86-64 (volatile: not read before the tests above) */
 	__asm__ volatile("mov %%fs:0, %0" : "=r"(self));
-	if (__atomic_load_n((const uintptr_t *)(seg + MI209_SEG_THREAD_ID_AT), __ATOMIC_RELAXED) != self ||
-	    *(const uint8_t *)(page + MI209_FLAGS_AT) != 0)
-		return false;
-	*(void **)p = *local_free;
-	*local_free = p;
-	*used -= 1;
+	if (cgm_likely(__atomic_load_n((const uintptr_t *)(seg + MI209_SEG_THREAD_ID_AT),
+				       __ATOMIC_RELAXED) == self)) {
+		*(void **)p = *local_free;
+		*local_free = p;
+		*used -= 1;
+		return true;
+	}
+	old = __atomic_load_n(thread_free, __ATOMIC_RELAXED);
+	do {
+		if ((old & MI209_DELAYED_MASK) == MI209_USE_DELAYED_FREE)
+			return false;
+		*(uintptr_t *)p = old & ~MI209_DELAYED_MASK;
+	} while (!__atomic_compare_exchange_n(thread_free, &old, (uintptr_t)p | (old & MI209_DELAYED_MASK),
+					      true, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
 	return true;
 #else
 	(void)p;
