@@ -186,12 +186,23 @@ void *cgm_acct_refill(size_t n, bool zero)
 	return zero ? mi_zalloc(n) : mi_malloc(n);
 }
 
-/* A block's size: its block size, or for huge blocks the usable size. */
-static int64_t block_size(void *p)
+/* The size of block @p whose page entry is @page: its block size, or for huge blocks the usable size. */
+static int64_t page_block_size(void *p, const char *page)
 {
-	uint32_t s = mi209_block_size(p);
+	uint32_t s = mi209_page_block_size(page);
 
 	return s >= MI209_HUGE_BLOCK ? (int64_t)mi_usable_size(p) : (int64_t)s;
+}
+
+static int64_t block_size(void *p)
+{
+	return page_block_size(p, mi209_page(p));
+}
+
+/* The boot slot and the unaccounted one are shared by threads: no stock of theirs is touched. */
+static inline bool slot_is_shared(const struct cgm_thread_slot *t)
+{
+	return t == &cgm_boot_slot || t == &cgm_unaccounted_slot;
 }
 
 /* What a block of @size bytes is charged by its bytes: all of it, or nothing (sampled). */
@@ -306,14 +317,19 @@ void *cgm_acct_alloc_slow(size_t n, size_t align, bool zero)
  * bound on what a thread precharges stays what it was.  Not on a slot
  * shared by threads that have none of their own.
  */
-static bool restock(struct cgm_thread_slot *t, int64_t size)
+static inline __attribute__((always_inline)) void stock_back(struct cgm_thread_slot *t, int64_t size)
 {
-	if (t == &cgm_boot_slot || t == &cgm_unaccounted_slot)
-		return false;
 	/* The stock is inside the pages the process holds: a move carries it as it is. */
 	cgm_owner_add(t->freed_unpooled_bytes, (uint64_t)size);
 	cgm_owner_add(t->stock, size);
 	acct_stock_trim(&cgm_acct, t);
+}
+
+static bool restock(struct cgm_thread_slot *t, int64_t size)
+{
+	if (slot_is_shared(t))
+		return false;
+	stock_back(t, size);
 	return true;
 }
 
@@ -389,17 +405,15 @@ static CGM_NOINLINE void free_big_slow(void *p, int64_t size)
 void cgm_acct_free_big(void *p)
 {
 	const char *page = mi209_page(p);
-	uint32_t size = *(const uint32_t *)(page + MI209_XBLOCK_SIZE_AT);
+	uint32_t size = mi209_page_block_size(page);
 	struct cgm_thread_slot *t = cgm_tslot;
 
-	if (cgm_unlikely(size > CGM_SAMPLED_MIN || t == &cgm_boot_slot || t == &cgm_unaccounted_slot)) {
-		free_big_slow(p, size >= MI209_HUGE_BLOCK ? (int64_t)mi_usable_size(p) : (int64_t)size);
+	if (cgm_unlikely(size > CGM_SAMPLED_MIN || slot_is_shared(t))) {
+		free_big_slow(p, page_block_size(p, page));
 		return;
 	}
-	cgm_owner_add(t->freed_unpooled_bytes, (uint64_t)size);
-	cgm_owner_add(t->stock, (int64_t)size);
+	stock_back(t, size);
 	cgm_owner_add(t->frees, 1);
-	acct_stock_trim(&cgm_acct, t);
 	if (cgm_likely(mi209_free_block(p, page)))
 		return;
 	mi_free(p);
@@ -444,7 +458,7 @@ void *cgm_acct_realloc(void *p, size_t n)
 	old = block_size(p);
 	if (n <= (size_t)old && n >= (size_t)old / 2 && old < LARGE_BLOCK) {
 		t = cgm_tslot;
-		if (cgm_likely(t != &cgm_boot_slot && t != &cgm_unaccounted_slot)) {
+		if (cgm_likely(!slot_is_shared(t))) {
 			count_realloc(t, old, old);
 			return p;
 		}
@@ -517,8 +531,7 @@ int cgm_map_charge(int64_t bytes)
 
 void cgm_map_unmapping(void)
 {
-	if (static_branch_unlikely(&cgm_accounting_key) && cgm_tslot != &cgm_boot_slot &&
-	    cgm_tslot != &cgm_unaccounted_slot)
+	if (static_branch_unlikely(&cgm_accounting_key) && !slot_is_shared(cgm_tslot))
 		cgm_resident_tick(true);
 }
 

@@ -1,8 +1,8 @@
 /*
  * Start-up check that the loaded mimalloc has the layout mi209_block_size()
- * reads and frees a block of the caller's own page the way
- * mi209_free_block() does (include/cgm/mi_layout.h).  Run before accounting is switched on,
- * once per mimalloc binary (by build ID) and hierarchy; allocations go
+ * reads and the page fields and free that mi209_free_block() relies on
+ * (include/cgm/mi_layout.h).  Run before accounting is switched on, once
+ * per mimalloc binary (by build ID) and hierarchy; allocations go
  * straight to mimalloc.  No huge block (above 16 MiB): each maps and
  * unmaps a segment of its own at every start, and their size comes from
  * mi_usable_size() anyway (block_size() in shim/accounted.c).
@@ -18,22 +18,23 @@
 #include "cgm/size_class.h"
 
 /*
- * mi209_free_block() does what mi_free() does to a block of the calling
- * thread's page, so check that this mimalloc's mi_free() does exactly
- * that, on the fields it names: in a heap of our own (fresh pages), the
- * segment's owner is our thread pointer, a page with no aligned block has
- * flags 0, freeing a block pushes it on local_free and counts one block
- * less in use; and a page where an aligned block had to be offset inside
- * its block has nonzero flags (mimalloc's has_aligned).
+ * mi209_free_block() does what mi_free() does in its common cases, so
+ * check the fields it names on this mimalloc, in a heap of our own (fresh
+ * pages): the segment's owner is our thread pointer, a page with no
+ * aligned block has flags 0 and names its heap in the word after an empty
+ * thread-free list, mi_free() of a block of ours pushes it on local_free
+ * and counts one block less in use, and a page where an aligned block had
+ * to be offset inside its block has nonzero flags (mimalloc's
+ * has_aligned).  Returns NULL or what differs.
  */
-static const char *check_local_free(void)
+static const char *check_free_block(void)
 {
 	const char *why = NULL;
 	mi_heap_t *heap = mi_heap_new();
 	void *a, *b, *old_head, *aligned[8];
 	const char *page;
 	uint32_t used;
-	uintptr_t self = 0;
+	uintptr_t self = mi209_thread_id();
 	int offset = -1;
 
 	if (!heap)
@@ -45,9 +46,6 @@ static const char *check_local_free(void)
 		goto out;
 	}
 	page = mi209_page(b);
-#if defined(__x86_64__)
-	__asm__("mov %%fs:0, %0" : "=r"(self));
-#endif
 	used = *(const uint32_t *)(page + MI209_USED_AT);
 	old_head = *(void *const *)(page + MI209_LOCAL_FREE_AT);
 	/*
@@ -109,7 +107,7 @@ int mi_layout_check(const char **why)
 		*why = "mimalloc's page layout is not the one of 2.0.9 (block sizes disagree)";
 		return -1;
 	}
-	*why = check_local_free();
+	*why = check_free_block();
 	return *why ? -1 : 0;
 }
 

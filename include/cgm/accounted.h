@@ -8,8 +8,8 @@
  * hierarchy file (reached through one initial-exec TLS pointer):
  *	malloc: allow[bin]--		(negative: refill that bin)
  *	free:	freed_small[block size / 8]++	(harvested later)
- * and free, having found the block's page for its size, frees a block of
- * the thread's own page there itself, as mi_free() would (mi_layout.h).
+ * and free, having found the block's page for its size, frees the block
+ * there itself in mi_free()'s common cases (mi209_free_block, mi_layout.h).
  * Both counters are also the statistics: allocations per size class and
  * frees per block size, folded into bytes and counts by the flusher.
  */
@@ -131,7 +131,7 @@ static inline __attribute__((always_inline)) void cgm_acct_free(void *p)
 	if (cgm_unlikely(p == NULL))
 		return;
 	slice = mi209_slice(p);
-	size = *(const uint32_t *)(slice + MI209_XBLOCK_SIZE_AT);
+	size = mi209_page_block_size(slice);
 	/* Blocks above 1 KiB, and pointers into longer pages, out of line. */
 	if (cgm_unlikely(size - 8 > CGM_SMALL_MAX - 8)) {
 		cgm_acct_free_big(p);

@@ -71,10 +71,28 @@ static inline const char *mi209_page(const void *p)
 	return slice - *(const uint32_t *)(slice + MI209_SLICE_OFFSET_AT);
 }
 
+/* The block size a page (or a slice) entry records (MI209_HUGE_BLOCK: look it up). */
+static inline uint32_t mi209_page_block_size(const char *page)
+{
+	return *(const uint32_t *)(page + MI209_XBLOCK_SIZE_AT);
+}
+
 /* The block size of non-NULL pointer @p (MI209_HUGE_BLOCK: look it up). */
 static inline uint32_t mi209_block_size(const void *p)
 {
-	return *(const uint32_t *)(mi209_page(p) + MI209_XBLOCK_SIZE_AT);
+	return mi209_page_block_size(mi209_page(p));
+}
+
+/* mimalloc's thread id: the thread pointer, %fs:0 on x86-64 (0 elsewhere: not known here). */
+static inline uintptr_t mi209_thread_id(void)
+{
+	uintptr_t self = 0;
+
+#if defined(__x86_64__)
+	/* volatile: not read before the tests that precede it in mi209_free_block() */
+	__asm__ volatile("mov %%fs:0, %0" : "=r"(self));
+#endif
+	return self;
 }
 
 /*
@@ -87,7 +105,7 @@ static inline uint32_t mi209_block_size(const void *p)
  */
 static inline uint32_t mi209_slice_block_size(const void *p)
 {
-	return *(const uint32_t *)(mi209_slice(p) + MI209_XBLOCK_SIZE_AT);
+	return mi209_page_block_size(mi209_slice(p));
 }
 
 /*
@@ -120,7 +138,7 @@ static inline __attribute__((always_inline)) bool mi209_free_block(void *p, cons
 	const char *seg = mi209_segment(p);
 	uint32_t *used = (uint32_t *)(page + MI209_USED_AT);
 	void **local_free = (void **)(page + MI209_LOCAL_FREE_AT);
-	uintptr_t *thread_free = (uintptr_t *)(page + MI209_THREAD_FREE_AT), self, old;
+	uintptr_t *thread_free = (uintptr_t *)(page + MI209_THREAD_FREE_AT), old;
 
 	/*
 	 * The last block first: a program that frees what it just allocated
@@ -129,10 +147,8 @@ static inline __attribute__((always_inline)) bool mi209_free_block(void *p, cons
 	 */
 	if (*used <= 1 || *(const uint8_t *)(page + MI209_FLAGS_AT) != 0)
 		return false;
-	/* mimalloc's thread id is the thread pointer, %fs:0 on x86-64 (volatile: not read before the tests above) */
-	__asm__ volatile("mov %%fs:0, %0" : "=r"(self));
 	if (cgm_likely(__atomic_load_n((const uintptr_t *)(seg + MI209_SEG_THREAD_ID_AT),
-				       __ATOMIC_RELAXED) == self)) {
+				       __ATOMIC_RELAXED) == mi209_thread_id())) {
 		*(void **)p = *local_free;
 		*local_free = p;
 		*used -= 1;
