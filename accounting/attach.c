@@ -272,7 +272,7 @@ static uint32_t claim_proc_slot(struct cgm_hier *h)
 			continue;
 		i = w * 64 + (uint32_t)__builtin_ctzll(bits);
 		cursor = i + 1;
-		if (h->procs[i].state != CGM_SLOT_EXITING)
+		if (hier_proc(h, i)->state != CGM_SLOT_EXITING)
 			hier_map_clear(hd->exiting_map, i);
 		else if (acct_proc_gone(&h->procs[i]))
 			release_proc(h, i);
@@ -285,7 +285,7 @@ static uint32_t claim_proc_slot(struct cgm_hier *h)
 			for (; free; free &= free - 1) {
 				uint32_t i = w * 64 + (uint32_t)__builtin_ctzll(free);
 
-				if (!proc_in_use(&h->procs[i]))
+				if (!proc_in_use(hier_proc(h, i)))
 					return i;
 				hier_map_set(hd->proc_map, i);	/* the map was wrong */
 			}
@@ -311,7 +311,7 @@ static void release_own_stale(struct cgm_hier *h)
 		for (; used; used &= used - 1) {
 			uint32_t i = w * 64 + (uint32_t)__builtin_ctzll(used);
 
-			if (proc_in_use(&h->procs[i]) && h->procs[i].pid == pid)
+			if (proc_in_use(hier_proc(h, i)) && h->procs[i].pid == pid)
 				release_proc(h, i);
 		}
 	}

@@ -76,10 +76,7 @@ int hier_default_path(char *buf, size_t len, char *why, size_t whylen)
 
 static size_t layout_size(void)
 {
-	return sizeof(struct cgm_hier_header) +
-	       (size_t)CGM_MAX_GROUPS * sizeof(struct cgm_group) +
-	       (size_t)CGM_MAX_PROCS * sizeof(struct cgm_proc) +
-	       (size_t)CGM_MAX_THREADS * sizeof(struct cgm_thread_slot);
+	return CGM_HIER_FILE_BYTES;
 }
 
 /* FNV-1a over the geometry fields: catches a scribbled header. */
@@ -163,6 +160,7 @@ static void set_pointers(struct cgm_hier *h, void *base, size_t size)
 {
 	h->hdr = base;
 	h->size = size;
+	hier_prefault_forget(h);
 	h->groups = (struct cgm_group *)((char *)base + h->hdr->groups_off);
 	h->procs = (struct cgm_proc *)((char *)base + h->hdr->procs_off);
 	h->threads = (struct cgm_thread_slot *)((char *)base + h->hdr->threads_off);
@@ -408,6 +406,12 @@ reopen:
 		snprintf(why, whylen, "cannot map %s: %s", path, strerror(errno));
 		return err;
 	}
+	/*
+	 * The header's page is read at once and on every slow path: write it
+	 * first, so that it alone is mapped (hier_prefault() says why); the
+	 * add of zero leaves a foreign file as it was.
+	 */
+	__atomic_fetch_add((uint64_t *)base, 0, __ATOMIC_RELAXED);
 	err = validate(base, (size_t)st.st_size, why, whylen);
 	if (err && create && !replaced && (size_t)st.st_size >= sizeof(struct cgm_hier_header) &&
 	    other_build(base)) {
@@ -434,11 +438,9 @@ reopen:
 	/*
 	 * A process touches a few scattered pages of the file (its slots,
 	 * its groups, the header): reading ahead around them is wasted.
-	 * MADV_RANDOM stops readahead only: a read fault still maps up to
-	 * fifteen neighbours already in the page cache (fault-around, which
-	 * only a userfaultfd registration turns off), so a process maps about
-	 * 32 pages of the file (128 KiB of its RSS, shared with every other
-	 * process, no memory of its own) where it uses a handful.
+	 * MADV_RANDOM stops readahead only (a file not in /dev/shm): a read
+	 * fault still maps up to fifteen neighbours already in the page cache
+	 * (fault-around), which hier_prefault() avoids for the slots.
 	 */
 	madvise(base, (size_t)st.st_size, MADV_RANDOM);
 	set_pointers(h, base, (size_t)st.st_size);
@@ -462,17 +464,25 @@ struct cgm_group *hier_group(const struct cgm_hier *h, uint32_t idx)
 	if (idx >= CGM_MAX_GROUPS)
 		return NULL;
 	g = &h->groups[idx];
+	/* What the accessors hand out is read next: map just its pages. */
+	hier_prefault(h, g, sizeof(*g));
 	return __atomic_load_n(&g->state, __ATOMIC_ACQUIRE) == CGM_SLOT_LIVE ? g : NULL;
 }
 
 struct cgm_proc *hier_proc(const struct cgm_hier *h, uint32_t idx)
 {
-	return idx < CGM_MAX_PROCS ? &h->procs[idx] : NULL;
+	if (idx >= CGM_MAX_PROCS)
+		return NULL;
+	hier_prefault(h, &h->procs[idx], sizeof(h->procs[idx]));
+	return &h->procs[idx];
 }
 
 struct cgm_thread_slot *hier_thread(const struct cgm_hier *h, uint32_t idx)
 {
-	return idx < CGM_MAX_THREADS ? &h->threads[idx] : NULL;
+	if (idx >= CGM_MAX_THREADS)
+		return NULL;
+	hier_prefault(h, &h->threads[idx], sizeof(h->threads[idx]));
+	return &h->threads[idx];
 }
 
 uint32_t hier_group_index(const struct cgm_hier *h, const struct cgm_group *g)

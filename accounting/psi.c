@@ -54,7 +54,7 @@ static uint32_t subtree_threads(struct cgm_hier *h, uint32_t group)
 		for (uint64_t bits = __atomic_load_n(&h->hdr->proc_map[w], __ATOMIC_ACQUIRE); bits;
 		     bits &= bits - 1) {
 			uint32_t i = w * 64 + (uint32_t)__builtin_ctzll(bits);
-			struct cgm_proc *p = &h->procs[i];
+			struct cgm_proc *p = hier_proc(h, i);
 
 			if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != CGM_SLOT_LIVE ||
 			    !group_in_subtree(h, __atomic_load_n(&p->group, __ATOMIC_RELAXED), group))

@@ -146,7 +146,7 @@ static int64_t heap_live_update(struct cgm_proc *p)
  */
 static uint32_t flush_slot(struct cgm_hier *h, uint32_t i)
 {
-	struct cgm_thread_slot *t = &h->threads[i];
+	struct cgm_thread_slot *t = hier_thread(h, i);
 	int64_t d[CGM_NR_STATS];
 	uint32_t proc;
 	struct cgm_proc *p;
@@ -250,7 +250,7 @@ void rstat_flush(struct cgm_hier *h)
 	for (uint32_t w = 0; w < CGM_MAX_PROCS / 64; w++) {
 		for (uint64_t bits = touched[w]; bits; bits &= bits - 1) {
 			uint32_t i = w * 64 + (uint32_t)__builtin_ctzll(bits);
-			struct cgm_proc *p = &h->procs[i];
+			struct cgm_proc *p = hier_proc(h, i);
 
 			if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != CGM_SLOT_LIVE)
 				continue;

@@ -558,6 +558,8 @@ void cgm_accounted_fork_child(void)
 
 	/* The slot we used is the parent's thread's, in shared memory: leave it. */
 	cgm_tslot = &cgm_boot_slot;
+	/* The child maps none of the file yet: its first touches write again. */
+	hier_prefault_forget(&cgm_acct.h);
 	if (thread_exit_key_ok)
 		pthread_setspecific(thread_exit_key, NULL);
 	join_lock = fresh;

@@ -43,6 +43,17 @@ check-local-free: $(RT)/test_local_free
 CHECK_TARGETS += check-local-free
 .PHONY: check-local-free
 
+# A small process maps only the pages of the hierarchy file it uses.
+$(RT)/test_hier_rss: tests/test_hier_rss.c include/cgmalloc.h $(LIB)
+	@mkdir -p $(RT)
+	$(CC) $(RT_CFLAGS) -o $@ $< $(SHIM_LINK)
+
+check-hier-rss: $(RT)/test_hier_rss
+	$(RUN) env CGMALLOC_CONF=$(TEST_CONF) $(RT)/test_hier_rss
+
+CHECK_TARGETS += check-hier-rss
+.PHONY: check-hier-rss
+
 # ---- awkward calling contexts (Check) ----
 
 $(RT)/libdlalloc.so: tests/libdlalloc.c

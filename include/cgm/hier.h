@@ -352,6 +352,16 @@ struct cgm_hier_header {
 	uint64_t mi_layout_ok;
 } __attribute__((aligned(64)));
 
+/* The file's size: the header, then the group, process and thread tables. */
+#define CGM_HIER_FILE_BYTES							\
+	(sizeof(struct cgm_hier_header) +					\
+	 (size_t)CGM_MAX_GROUPS * sizeof(struct cgm_group) +			\
+	 (size_t)CGM_MAX_PROCS * sizeof(struct cgm_proc) +			\
+	 (size_t)CGM_MAX_THREADS * sizeof(struct cgm_thread_slot))
+/* hier_prefault() works in 4 KiB units, whatever the page size. */
+#define CGM_HIER_UNIT_SHIFT	12
+#define CGM_HIER_UNITS		((CGM_HIER_FILE_BYTES >> CGM_HIER_UNIT_SHIFT) + 1)
+
 /* An open hierarchy: the mapping and the bounds every index is checked against. */
 struct cgm_hier {
 	struct cgm_hier_header *hdr;
@@ -360,6 +370,8 @@ struct cgm_hier {
 	struct cgm_thread_slot *threads;
 	size_t size;
 	char path[CGM_PATH_MAX];
+	/* 4 KiB units of the file this process has written once (hier_prefault). */
+	uint64_t prefaulted[(CGM_HIER_UNITS + 63) / 64];
 };
 
 /*
@@ -440,6 +452,46 @@ uint32_t hier_proc_index(const struct cgm_hier *h, const struct cgm_proc *p);
 		    __atomic_load_n(&(p)->state, __ATOMIC_ACQUIRE) != CGM_SLOT_LIVE) \
 			continue;						\
 		else
+
+/*
+ * Every page of the file exists (hier_open reserves them all), and it is
+ * mapped shared: a read fault maps the page and up to fifteen neighbours
+ * the page cache holds (fault-around, which MADV_RANDOM does not stop), a
+ * write fault maps one.  A process reads a few scattered slots (its own,
+ * a free one it claims, those of its threads): before the first read of
+ * one, hier_prefault() writes each of its pages once -- an atomic add of
+ * zero, which changes no byte whoever else writes the word -- so the
+ * process maps the pages it uses, not 64 KiB around each (a one-thread
+ * program mapped 124 KiB of the file, most of its RSS over mimalloc's).
+ * A loop that reads a whole table keeps its read faults: fault-around
+ * then maps what it needs with fewer faults.  After fork the child has
+ * none of the parent's mappings of the file: hier_prefault_forget().
+ */
+static inline void hier_prefault(const struct cgm_hier *h, const void *ptr, size_t len)
+{
+	uintptr_t base = (uintptr_t)h->hdr, at = (uintptr_t)ptr;
+	/* Not const: the bitmap is the process's own record, not the hierarchy. */
+	uint64_t *done = (uint64_t *)h->prefaulted;
+
+	if (at < base || len == 0 || at - base + len > h->size)
+		return;
+	for (uintptr_t u = (at - base) >> CGM_HIER_UNIT_SHIFT;
+	     u <= (at - base + len - 1) >> CGM_HIER_UNIT_SHIFT && u < CGM_HIER_UNITS; u++) {
+		uint64_t bit = 1ULL << (u % 64);
+
+		if (__atomic_load_n(&done[u / 64], __ATOMIC_RELAXED) & bit)
+			continue;
+		__atomic_fetch_add((uint64_t *)(base + (u << CGM_HIER_UNIT_SHIFT)), 0,
+				   __ATOMIC_RELAXED);
+		__atomic_fetch_or(&done[u / 64], bit, __ATOMIC_RELAXED);
+	}
+}
+
+static inline void hier_prefault_forget(struct cgm_hier *h)
+{
+	for (size_t i = 0; i < sizeof(h->prefaulted) / sizeof(h->prefaulted[0]); i++)
+		__atomic_store_n(&h->prefaulted[i], 0, __ATOMIC_RELAXED);
+}
 
 /* Bit @i of a slot map (thread_map, proc_map, exiting_map). */
 static inline void hier_map_set(uint64_t *map, uint32_t i)

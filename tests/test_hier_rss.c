@@ -1,0 +1,160 @@
+/*
+ * How much of the shared hierarchy file a small process maps.
+ *
+ * Every page of the file exists, and a read fault on a shared file
+ * mapping maps up to fifteen neighbours the page cache holds
+ * (fault-around): a process that read its slots maps 64 KiB of the file
+ * around each.  hier_prefault() writes a slot's pages before the first
+ * read, so a process maps only the pages it uses.  Here a first process
+ * runs THREADS threads at once (their thread slots, and so the pages
+ * around the next process's slot, are written and in the page cache),
+ * then a fresh process (exec) allocates and frees a little and measures
+ * the RSS of its mapping of the file (/proc/self/smaps): it must stay
+ * within LIMIT_KIB.  Without the prefaults it maps 132-136 KiB here (the
+ * header, its process slot and its thread slot, each with its window),
+ * and 124 KiB in a one-thread benchmark; with them 16-28 KiB.
+ *
+ * Usage: test_hier_rss   (accounting on, CGMALLOC_CONF names the hierarchy)
+ */
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cgmalloc.h"
+
+#define THREADS		48
+#define LIMIT_KIB	40
+
+static pthread_barrier_t all_in;
+
+static void *thread_main(void *arg)
+{
+	/* Above the small sizes: the thread takes its slot at once. */
+	void *p = malloc(64 * 1024);
+
+	(void)arg;
+	pthread_barrier_wait(&all_in);
+	free(p);
+	return NULL;
+}
+
+/* The first process: THREADS threads alive together, each with a slot. */
+static int run_threads(void)
+{
+	pthread_t t[THREADS];
+
+	pthread_barrier_init(&all_in, NULL, THREADS);
+	for (int i = 0; i < THREADS; i++)
+		if (pthread_create(&t[i], NULL, thread_main, NULL) != 0) {
+			fprintf(stderr, "test_hier_rss: cannot start thread %d\n", i);
+			return 1;
+		}
+	for (int i = 0; i < THREADS; i++)
+		pthread_join(t[i], NULL);
+	return 0;
+}
+
+/* The hierarchy= of CGMALLOC_CONF into @buf; "" for the default. */
+static void conf_hierarchy(char *buf, size_t len)
+{
+	const char *conf = getenv("CGMALLOC_CONF"), *at = conf ? strstr(conf, "hierarchy=") : NULL;
+	size_t n;
+
+	buf[0] = '\0';
+	if (!at)
+		return;
+	at += strlen("hierarchy=");
+	n = strcspn(at, ",");
+	if (n < len) {
+		memcpy(buf, at, n);
+		buf[n] = '\0';
+	}
+}
+
+/* RSS in KiB of the mapping of the hierarchy file (-1 if none). */
+static long hier_rss_kib(void)
+{
+	FILE *f = fopen("/proc/self/smaps", "r");
+	char line[512], want[256];
+	bool in = false;
+	long kib = -1;
+
+	conf_hierarchy(want, sizeof(want));
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi;
+		char path[256] = "";
+
+		/* A mapping's first line starts "lo-hi"; its fields start with a word. */
+		if (sscanf(line, "%lx-%lx %*s %*s %*s %*s %255s", &lo, &hi, path) >= 2) {
+			size_t n = strlen(path);
+
+			in = want[0] ? strcmp(path, want) == 0 :
+			     n >= 10 && strcmp(path + n - 10, "/hierarchy") == 0;
+			continue;
+		}
+		if (in && sscanf(line, "Rss: %ld kB", &kib) == 1)
+			break;
+	}
+	fclose(f);
+	return kib;
+}
+
+/* The measured process: a few small and medium blocks, as a small program. */
+static int probe(void)
+{
+	void *p[64];
+	long kib;
+
+	if (!cgm_accounting_enabled()) {
+		fprintf(stderr, "test_hier_rss: accounting is off\n");
+		return 1;
+	}
+	for (int i = 0; i < 64; i++)
+		p[i] = malloc((size_t)(i % 8 + 1) * 600);
+	for (int i = 0; i < 64; i++)
+		free(p[i]);
+	kib = hier_rss_kib();
+	if (kib < 0) {
+		fprintf(stderr, "test_hier_rss: no mapping of the hierarchy in /proc/self/smaps\n");
+		return 1;
+	}
+	if (kib > LIMIT_KIB) {
+		fprintf(stderr, "test_hier_rss: the process maps %ld KiB of the hierarchy file "
+			"(limit %d KiB): reads fault around its slots\n", kib, LIMIT_KIB);
+		return 1;
+	}
+	fprintf(stderr, "test_hier_rss: %ld KiB of the hierarchy file mapped (limit %d)\n", kib,
+		LIMIT_KIB);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	pid_t pid;
+	int st;
+
+	if (argc > 1 && strcmp(argv[1], "probe") == 0)
+		return probe();
+	pid = fork();
+	if (pid == 0)
+		_exit(run_threads());
+	if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		fprintf(stderr, "test_hier_rss: the threads' process failed\n");
+		return 1;
+	}
+	pid = fork();
+	if (pid == 0) {
+		execl("/proc/self/exe", argv[0], "probe", (char *)NULL);
+		_exit(127);
+	}
+	if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st))
+		return 1;
+	return WEXITSTATUS(st);
+}
