@@ -168,7 +168,7 @@ static void size_bin_init(void)
 	cgm_fill_size_bins(cgm_size_bin);
 }
 
-void *cgm_acct_refill(size_t n, bool zero)
+CGM_KEYED void *cgm_acct_refill(size_t n, bool zero)
 {
 	struct cgm_thread_slot *t = cgm_tslot;
 	unsigned int bin = cgm_size_bin[n];
@@ -239,7 +239,7 @@ static void stock_refund(struct cgm_thread_slot *t, int64_t bytes)
  * from its allowance -- the stock is precharged, and its refills do those.
  * Only the slot and the block live across mimalloc's call.
  */
-static CGM_NOINLINE void *stocked_alloc(size_t n, bool zero)
+static CGM_KEYED CGM_NOINLINE void *stocked_alloc(size_t n, bool zero)
 {
 	struct cgm_thread_slot *t = cgm_tslot;
 	int64_t actual;
@@ -265,7 +265,7 @@ static CGM_NOINLINE void *stocked_alloc(size_t n, bool zero)
  * block again.  A block charged by residency is refused instead while
  * the group is over its memory.max after reclaim.
  */
-static CGM_NOINLINE void *alloc_charged(size_t n, size_t align, bool zero)
+static CGM_KEYED CGM_NOINLINE void *alloc_charged(size_t n, size_t align, bool zero)
 {
 	struct cgm_thread_slot *t = thread_slot();
 	int64_t actual;
@@ -383,7 +383,7 @@ static bool purge_on_free(int64_t size)
 }
 
 /* A block above 128 KiB, or any block of a thread with no slot of its own. */
-static CGM_NOINLINE void free_big_slow(void *p, int64_t size)
+static CGM_KEYED CGM_NOINLINE void free_big_slow(void *p, int64_t size)
 {
 	bool large = size >= LARGE_BLOCK;
 
@@ -438,7 +438,7 @@ static inline __attribute__((always_inline)) void count_realloc(struct cgm_threa
  * goes back to the stock.  Each side is charged by its bytes or by
  * residency as its size says.
  */
-void *cgm_acct_realloc(void *p, size_t n)
+CGM_KEYED void *cgm_acct_realloc(void *p, size_t n)
 {
 	struct cgm_thread_slot *t;
 	int64_t old, actual, delta;
@@ -517,7 +517,7 @@ void *cgm_acct_realloc(void *p, size_t n)
  * sampled, and refused only while the group is over its memory.max.
  * Returns 1 when charged, 0 when not, -ENOMEM to refuse.
  */
-int cgm_map_charge(int64_t bytes)
+CGM_KEYED int cgm_map_charge(int64_t bytes)
 {
 	struct cgm_thread_slot *t;
 
@@ -529,13 +529,13 @@ int cgm_map_charge(int64_t bytes)
 	return stock_take(t, bytes) < 0 ? -ENOMEM : 1;
 }
 
-void cgm_map_unmapping(void)
+CGM_KEYED void cgm_map_unmapping(void)
 {
 	if (static_branch_unlikely(&cgm_accounting_key) && !slot_is_shared(cgm_tslot))
 		cgm_resident_tick(true);
 }
 
-void cgm_map_uncharge(int64_t bytes)
+CGM_KEYED void cgm_map_uncharge(int64_t bytes)
 {
 	struct cgm_thread_slot *t;
 

@@ -54,7 +54,7 @@ static CGM_NOINLINE void *acct_malloc_careful_entry(size_t n)
  * the accounted fast path, or -- only while this process is being moved
  * to another group -- jump to the careful path (shim/moving.c).
  */
-void *cgm_malloc(size_t n)
+CGM_KEYED void *cgm_malloc(size_t n)
 {
 	switch (static_branch_unlikely_refined(&cgm_accounting_key, &cgm_moving_key)) {
 	case 0:
@@ -66,7 +66,7 @@ void *cgm_malloc(size_t n)
 	}
 }
 
-void cgm_free(void *p)
+CGM_KEYED void cgm_free(void *p)
 {
 	switch (static_branch_unlikely_refined(&cgm_accounting_key, &cgm_moving_key)) {
 	case 0:
@@ -81,7 +81,7 @@ void cgm_free(void *p)
 	}
 }
 
-void *cgm_calloc(size_t count, size_t size)
+CGM_KEYED void *cgm_calloc(size_t count, size_t size)
 {
 	size_t n;
 
@@ -99,7 +99,7 @@ void *cgm_calloc(size_t count, size_t size)
 	}
 }
 
-void *cgm_realloc(void *p, size_t n)
+CGM_KEYED void *cgm_realloc(void *p, size_t n)
 {
 	void *q;
 
@@ -133,7 +133,7 @@ static bool is_pow2(size_t x)
 }
 
 /* Aligned allocation with a valid (power-of-two) alignment. */
-void *cgm_aligned_alloc_checked(size_t align, size_t n)
+CGM_KEYED void *cgm_aligned_alloc_checked(size_t align, size_t n)
 {
 	void *p;
 

@@ -219,7 +219,7 @@ static bool private_anon(int flags)
 	return (flags & MAP_ANONYMOUS) && (flags & MAP_TYPE) == MAP_PRIVATE;
 }
 
-CGM_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+CGM_KEYED CGM_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
 	uintptr_t caller = (uintptr_t)__builtin_return_address(0);
 	bool anon = private_anon(flags) && !from_self(caller);
@@ -263,10 +263,10 @@ CGM_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t
 	return p;
 }
 
-CGM_EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+CGM_KEYED CGM_EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 	__attribute__((alias("mmap")));
 
-CGM_EXPORT int munmap(void *addr, size_t len)
+CGM_KEYED CGM_EXPORT int munmap(void *addr, size_t len)
 {
 	uint64_t unmapped;
 
@@ -293,7 +293,7 @@ CGM_EXPORT int munmap(void *addr, size_t len)
 	return 0;
 }
 
-CGM_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
+CGM_KEYED CGM_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
 {
 	struct region was = { .owner = OWNER_UNKNOWN + 1 };
 	int64_t grow = (int64_t)PAGE_UP(new_len) - (int64_t)PAGE_UP(old_len);
@@ -367,7 +367,7 @@ CGM_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ..
  * buffers with it) drops what of them was spilled first: they must read as
  * zeros (or, after MADV_FREE, either), not come back from the pool.
  */
-CGM_EXPORT int madvise(void *addr, size_t len, int advice)
+CGM_KEYED CGM_EXPORT int madvise(void *addr, size_t len, int advice)
 {
 	bool held = static_branch_unlikely(&cgm_spill_key) &&
 		    (advice == MADV_DONTNEED || advice == MADV_FREE || advice == MADV_REMOVE ||
@@ -419,7 +419,7 @@ static int64_t brk_growth(uintptr_t from, uintptr_t to)
 	return to > from ? (int64_t)(PAGE_UP(to) - PAGE_UP(from)) : 0;
 }
 
-CGM_EXPORT int brk(void *addr)
+CGM_KEYED CGM_EXPORT int brk(void *addr)
 {
 	uintptr_t from = (uintptr_t)syscall(SYS_brk, 0), got;
 	int64_t grow = brk_growth(from, (uintptr_t)addr);
@@ -464,7 +464,8 @@ CGM_EXPORT void *sbrk(intptr_t incr)
 /* Resident bytes of [start, end), with mincore a chunk at a time.  Lock held. */
 static uint64_t resident_bytes(uintptr_t start, uintptr_t end)
 {
-	static unsigned char vec[16384] __attribute__((aligned(8)));
+	/* One page of bss: 16 MiB of the range per call, and 4 KiB of the process's RSS. */
+	static unsigned char vec[4096] __attribute__((aligned(8)));
 	uint64_t pages = 0;
 
 	while (start < end) {

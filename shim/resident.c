@@ -57,7 +57,7 @@ static struct cgm_thread_slot *own_slot(void)
 }
 
 /* Take a sample and charge it.  sample_lock held.  Returns the pages charged. */
-static int64_t sample_locked(void)
+static CGM_KEYED int64_t sample_locked(void)
 {
 	struct cgm_proc *p = hier_proc(&cgm_acct.h, cgm_acct.proc);
 	int64_t start = cgm_now_ns(), anon, heap, mapped, live, delta, cost, numa[CGM_MAX_NODES];
@@ -127,7 +127,7 @@ int64_t cgm_resident_sample(void)
  * A sample charged @delta pages: memory found in use that takes the
  * group over memory.high is reclaimed, then throttled, as a charge is.
  */
-static void found_in_use(int64_t delta)
+static CGM_KEYED void found_in_use(int64_t delta)
 {
 	struct cgm_thread_slot *t = own_slot();
 
@@ -171,7 +171,7 @@ void cgm_resident_tick(bool large)
 	found_in_use(delta);
 }
 
-bool cgm_resident_refuse(int64_t bytes)
+CGM_KEYED bool cgm_resident_refuse(int64_t bytes)
 {
 	int64_t pending;
 
@@ -218,7 +218,7 @@ static void vmpressure_reclaimed(int64_t free_before, int64_t spilled, uint64_t 
 			   (purged > 0 ? purged : 0) + spilled);
 }
 
-void cgm_reclaim_self(bool force)
+CGM_KEYED void cgm_reclaim_self(bool force)
 {
 	int64_t now = cgm_now_ns(), free_before = 0, spilled = 0;
 	struct cgm_thread_slot *t = own_slot();

@@ -13,6 +13,13 @@
 #define CGM_HIDDEN	__attribute__((visibility("hidden")))
 #define CGM_NOINLINE	__attribute__((noinline))
 #define CGM_COLD	__attribute__((cold, noinline))
+/*
+ * A function with static-key sites.  They all go to one output section:
+ * turning a key on copies (copy-on-write) the pages of the library's code
+ * it patches, a page or two when the sites sit together, six (24 KiB of
+ * private memory per process, measured) when they were spread out.
+ */
+#define CGM_KEYED	__attribute__((section(".text.hot.cgm_keyed")))
 #define CGM_UNUSED	__attribute__((unused))
 #define CGM_PRINTF(f, a) __attribute__((format(printf, f, a)))
 
