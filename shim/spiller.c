@@ -63,8 +63,12 @@ DEFINE_STATIC_KEY_FALSE(cgm_spill_key);
  */
 #define GAP_PAGES	0
 #define MAX_SPANS	4096
-/* Most pages out at once: the engine's table is 24 bytes per slot, two slots per page. */
-#define MAX_SPILLED	(1u << 18)
+/*
+ * Most pages out at once: 64 GiB.  The engine's table grows with what is
+ * out (24 bytes a slot, at most two slots a page), so the bound costs
+ * nothing until it is used.
+ */
+#define MAX_SPILLED	(1u << 24)
 /* Writeback makes room in batches of this many pages. */
 #define WB_BATCH	256
 /*

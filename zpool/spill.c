@@ -159,6 +159,7 @@ struct spill_engine {
 	pthread_cond_t changed;
 	struct sp_entry *slots;
 	size_t mask, count, max_pages;
+	size_t max_slots;	/* the table grows up to this many slots */
 	unsigned shift;
 
 	pthread_mutex_t reg_lock;
@@ -270,12 +271,16 @@ void spill_set_hot_distance(struct spill_engine *e, size_t pages)
  * pages then writes a few pages of the table, not one table page per
  * spilled page (whose memory would eat what spilling saves).
  */
-static size_t sp_hash(const struct spill_engine *e, uintptr_t page)
+static size_t sp_hash_in(size_t mask, unsigned shift, uintptr_t page)
 {
 	uint64_t pn = (uint64_t)(page / SP_PAGE);
 
-	return (size_t)((((pn >> 6) * 0x9e3779b97f4a7c15ull) >> e->shift << 6) | (pn & 63)) &
-	       e->mask;
+	return (size_t)((((pn >> 6) * 0x9e3779b97f4a7c15ull) >> shift << 6) | (pn & 63)) & mask;
+}
+
+static size_t sp_hash(const struct spill_engine *e, uintptr_t page)
+{
+	return sp_hash_in(e->mask, e->shift, page);
 }
 
 static struct sp_entry *sp_lookup(struct spill_engine *e, uintptr_t page)
@@ -288,6 +293,42 @@ static struct sp_entry *sp_lookup(struct spill_engine *e, uintptr_t page)
 	}
 }
 
+/* Put @ent in a table of @mask + 1 slots hashed with @shift (no duplicate check). */
+static void sp_place_entry(struct sp_entry *slots, size_t mask, unsigned shift,
+			   const struct sp_entry *ent)
+{
+	size_t i;
+
+	for (i = sp_hash_in(mask, shift, ent->page); slots[i].page; i = (i + 1) & mask)
+		;
+	slots[i] = *ent;
+}
+
+/*
+ * Twice the slots, every entry rehashed: the table starts small (a
+ * process that spills a little maps a little) and grows with what is out,
+ * up to two slots per page of max_pages.  Lock held: every lookup is made
+ * under it and no entry pointer is kept across an unlock.  False if the
+ * memory for it cannot be had (the table stays as it is).
+ */
+static bool sp_grow(struct spill_engine *e)
+{
+	size_t n = (e->mask + 1) * 2;
+	unsigned shift = 64 - (unsigned)__builtin_ctzll(n);
+	struct sp_entry *slots = sp_map(n * sizeof(*slots));
+
+	if (!slots)
+		return false;
+	for (size_t i = 0; i <= e->mask; i++)
+		if (e->slots[i].page)
+			sp_place_entry(slots, n - 1, shift, &e->slots[i]);
+	sp_unmap(e->slots, (e->mask + 1) * sizeof(*e->slots));
+	e->slots = slots;
+	e->mask = n - 1;
+	e->shift = shift;
+	return true;
+}
+
 /* Enter @page in transit; NULL if it is there already or the table is full. */
 static struct sp_entry *sp_insert(struct spill_engine *e, uintptr_t page,
 				  uint32_t range)
@@ -295,6 +336,11 @@ static struct sp_entry *sp_insert(struct spill_engine *e, uintptr_t page,
 	size_t i;
 
 	if (e->count >= e->max_pages)
+		return NULL;
+	/* At most half full, so that probe runs stay short; 7/8 if it cannot grow. */
+	if (2 * (e->count + 1) > e->mask + 1 &&
+	    (e->mask + 1 >= e->max_slots || !sp_grow(e)) &&
+	    8 * (e->count + 1) > 7 * (e->mask + 1))
 		return NULL;
 	for (i = sp_hash(e, page); e->slots[i].page; i = (i + 1) & e->mask)
 		if (e->slots[i].page == page)
@@ -866,6 +912,9 @@ int spill_probe(void)
 	return 0;
 }
 
+/* Slots the table starts with: 96 KiB of address space, touched as used. */
+#define SP_TABLE_START	4096u
+
 static size_t sp_table_slots(size_t max_pages)
 {
 	size_t n = 64;
@@ -931,7 +980,8 @@ int spill_open(const struct spill_options *opt, struct spill_engine **enginep)
 	pthread_cond_init(&e->lane_free, NULL);
 
 	e->max_pages = opt->max_pages ? opt->max_pages : (size_t)1 << 20;
-	nslots = sp_table_slots(e->max_pages);
+	e->max_slots = sp_table_slots(e->max_pages);
+	nslots = e->max_slots < SP_TABLE_START ? e->max_slots : SP_TABLE_START;
 	e->mask = nslots - 1;
 	e->shift = 64 - (unsigned)__builtin_ctzll(nslots);
 	e->max_ranges = opt->max_ranges ? (uint32_t)opt->max_ranges : 1u << 16;

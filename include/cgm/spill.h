@@ -63,7 +63,9 @@ struct spill_engine;
  *   pool        the pool pages are stored in (required); the engine does
  *               not own it, and it must outlive spill_close()
  *   max_pages   most pages spilled at once (0: 1 Mi pages, 4 GiB); a page
- *               past it is skipped
+ *               past it is skipped.  The engine's table starts at 4096
+ *               slots (24 bytes each) and doubles as pages go out, up to
+ *               two slots per page of max_pages
  *   max_ranges  most spill_out() ranges with a page still spilled (0: 64 Ki)
  */
 struct spill_options {
