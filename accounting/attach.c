@@ -66,7 +66,10 @@ static int read_proc_stat(int pid, char *state, uint64_t *start_ns)
 		return -EIO;
 	buf[n] = '\0';
 	/* comm may contain spaces and parentheses: fields restart after the last ')'. */
-	p = strrchr(buf, ')');
+	p = NULL;
+	for (char *q = buf; *q; q++)
+		if (*q == ')')
+			p = q;
 	if (!p || !p[1] || !p[2])
 		return -EIO;
 	*state = p[2];

@@ -16,6 +16,7 @@
 
 #include "cgm/acct.h"
 #include "cgm/files.h"
+#include "cgm/log.h"
 #include "cgm/size.h"
 
 static const char *const event_names[CGM_NR_EVENTS] = {
@@ -266,9 +267,10 @@ static int show_procs(const struct cgm_file *f, struct cgm_hier *h, uint32_t gro
 static int parse_pid(const char *v, uint64_t *out, char *why, size_t whylen)
 {
 	char *end;
-	long pid = strtol(v, &end, 10);
+	/* A sign makes strtoull wrap: "-5" is refused as too large. */
+	unsigned long long pid = strtoull(v, &end, 10);
 
-	if (*v == '\0' || *end != '\0' || pid <= 0 || pid > INT32_MAX) {
+	if (*v == '\0' || *end != '\0' || pid == 0 || pid > INT32_MAX) {
 		snprintf(why, whylen, "bad value '%s' (expected a pid)", v);
 		return -EINVAL;
 	}
@@ -335,11 +337,11 @@ static int parse_reclaim(const char *v, uint64_t *out, char *why, size_t whylen)
 	sp = cgm_skip_spaces(sp);
 	if (*sp) {
 		char *end;
-		unsigned long sw;
+		unsigned long long sw;
 
 		if (strncmp(sp, "swappiness=", 11) != 0)
 			goto bad;
-		sw = strtoul(sp + 11, &end, 10);
+		sw = strtoull(sp + 11, &end, 10);
 		if (end == sp + 11 || *end != '\0' || sw > 200)
 			goto bad;
 	}
@@ -558,7 +560,7 @@ int acct_online_nodes(void)
 			/* The highest node number: the last number in the list. */
 			for (char *c = text; *c; c++)
 				if (*c >= '0' && *c <= '9' && (c == text || c[-1] < '0' || c[-1] > '9'))
-					last = atoi(c);
+					last = (int)strtoull(c, NULL, 10);
 		}
 	}
 	nodes = last + 1 > CGM_MAX_NODES ? CGM_MAX_NODES : last + 1;
@@ -683,7 +685,7 @@ static int write_kill(const struct cgm_file *f, struct cgm_hier *h, uint32_t gro
 			continue;
 		e = kill_attached(p);
 		if (e && !err) {
-			snprintf(why, whylen, "pid %d: %s", p->pid, strerror(-e));
+			snprintf(why, whylen, "pid %d: %s", p->pid, cgm_strerror(-e));
 			err = e;
 		}
 	}
@@ -707,7 +709,10 @@ static int show_controllers(const struct cgm_file *f, struct cgm_hier *h, uint32
 static int parse_subtree_control(const char *v, uint64_t *out, char *why, size_t whylen)
 {
 	for (const char *p = v; *p;) {
-		size_t l = strcspn(p, " ");
+		size_t l = 0;
+
+		while (p[l] && p[l] != ' ')
+			l++;
 
 		if (l && (l != 7 || strncmp(p, "+memory", 7) != 0)) {
 			snprintf(why, whylen, "bad value '%s' (memory is the one controller and is "
@@ -879,7 +884,7 @@ static const struct cgm_file *parse_write(const char *name, const char *value, u
 		*err = -EINVAL;
 		return NULL;
 	}
-	strcpy(v, value);
+	memcpy(v, value, strlen(value) + 1);
 	l = strlen(v);
 	while (l && (v[l - 1] == '\n' || v[l - 1] == ' '))
 		v[--l] = '\0';

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "cgm/hier.h"
+#include "cgm/log.h"
 
 int hier_user_dir(const char *base, char *buf, size_t len, char *why, size_t whylen)
 {
@@ -36,7 +37,7 @@ int hier_user_dir(const char *base, char *buf, size_t len, char *why, size_t why
 	if (mkdir(buf, 0700) < 0 && errno != EEXIST) {
 		int err = errno;
 
-		snprintf(why, whylen, "cannot create %s: %s", buf, strerror(err));
+		snprintf(why, whylen, "cannot create %s: %s", buf, cgm_strerror(err));
 		return -err;
 	}
 	/*
@@ -47,7 +48,7 @@ int hier_user_dir(const char *base, char *buf, size_t len, char *why, size_t why
 	if (lstat(buf, &st) < 0) {
 		int err = errno;
 
-		snprintf(why, whylen, "cannot stat %s: %s", buf, strerror(err));
+		snprintf(why, whylen, "cannot stat %s: %s", buf, cgm_strerror(err));
 		return -err;
 	}
 	if (!S_ISDIR(st.st_mode) || st.st_uid != uid || (st.st_mode & 077) != 0) {
@@ -270,7 +271,7 @@ static int create_file(const char *path, char *why, size_t whylen)
 	snprintf(tmp, sizeof(tmp), "%s.new.%d", path, (int)getpid());
 	fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0) {
-		snprintf(why, whylen, "cannot create %s: %s", tmp, strerror(errno));
+		snprintf(why, whylen, "cannot create %s: %s", tmp, cgm_strerror(errno));
 		return -errno;
 	}
 	/*
@@ -280,13 +281,13 @@ static int create_file(const char *path, char *why, size_t whylen)
 	err = -posix_fallocate(fd, 0, (off_t)size);
 	if (err) {
 		snprintf(why, whylen, "cannot reserve %zu KiB for %s: %s", size >> 10, tmp,
-			 strerror(-err));
+			 cgm_strerror(-err));
 		goto out;
 	}
 	base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (base == MAP_FAILED) {
 		err = -errno;
-		snprintf(why, whylen, "cannot map %s: %s", tmp, strerror(errno));
+		snprintf(why, whylen, "cannot map %s: %s", tmp, cgm_strerror(errno));
 		goto out;
 	}
 	init_layout(base, size);
@@ -294,7 +295,7 @@ static int create_file(const char *path, char *why, size_t whylen)
 	/* link() fails if another process published first: theirs is used. */
 	if (link(tmp, path) < 0 && errno != EEXIST) {
 		err = -errno;
-		snprintf(why, whylen, "cannot create %s: %s", path, strerror(errno));
+		snprintf(why, whylen, "cannot create %s: %s", path, cgm_strerror(errno));
 	}
 out:
 	close(fd);
@@ -302,41 +303,96 @@ out:
 	return err;
 }
 
+static int hex_value(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* Does the maps line [s, end) ("start-end perms offset major:minor inode path") map @dev, @ino? */
+static bool maps_line_is(const char *s, const char *end, dev_t dev, ino_t ino)
+{
+	unsigned long major = 0, minor = 0, inode = 0;
+	int spaces = 0;
+
+	while (s < end && spaces < 3)
+		spaces += *s++ == ' ';
+	for (; s < end && hex_value(*s) >= 0; s++)
+		major = major * 16 + (unsigned long)hex_value(*s);
+	if (s == end || *s++ != ':')
+		return false;
+	for (; s < end && hex_value(*s) >= 0; s++)
+		minor = minor * 16 + (unsigned long)hex_value(*s);
+	if (s == end || *s++ != ' ' || s == end || *s < '0' || *s > '9')
+		return false;
+	for (; s < end && *s >= '0' && *s <= '9'; s++)
+		inode = inode * 10 + (unsigned long)(*s - '0');
+	return inode == (unsigned long)ino && makedev(major, minor) == dev;
+}
+
+/* Does the maps file open at @fd map @dev, @ino?  A line is read a buffer at a time. */
+static bool maps_fd_has(int fd, dev_t dev, ino_t ino)
+{
+	char buf[4096];
+	size_t have = 0;
+	bool skipping = false;	/* the rest of a line longer than the buffer */
+
+	for (;;) {
+		ssize_t got = read(fd, buf + have, sizeof(buf) - have);
+		char *line = buf, *nl;
+
+		if (got <= 0)
+			return have && !skipping && maps_line_is(buf, buf + have, dev, ino);
+		have += (size_t)got;
+		while ((nl = memchr(line, '\n', (size_t)(buf + have - line)))) {
+			if (!skipping && maps_line_is(line, nl, dev, ino))
+				return true;
+			skipping = false;
+			line = nl + 1;
+		}
+		have = (size_t)(buf + have - line);
+		if (have == sizeof(buf)) {
+			/* A long path: the fields looked at come first. */
+			if (!skipping && maps_line_is(buf, buf + have, dev, ino))
+				return true;
+			skipping = true;
+			have = 0;
+		}
+		memmove(buf, line, have);
+	}
+}
+
 /*
  * Is the file (device @dev, inode @ino) mapped by any process we can see?
  * Read /proc/<pid>/maps for every pid; only used when a file of another
- * layout is found, to decide whether it may be replaced.
+ * layout is found, to decide whether it may be replaced.  Raw reads into
+ * stack buffers (no DIR or FILE): this runs at start-up, maybe inside malloc.
  */
 static bool file_in_use(dev_t dev, ino_t ino)
 {
-	char path[300], line[512];
-	DIR *proc = opendir("/proc");
-	struct dirent *d;
+	char ents[4096], path[300];
+	int proc = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	bool used = false;
+	long n;
 
-	if (!proc)
+	if (proc < 0)
 		return true;
-	while (!used && (d = readdir(proc))) {
-		FILE *f;
+	while (!used && (n = syscall(SYS_getdents64, proc, ents, sizeof(ents))) > 0) {
+		for (long off = 0; off < n && !used;) {
+			struct dirent64 *d = (struct dirent64 *)(ents + off);
+			int fd;
 
-		if (d->d_name[0] < '0' || d->d_name[0] > '9')
-			continue;
-		snprintf(path, sizeof(path), "/proc/%s/maps", d->d_name);
-		f = fopen(path, "re");
-		if (!f)
-			continue;
-		while (!used && fgets(line, sizeof(line), f)) {
-			unsigned int major, minor;
-			unsigned long inode;
-
-			/* start-end perms offset major:minor inode path */
-			if (sscanf(line, "%*s %*s %*s %x:%x %lu", &major, &minor, &inode) == 3 &&
-			    inode == (unsigned long)ino && makedev(major, minor) == dev)
-				used = true;
+			off += d->d_reclen;
+			if (d->d_name[0] < '0' || d->d_name[0] > '9')
+				continue;
+			snprintf(path, sizeof(path), "/proc/%s/maps", d->d_name);
+			fd = open(path, O_RDONLY | O_CLOEXEC);
+			if (fd < 0)
+				continue;
+			used = maps_fd_has(fd, dev, ino);
+			close(fd);
 		}
-		fclose(f);
 	}
-	closedir(proc);
+	close(proc);
 	return used;
 }
 
@@ -367,7 +423,7 @@ int hier_open(struct cgm_hier *h, const char *path, bool create,
 		snprintf(why, whylen, "hierarchy path too long");
 		return -ENAMETOOLONG;
 	}
-	strcpy(h->path, path);
+	memcpy(h->path, path, strlen(path) + 1);
 reopen:
 	fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0 && errno == ENOENT && create) {
@@ -378,12 +434,12 @@ reopen:
 	}
 	if (fd < 0) {
 		err = -errno;
-		snprintf(why, whylen, "cannot open %s: %s", path, strerror(errno));
+		snprintf(why, whylen, "cannot open %s: %s", path, cgm_strerror(errno));
 		return err;
 	}
 	if (fstat(fd, &st) < 0) {
 		err = -errno;
-		snprintf(why, whylen, "cannot stat %s: %s", path, strerror(errno));
+		snprintf(why, whylen, "cannot stat %s: %s", path, cgm_strerror(errno));
 		close(fd);
 		return err;
 	}
@@ -403,7 +459,7 @@ reopen:
 	close(fd);
 	if (base == MAP_FAILED) {
 		err = -errno;
-		snprintf(why, whylen, "cannot map %s: %s", path, strerror(errno));
+		snprintf(why, whylen, "cannot map %s: %s", path, cgm_strerror(errno));
 		return err;
 	}
 	/*

@@ -21,14 +21,49 @@
 #define WINDOW_MIN_US	500000ULL
 #define WINDOW_MAX_US	10000000ULL
 
+static bool is_blank(char c)
+{
+	return c == ' ' || (c >= '\t' && c <= '\r');
+}
+
+/* The next blank-separated word at *@s (length *@len, 0 at the end); *@s moves past it. */
+static const char *next_word(const char **s, size_t *len)
+{
+	const char *p = *s, *w;
+
+	while (is_blank(*p))
+		p++;
+	for (w = p; *p && !is_blank(*p); p++)
+		;
+	*len = (size_t)(p - w);
+	*s = p;
+	return w;
+}
+
+/* The next word as a decimal number into *@v; false if it is not one. */
+static bool next_number(const char **s, unsigned long long *v)
+{
+	size_t len;
+	const char *w = next_word(s, &len);
+	char *end;
+
+	if (!len || *w < '0' || *w > '9')
+		return false;
+	*v = strtoull(w, &end, 10);
+	return end == w + len;
+}
+
 int psi_trigger_parse(const char *spec, struct psi_trigger *t, char *why, size_t whylen)
 {
-	unsigned long long threshold, window;
-	char kind[8], extra;
+	unsigned long long threshold = 0, window = 0;
+	const char *s = spec, *kind;
+	size_t kind_len, rest;
 
 	memset(t, 0, sizeof(*t));
-	if (sscanf(spec, "%7s %llu %llu %c", kind, &threshold, &window, &extra) != 3 ||
-	    (strcmp(kind, "some") && strcmp(kind, "full"))) {
+	kind = next_word(&s, &kind_len);
+	if (kind_len != 4 || (strncmp(kind, "some", 4) && strncmp(kind, "full", 4)) ||
+	    !next_number(&s, &threshold) || !next_number(&s, &window) ||
+	    (next_word(&s, &rest), rest != 0)) {
 		snprintf(why, whylen, "bad trigger '%s' (expected \"some|full THRESHOLD_US WINDOW_US\")",
 			 spec);
 		return -EINVAL;
@@ -42,7 +77,7 @@ int psi_trigger_parse(const char *spec, struct psi_trigger *t, char *why, size_t
 			 window);
 		return -EINVAL;
 	}
-	t->kind = strcmp(kind, "some") ? CGM_PSI_FULL : CGM_PSI_SOME;
+	t->kind = strncmp(kind, "some", 4) ? CGM_PSI_FULL : CGM_PSI_SOME;
 	t->threshold_ns = (int64_t)threshold * 1000;
 	t->window_ns = (int64_t)window * 1000;
 	return 0;

@@ -133,7 +133,7 @@ static int conf_set(struct cgm_config *c, const struct cgm_conf_key *k,
 	case CGM_CONF_STRING:
 		if (strlen(val) >= k->size)
 			return -ENAMETOOLONG;
-		strcpy(str_field(c, k), val);
+		memcpy(str_field(c, k), val, strlen(val) + 1);
 		return 0;
 	}
 	return -EINVAL;
@@ -216,8 +216,11 @@ static void apply_strict(struct cgm_config *conf, const char *text)
 	const struct cgm_conf_key *k = find_key("strict");
 
 	for (const char *item = text; item; item = strchr(item, ',') ? strchr(item, ',') + 1 : NULL) {
-		size_t len = strcspn(item, ",");
 		char buf[64], *eq, *val;
+		size_t len = 0;
+
+		while (item[len] && item[len] != ',')
+			len++;
 
 		if (len >= sizeof(buf))
 			continue;
@@ -251,7 +254,7 @@ int cgm_conf_parse(struct cgm_config *conf, const char *text, bool quiet)
 		apply_strict(conf, text);
 		return 1;
 	}
-	strcpy(buf, text);
+	memcpy(buf, text, strlen(text) + 1);
 	for (item = buf; item; item = next) {
 		next = strchr(item, ',');
 		if (next)

@@ -111,3 +111,10 @@ void cgm_log_once(int *flag, const char *fmt, ...)
 	cgm_vlog(fmt, ap);
 	va_end(ap);
 }
+
+const char *cgm_strerror(int err)
+{
+	const char *s = strerrordesc_np(err);
+
+	return s ? s : "unknown error";
+}

@@ -113,7 +113,7 @@ static bool apply_limit(uint32_t group, enum acct_limit which, uint64_t bytes, c
 	if (err)
 		cgm_log("accounting: cannot set memory.%s of the group: %s", name,
 			group == CGM_ROOT ? "the root group has no limits (as in cgroup v2)" :
-			strerror(-err));
+			cgm_strerror(-err));
 	return err == 0;
 }
 
@@ -242,7 +242,7 @@ const char *cgm_accounting_start(void)
 		hier_close(&cgm_acct.h);
 		return refuse(limits_asked || limited, "off (cannot attach)",
 			      "cannot attach to group %s: %s", group,
-			      err == -ENOSPC ? "the hierarchy is full" : strerror(-err));
+			      err == -ENOSPC ? "the hierarchy is full" : cgm_strerror(-err));
 	}
 	p = hier_proc(&cgm_acct.h, cgm_acct.proc);
 	if (!apply_limit(p->group, CGM_LIMIT_MAX, cgm_conf.max, "max") ||

@@ -94,6 +94,15 @@ struct vma_line {
 	const char *name;		/* "", [heap], [anon:...] */
 };
 
+/* Does @s hold at least @n characters before its NUL? */
+static bool at_least(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!s[i])
+			return false;
+	return true;
+}
+
 static bool parse_vma(const char *s, struct vma_line *v)
 {
 	uintptr_t off, major, minor, inode = 0;
@@ -102,7 +111,7 @@ static bool parse_vma(const char *s, struct vma_line *v)
 	if (*s != '-')
 		return false;
 	s = parse_hex(s + 1, &v->end);
-	if (*s != ' ' || strnlen(s + 1, 5) < 5 || s[5] != ' ')
+	if (*s != ' ' || !at_least(s + 1, 5) || s[5] != ' ')
 		return false;
 	memcpy(v->perms, s + 1, 4);
 	s = parse_hex(s + 6, &off);
@@ -189,7 +198,7 @@ static size_t read_pieces(uintptr_t lo, uintptr_t hi, struct remap_piece *pc, si
 		if (!n) {
 			if (strlen(v.name) >= sizeof(name))
 				goto refuse;
-			strcpy(name, v.name);
+			memcpy(name, v.name, strlen(v.name) + 1);
 			memcpy(perms, v.perms, 4);
 		} else if (memcmp(v.perms, perms, 4) || strcmp(v.name, name)) {
 			goto refuse;

@@ -169,7 +169,7 @@ static bool open_engine(void)
 	err = zp_create_pool(&zo, &pool);
 	recompress = !err && zo.recompress;
 	if (err) {
-		cgm_log("spill: cannot create the pool (%s%s): spilling off", strerror(-err),
+		cgm_log("spill: cannot create the pool (%s%s): spilling off", cgm_strerror(-err),
 			cgm_conf.spill_backing[0] ? ", backing file" : "");
 		allowed = false;
 		return false;
@@ -182,7 +182,7 @@ static bool open_engine(void)
 	if (err) {
 		zp_destroy_pool(pool);
 		pool = NULL;
-		cgm_log("spill: cannot start (%s): spilling off", strerror(-err));
+		cgm_log("spill: cannot start (%s): spilling off", cgm_strerror(-err));
 		allowed = false;
 		return false;
 	}

@@ -155,7 +155,7 @@ static void flush_batch(unsigned int n)
 		 * map count limit).  The sites keep their previous form.
 		 */
 		cgm_log("static keys: mprotect(PROT_WRITE|PROT_EXEC) failed: %s; "
-			"%u site(s) not rewritten", strerror(-err), n);
+			"%u site(s) not rewritten", cgm_strerror(-err), n);
 		return;
 	}
 	sk_arch_poke(sk_batch, n);
@@ -328,7 +328,7 @@ static int probe_patching(const char **reason)
 	err = protect_range(site, sk_arch_insn_size, PROT_RWX);
 	if (err) {
 		snprintf(sk_reason_buf, sizeof(sk_reason_buf),
-			 "mprotect(PROT_WRITE|PROT_EXEC) refused: %s", strerror(-err));
+			 "mprotect(PROT_WRITE|PROT_EXEC) refused: %s", cgm_strerror(-err));
 		*reason = sk_reason_buf;
 		return err;
 	}

@@ -14,6 +14,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "cgm/log.h"
 #include "cgm/sk_arch.h"
 
 static int membarrier(int cmd)
@@ -48,7 +49,7 @@ int sk_sync_register(const char **reason)
 
 	if (membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE) < 0) {
 		snprintf(buf, sizeof(buf), "membarrier(SYNC_CORE) unavailable: %s",
-			 strerror(errno));
+			 cgm_strerror(errno));
 		*reason = buf;
 		return -ENOSYS;
 	}

@@ -89,7 +89,7 @@ static void chain_trap(int sig, siginfo_t *si, void *ctx)
 		return;
 	}
 	/* Default action: terminate as if we had never been there. */
-	signal(SIGTRAP, SIG_DFL);
+	sigaction(SIGTRAP, &(struct sigaction){ .sa_handler = SIG_DFL }, NULL);
 	raise(SIGTRAP);
 }
 
@@ -189,10 +189,12 @@ void sk_arch_make_insn(uintptr_t code, uintptr_t target, bool jump,
 /* Parse the hex SigBlk mask out of a /proc/<tid>/status text. */
 static bool status_blocks_sigtrap(const char *text)
 {
-	const char *p = strstr(text, "\nSigBlk:");
+	const char *p = text;
 	unsigned long long mask;
 
-	if (!p)
+	while (*p && strncmp(p, "\nSigBlk:", 8) != 0)
+		p++;
+	if (!*p)
 		return true;	/* cannot tell: assume the worst */
 	mask = strtoull(p + 8, NULL, 16);
 	return mask & (1ULL << (SIGTRAP - 1));
@@ -230,7 +232,7 @@ static bool some_thread_blocks_sigtrap(bool *alone)
 			 * The caller's own mask does not matter: it never runs a
 			 * site while it rewrites them (its signals are blocked).
 			 */
-			if (strtol(d->d_name, NULL, 10) == me) {
+			if ((long)strtoull(d->d_name, NULL, 10) == me) {
 				saw_me = true;
 				continue;
 			}

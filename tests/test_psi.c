@@ -172,6 +172,14 @@ START_TEST(test_psi_trigger_rules)
 	ck_assert_int_eq(psi_trigger_parse("medium 1 1000000", &t, why, sizeof(why)), -EINVAL);
 	ck_assert_int_eq(psi_trigger_parse("some 1 1000000 x", &t, why, sizeof(why)), -EINVAL);
 	ck_assert_int_eq(psi_trigger_parse("some", &t, why, sizeof(why)), -EINVAL);
+	/* Blanks as the kernel's sscanf takes them; a word that is not a number is refused. */
+	ck_assert_int_eq(psi_trigger_parse(" full\t2  500000\n", &t, why, sizeof(why)), 0);
+	ck_assert_int_eq(t.kind, CGM_PSI_FULL);
+	ck_assert_int_eq(t.threshold_ns, 2000);
+	ck_assert_int_eq(psi_trigger_parse("some 1x 1000000", &t, why, sizeof(why)), -EINVAL);
+	ck_assert_int_eq(psi_trigger_parse("some -1 1000000", &t, why, sizeof(why)), -EINVAL);
+	ck_assert_int_eq(psi_trigger_parse("somes 1 1000000", &t, why, sizeof(why)), -EINVAL);
+	ck_assert_int_eq(psi_trigger_parse("", &t, why, sizeof(why)), -EINVAL);
 }
 END_TEST
 

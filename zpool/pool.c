@@ -114,7 +114,7 @@ int zp_create_pool(const struct zp_options *opt, struct zp_pool **poolp)
 		return -ENOMEM;
 	pool->opt = o;
 	if (o.backing && o.backing[0]) {
-		strcpy(pool->backing_path, o.backing);
+		memcpy(pool->backing_path, o.backing, strlen(o.backing) + 1);
 		pool->opt.backing = pool->backing_path;
 	} else {
 		pool->opt.backing = NULL;

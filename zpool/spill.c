@@ -566,7 +566,7 @@ static void sp_place_zero(struct spill_engine *e, uintptr_t page)
 static CGM_COLD void sp_lost(uintptr_t page, int err)
 {
 	cgm_log("spill: page %#lx cannot be loaded from the pool (%s): SIGBUS",
-		(unsigned long)page, strerrordesc_np(-err));
+		(unsigned long)page, cgm_strerror(-err));
 	kill(getpid(), SIGBUS);
 }
 
@@ -867,7 +867,7 @@ static int sp_uffd_new(uint64_t features)
 		else if (err == ENOSYS)
 			cgm_log("spill: this kernel has no userfaultfd");
 		else
-			cgm_log("spill: userfaultfd: %s", strerrordesc_np(err));
+			cgm_log("spill: userfaultfd: %s", cgm_strerror(err));
 		return err == ENOSYS ? -EOPNOTSUPP : -err;
 	}
 	if (ioctl(fd, UFFDIO_API, &api) || (api.features & features) != features) {
@@ -1021,7 +1021,7 @@ int spill_open(const struct spill_options *opt, struct spill_engine **enginep)
 	if (ioctl(e->stage_uffd, UFFDIO_REGISTER, &reg)) {
 		err = -errno;
 		cgm_log("spill: cannot register the staging area: %s",
-			strerrordesc_np(errno));
+			cgm_strerror(errno));
 		goto fail;
 	}
 	e->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

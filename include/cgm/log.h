@@ -23,6 +23,12 @@ void cgm_vlog(const char *fmt, va_list ap);
  */
 size_t cgm_escape_line(const char *in, char *out, size_t len);
 
+/*
+ * The description of errno value @err, untranslated: strerror() may
+ * look up a translation and allocate, which code inside malloc must not.
+ */
+const char *cgm_strerror(int err);
+
 /* Like cgm_log, but only the first call with this flag prints. */
 void cgm_log_once(int *flag, const char *fmt, ...) CGM_PRINTF(2, 3);
 
