@@ -64,24 +64,22 @@ static long long tv_us(struct timeval tv)
 	return tv.tv_sec * 1000000ll + tv.tv_usec;
 }
 
-/* VmHWM of process @pid in KiB, or -1. */
+/* VmHWM of process @pid in KiB, or -1 (this helper is no allocator: stdio will do). */
 static long vm_hwm_kib(pid_t pid)
 {
-	char path[64], text[4096], *p;
-	long n;
-	int fd;
+	char path[64], line[256];
+	long kib = -1;
+	FILE *f;
 
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	f = fopen(path, "re");
+	if (!f)
 		return -1;
-	n = read(fd, text, sizeof(text) - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	text[n] = '\0';
-	p = strstr(text, "\nVmHWM:");
-	return p ? strtol(p + 8, NULL, 10) : -1;
+	while (kib < 0 && fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmHWM: %ld kB", &kib) != 1)
+			kib = -1;
+	fclose(f);
+	return kib;
 }
 
 /* In the child: wait until the parent traces it (@go_fd gives EOF), the
