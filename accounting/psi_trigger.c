@@ -53,17 +53,24 @@ static bool next_number(const char **s, unsigned long long *v)
 	return end == w + len;
 }
 
+/* Nothing but blanks left at @s? */
+static bool only_blanks(const char *s)
+{
+	while (is_blank(*s))
+		s++;
+	return *s == '\0';
+}
+
 int psi_trigger_parse(const char *spec, struct psi_trigger *t, char *why, size_t whylen)
 {
 	unsigned long long threshold = 0, window = 0;
 	const char *s = spec, *kind;
-	size_t kind_len, rest;
+	size_t kind_len;
 
 	memset(t, 0, sizeof(*t));
 	kind = next_word(&s, &kind_len);
 	if (kind_len != 4 || (strncmp(kind, "some", 4) && strncmp(kind, "full", 4)) ||
-	    !next_number(&s, &threshold) || !next_number(&s, &window) ||
-	    (next_word(&s, &rest), rest != 0)) {
+	    !next_number(&s, &threshold) || !next_number(&s, &window) || !only_blanks(s)) {
 		snprintf(why, whylen, "bad trigger '%s' (expected \"some|full THRESHOLD_US WINDOW_US\")",
 			 spec);
 		return -EINVAL;
