@@ -267,6 +267,7 @@ static uint32_t claim_proc_slot(struct cgm_hier *h)
 	for (uint32_t n = 0; n < CGM_MAX_PROCS / 64 + 1; n++) {
 		uint32_t w = (cursor / 64 + n) % (CGM_MAX_PROCS / 64);
 		uint64_t bits = __atomic_load_n(&hd->exiting_map[w], __ATOMIC_ACQUIRE);
+		struct cgm_proc *p;
 		uint32_t i;
 
 		if (n == 0)
@@ -275,9 +276,10 @@ static uint32_t claim_proc_slot(struct cgm_hier *h)
 			continue;
 		i = w * 64 + (uint32_t)__builtin_ctzll(bits);
 		cursor = i + 1;
-		if (hier_proc(h, i)->state != CGM_SLOT_EXITING)
+		p = hier_proc(h, i);
+		if (p->state != CGM_SLOT_EXITING)
 			hier_map_clear(hd->exiting_map, i);
-		else if (acct_proc_gone(&h->procs[i]))
+		else if (acct_proc_gone(p))
 			release_proc(h, i);
 		break;
 	}
@@ -313,8 +315,9 @@ static void release_own_stale(struct cgm_hier *h)
 
 		for (; used; used &= used - 1) {
 			uint32_t i = w * 64 + (uint32_t)__builtin_ctzll(used);
+			const struct cgm_proc *p = hier_proc(h, i);
 
-			if (proc_in_use(hier_proc(h, i)) && h->procs[i].pid == pid)
+			if (proc_in_use(p) && p->pid == pid)
 				release_proc(h, i);
 		}
 	}

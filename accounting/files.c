@@ -709,10 +709,8 @@ static int show_controllers(const struct cgm_file *f, struct cgm_hier *h, uint32
 static int parse_subtree_control(const char *v, uint64_t *out, char *why, size_t whylen)
 {
 	for (const char *p = v; *p;) {
-		size_t l = 0;
-
-		while (p[l] && p[l] != ' ')
-			l++;
+		const char *blank = strchr(p, ' ');
+		size_t l = blank ? (size_t)(blank - p) : strlen(p);
 
 		if (l && (l != 7 || strncmp(p, "+memory", 7) != 0)) {
 			snprintf(why, whylen, "bad value '%s' (memory is the one controller and is "

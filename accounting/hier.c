@@ -24,6 +24,7 @@
 
 #include "cgm/hier.h"
 #include "cgm/log.h"
+#include "cgm/proc_maps.h"
 
 int hier_user_dir(const char *base, char *buf, size_t len, char *why, size_t whylen)
 {
@@ -303,64 +304,6 @@ out:
 	return err;
 }
 
-static int hex_value(char c)
-{
-	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
-
-/* Does the maps line [s, end) ("start-end perms offset major:minor inode path") map @dev, @ino? */
-static bool maps_line_is(const char *s, const char *end, dev_t dev, ino_t ino)
-{
-	unsigned long major = 0, minor = 0, inode = 0;
-	int spaces = 0;
-
-	while (s < end && spaces < 3)
-		spaces += *s++ == ' ';
-	for (; s < end && hex_value(*s) >= 0; s++)
-		major = major * 16 + (unsigned long)hex_value(*s);
-	if (s == end || *s++ != ':')
-		return false;
-	for (; s < end && hex_value(*s) >= 0; s++)
-		minor = minor * 16 + (unsigned long)hex_value(*s);
-	if (s == end || *s++ != ' ' || s == end || *s < '0' || *s > '9')
-		return false;
-	for (; s < end && *s >= '0' && *s <= '9'; s++)
-		inode = inode * 10 + (unsigned long)(*s - '0');
-	return inode == (unsigned long)ino && makedev(major, minor) == dev;
-}
-
-/* Does the maps file open at @fd map @dev, @ino?  A line is read a buffer at a time. */
-static bool maps_fd_has(int fd, dev_t dev, ino_t ino)
-{
-	char buf[4096];
-	size_t have = 0;
-	bool skipping = false;	/* the rest of a line longer than the buffer */
-
-	for (;;) {
-		ssize_t got = read(fd, buf + have, sizeof(buf) - have);
-		char *line = buf, *nl;
-
-		if (got <= 0)
-			return have && !skipping && maps_line_is(buf, buf + have, dev, ino);
-		have += (size_t)got;
-		while ((nl = memchr(line, '\n', (size_t)(buf + have - line)))) {
-			if (!skipping && maps_line_is(line, nl, dev, ino))
-				return true;
-			skipping = false;
-			line = nl + 1;
-		}
-		have = (size_t)(buf + have - line);
-		if (have == sizeof(buf)) {
-			/* A long path: the fields looked at come first. */
-			if (!skipping && maps_line_is(buf, buf + have, dev, ino))
-				return true;
-			skipping = true;
-			have = 0;
-		}
-		memmove(buf, line, have);
-	}
-}
-
 /*
  * Is the file (device @dev, inode @ino) mapped by any process we can see?
  * Read /proc/<pid>/maps for every pid; only used when a file of another
@@ -369,7 +312,9 @@ static bool maps_fd_has(int fd, dev_t dev, ino_t ino)
  */
 static bool file_in_use(dev_t dev, ino_t ino)
 {
-	char ents[4096], path[300];
+	char ents[4096], path[300], *line;
+	struct cgm_line_reader r;
+	struct cgm_maps_line v;
 	int proc = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	bool used = false;
 	long n;
@@ -379,17 +324,20 @@ static bool file_in_use(dev_t dev, ino_t ino)
 	while (!used && (n = syscall(SYS_getdents64, proc, ents, sizeof(ents))) > 0) {
 		for (long off = 0; off < n && !used;) {
 			struct dirent64 *d = (struct dirent64 *)(ents + off);
-			int fd;
 
 			off += d->d_reclen;
 			if (d->d_name[0] < '0' || d->d_name[0] > '9')
 				continue;
 			snprintf(path, sizeof(path), "/proc/%s/maps", d->d_name);
-			fd = open(path, O_RDONLY | O_CLOEXEC);
-			if (fd < 0)
+			r.fd = open(path, O_RDONLY | O_CLOEXEC);
+			if (r.fd < 0)
 				continue;
-			used = maps_fd_has(fd, dev, ino);
-			close(fd);
+			r.pos = r.len = 0;
+			r.cut = false;
+			while (!used && (line = cgm_next_line(&r)))
+				used = cgm_parse_maps_line(line, &v) && v.inode == (uintptr_t)ino &&
+				       makedev(v.major, v.minor) == dev;
+			close(r.fd);
 		}
 	}
 	close(proc);
@@ -467,7 +415,7 @@ reopen:
 	 * first, so that it alone is mapped (hier_prefault() says why); the
 	 * add of zero leaves a foreign file as it was.
 	 */
-	__atomic_fetch_add((uint64_t *)base, 0, __ATOMIC_RELAXED);
+	hier_write_touch(base);
 	err = validate(base, (size_t)st.st_size, why, whylen);
 	if (err && create && !replaced && (size_t)st.st_size >= sizeof(struct cgm_hier_header) &&
 	    other_build(base)) {

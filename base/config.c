@@ -216,11 +216,9 @@ static void apply_strict(struct cgm_config *conf, const char *text)
 	const struct cgm_conf_key *k = find_key("strict");
 
 	for (const char *item = text; item; item = strchr(item, ',') ? strchr(item, ',') + 1 : NULL) {
+		const char *comma = strchr(item, ',');
+		size_t len = comma ? (size_t)(comma - item) : strlen(item);
 		char buf[64], *eq, *val;
-		size_t len = 0;
-
-		while (item[len] && item[len] != ',')
-			len++;
 
 		if (len >= sizeof(buf))
 			continue;

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "cgm/compiler.h"
+#include "cgm/proc_maps.h"
 #include "cgm/regions.h"
 
 #define PAGE 4096UL
@@ -32,105 +33,6 @@
 struct remap_piece {
 	uintptr_t start, end;
 };
-
-/* /proc/self/smaps a line at a time, through a buffer on the stack: mremap may run inside malloc. */
-struct line_reader {
-	int fd;
-	size_t pos, len;
-	bool cut;			/* the buffer held no newline: skip to the next */
-	char buf[4096];
-};
-
-/* The next line, its newline replaced by a NUL; NULL at the end. */
-static char *next_line(struct line_reader *r)
-{
-	for (;;) {
-		char *s = r->buf + r->pos, *nl = memchr(s, '\n', r->len - r->pos);
-		long got;
-
-		if (nl) {
-			*nl = '\0';
-			r->pos += (size_t)(nl - s) + 1;
-			if (!r->cut)
-				return s;
-			r->cut = false;
-			continue;
-		}
-		memmove(r->buf, s, r->len - r->pos);
-		r->len -= r->pos;
-		r->pos = 0;
-		/* Only a path fills the buffer, and an anonymous mapping has none. */
-		if (r->len == sizeof(r->buf)) {
-			r->len = 0;
-			r->cut = true;
-		}
-		got = syscall(SYS_read, r->fd, r->buf + r->len, sizeof(r->buf) - r->len);
-		if (got <= 0)
-			return NULL;
-		r->len += (size_t)got;
-	}
-}
-
-/* The value of a hex digit as procfs writes them (lower case), or 16. */
-static unsigned hex_digit(char c)
-{
-	return c >= '0' && c <= '9' ? (unsigned)(c - '0') :
-	       c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10) : 16;
-}
-
-static const char *parse_hex(const char *s, uintptr_t *v)
-{
-	*v = 0;
-	for (; hex_digit(*s) < 16; s++)
-		*v = *v << 4 | hex_digit(*s);
-	return s;
-}
-
-/* A VMA's line: "start-end perms offset major:minor inode   name". */
-struct vma_line {
-	uintptr_t start, end;
-	char perms[4];
-	bool anon;			/* no file: device 00:00, inode 0 */
-	const char *name;		/* "", [heap], [anon:...] */
-};
-
-/* Does @s hold at least @n characters before its NUL? */
-static bool at_least(const char *s, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (!s[i])
-			return false;
-	return true;
-}
-
-static bool parse_vma(const char *s, struct vma_line *v)
-{
-	uintptr_t off, major, minor, inode = 0;
-
-	s = parse_hex(s, &v->start);
-	if (*s != '-')
-		return false;
-	s = parse_hex(s + 1, &v->end);
-	if (*s != ' ' || !at_least(s + 1, 5) || s[5] != ' ')
-		return false;
-	memcpy(v->perms, s + 1, 4);
-	s = parse_hex(s + 6, &off);
-	if (*s != ' ')
-		return false;
-	s = parse_hex(s + 1, &major);
-	if (*s != ':')
-		return false;
-	s = parse_hex(s + 1, &minor);
-	if (*s != ' ')
-		return false;
-	for (s++; *s >= '0' && *s <= '9'; s++)
-		inode = inode * 10 + (uintptr_t)(*s - '0');
-	while (*s == ' ')
-		s++;
-	v->anon = !major && !minor && !inode;
-	v->name = s;
-	return v->end > v->start;
-}
 
 /*
  * The flags of a VmFlags line, two letters each, but those a
@@ -166,9 +68,10 @@ static bool flags_key(const char *s, char *key, size_t max)
  */
 static size_t read_pieces(uintptr_t lo, uintptr_t hi, struct remap_piece *pc, size_t max)
 {
-	struct line_reader r = { .pos = 0 };
+	/* smaps through a buffer on the stack: mremap may run inside malloc. */
+	struct cgm_line_reader r = { .pos = 0 };
 	char key[128], first_key[128], name[96], perms[4] = { 0 };
-	struct vma_line v;
+	struct cgm_maps_line v;
 	size_t n = 0, keys = 0;
 	bool in = false;		/* the entry being read is a piece */
 	char *s;
@@ -176,9 +79,9 @@ static size_t read_pieces(uintptr_t lo, uintptr_t hi, struct remap_piece *pc, si
 	r.fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/smaps", O_RDONLY | O_CLOEXEC);
 	if (r.fd < 0)
 		return 0;
-	while ((s = next_line(&r))) {
+	while ((s = cgm_next_line(&r))) {
 		/* A VMA's line starts with its address; VmFlags ends its entry. */
-		if (hex_digit(*s) == 16) {
+		if (cgm_hex_digit(*s) == 16) {
 			if (!in || strncmp(s, "VmFlags:", 8))
 				continue;
 			in = false;
@@ -188,7 +91,7 @@ static size_t read_pieces(uintptr_t lo, uintptr_t hi, struct remap_piece *pc, si
 			keys++;
 			continue;
 		}
-		if (!parse_vma(s, &v) || v.end <= lo)
+		if (!cgm_parse_maps_line(s, &v) || v.end <= lo)
 			continue;
 		if (v.start >= hi)
 			break;

@@ -160,7 +160,6 @@ struct spill_engine {
 	struct sp_entry *slots;
 	size_t mask, count, max_pages;
 	size_t max_slots;	/* the table grows up to this many slots */
-	unsigned shift;
 
 	pthread_mutex_t reg_lock;
 	struct sp_range *ranges;
@@ -271,16 +270,18 @@ void spill_set_hot_distance(struct spill_engine *e, size_t pages)
  * pages then writes a few pages of the table, not one table page per
  * spilled page (whose memory would eat what spilling saves).
  */
-static size_t sp_hash_in(size_t mask, unsigned shift, uintptr_t page)
+/* In a table of @mask + 1 slots (a power of two): the product's top log2 bits pick the group. */
+static size_t sp_hash_in(size_t mask, uintptr_t page)
 {
 	uint64_t pn = (uint64_t)(page / SP_PAGE);
+	unsigned shift = (unsigned)__builtin_clzll((unsigned long long)mask);
 
 	return (size_t)((((pn >> 6) * 0x9e3779b97f4a7c15ull) >> shift << 6) | (pn & 63)) & mask;
 }
 
 static size_t sp_hash(const struct spill_engine *e, uintptr_t page)
 {
-	return sp_hash_in(e->mask, e->shift, page);
+	return sp_hash_in(e->mask, page);
 }
 
 static struct sp_entry *sp_lookup(struct spill_engine *e, uintptr_t page)
@@ -293,13 +294,12 @@ static struct sp_entry *sp_lookup(struct spill_engine *e, uintptr_t page)
 	}
 }
 
-/* Put @ent in a table of @mask + 1 slots hashed with @shift (no duplicate check). */
-static void sp_place_entry(struct sp_entry *slots, size_t mask, unsigned shift,
-			   const struct sp_entry *ent)
+/* Put @ent in a table of @mask + 1 slots (no duplicate check). */
+static void sp_place_entry(struct sp_entry *slots, size_t mask, const struct sp_entry *ent)
 {
 	size_t i;
 
-	for (i = sp_hash_in(mask, shift, ent->page); slots[i].page; i = (i + 1) & mask)
+	for (i = sp_hash_in(mask, ent->page); slots[i].page; i = (i + 1) & mask)
 		;
 	slots[i] = *ent;
 }
@@ -314,18 +314,16 @@ static void sp_place_entry(struct sp_entry *slots, size_t mask, unsigned shift,
 static bool sp_grow(struct spill_engine *e)
 {
 	size_t n = (e->mask + 1) * 2;
-	unsigned shift = 64 - (unsigned)__builtin_ctzll(n);
 	struct sp_entry *slots = sp_map(n * sizeof(*slots));
 
 	if (!slots)
 		return false;
 	for (size_t i = 0; i <= e->mask; i++)
 		if (e->slots[i].page)
-			sp_place_entry(slots, n - 1, shift, &e->slots[i]);
+			sp_place_entry(slots, n - 1, &e->slots[i]);
 	sp_unmap(e->slots, (e->mask + 1) * sizeof(*e->slots));
 	e->slots = slots;
 	e->mask = n - 1;
-	e->shift = shift;
 	return true;
 }
 
@@ -983,7 +981,6 @@ int spill_open(const struct spill_options *opt, struct spill_engine **enginep)
 	e->max_slots = sp_table_slots(e->max_pages);
 	nslots = e->max_slots < SP_TABLE_START ? e->max_slots : SP_TABLE_START;
 	e->mask = nslots - 1;
-	e->shift = 64 - (unsigned)__builtin_ctzll(nslots);
 	e->max_ranges = opt->max_ranges ? (uint32_t)opt->max_ranges : 1u << 16;
 	e->free_range = SP_NO_RANGE;
 	e->slots = sp_map(nslots * sizeof(*e->slots));

@@ -467,6 +467,11 @@ uint32_t hier_proc_index(const struct cgm_hier *h, const struct cgm_proc *p);
  * then maps what it needs with fewer faults.  After fork the child has
  * none of the parent's mappings of the file: hier_prefault_forget().
  */
+static inline void hier_write_touch(void *page)
+{
+	__atomic_fetch_add((uint64_t *)page, 0, __ATOMIC_RELAXED);
+}
+
 static inline void hier_prefault(const struct cgm_hier *h, const void *ptr, size_t len)
 {
 	uintptr_t base = (uintptr_t)h->hdr, at = (uintptr_t)ptr;
@@ -481,8 +486,7 @@ static inline void hier_prefault(const struct cgm_hier *h, const void *ptr, size
 
 		if (__atomic_load_n(&done[u / 64], __ATOMIC_RELAXED) & bit)
 			continue;
-		__atomic_fetch_add((uint64_t *)(base + (u << CGM_HIER_UNIT_SHIFT)), 0,
-				   __ATOMIC_RELAXED);
+		hier_write_touch((void *)(base + (u << CGM_HIER_UNIT_SHIFT)));
 		__atomic_fetch_or(&done[u / 64], bit, __ATOMIC_RELAXED);
 	}
 }
