@@ -414,7 +414,7 @@ void cgm_acct_free_big(void *p)
 	}
 	stock_back(t, size);
 	cgm_owner_add(t->frees, 1);
-	if (cgm_likely(mi209_free_block(p, page)))
+	if (cgm_likely(mi209_free_block(p, page, 0)))
 		return;
 	mi_free(p);
 }

@@ -17,6 +17,100 @@
 #include "cgm/mi_layout.h"
 #include "cgm/size_class.h"
 
+#define B8(s)	MI209_BIN(s), MI209_BIN((s) + 8), MI209_BIN((s) + 16), MI209_BIN((s) + 24), \
+		MI209_BIN((s) + 32), MI209_BIN((s) + 40), MI209_BIN((s) + 48), MI209_BIN((s) + 56)
+#define B64(s)	B8(s), B8((s) + 64), B8((s) + 128), B8((s) + 192), \
+		B8((s) + 256), B8((s) + 320), B8((s) + 384), B8((s) + 448)
+/* Sizes 0..1024; only the block sizes of the bins are ever looked up. */
+const uint64_t mi209_bin_at_size[129] = { B64(0), B64(512), MI209_BIN(1024) };
+
+/*
+ * What a free that empties the only page of its size leaves behind, in a
+ * fresh heap of our own: the page's retire byte, blocks in use and local
+ * list head, and the heap's range of retired queues.
+ */
+struct retired {
+	uint8_t expire_byte;
+	uint32_t used;
+	void *local_free;
+	size_t min, max;
+};
+
+/*
+ * Allocate one block of @size in a fresh heap and free it, through
+ * mimalloc (@ours false) or mi209_free_block(); NULL or what went wrong.
+ */
+static const char *retire_one(size_t size, bool ours, struct retired *r)
+{
+	mi_heap_t *heap = mi_heap_new();
+	const char *why = NULL, *page, *h = (const char *)heap;
+	void *p;
+
+	if (!heap)
+		return "mimalloc could not make a heap";
+	p = mi_heap_malloc(heap, size);
+	if (!p) {
+		mi_heap_delete(heap);
+		return "mimalloc refused a small block";
+	}
+	page = mi209_page(p);
+	if (ours) {
+		if (!mi209_free_block(p, page, mi209_page_block_size(page)))
+			why = "mimalloc 2.0.9's page retirement: the page is not the only one in its queue";
+	} else {
+		mi_free(p);
+	}
+	r->expire_byte = *(const uint8_t *)(page + MI209_EXPIRE_AT);
+	r->used = *(const uint32_t *)(page + MI209_USED_AT);
+	r->local_free = *(void *const *)(page + MI209_LOCAL_FREE_AT);
+	r->min = *(const size_t *)(h + MI209_RETIRED_MIN_AT);
+	r->max = *(const size_t *)(h + MI209_RETIRED_MAX_AT);
+	if (r->local_free != p)
+		why = "mimalloc 2.0.9's page retirement: the block is not on the local free list";
+	mi_heap_destroy(heap);
+	return why;
+}
+
+/*
+ * mi209_free_block()'s retirement of an emptied page against mimalloc's
+ * own, and the queue every small block size maps to (the queue's
+ * block_size field) in the calling thread's default heap.
+ */
+static const char *check_retire(void)
+{
+	const char *heap = (const char *)mi_heap_get_default(), *why;
+	struct retired theirs, ours;
+
+	for (unsigned int b = 0; b < CGM_NR_BINS; b++) {
+		size_t size = cgm_bin_size(b);
+		const char *queue = heap + MI209_HEAP_QUEUES_AT +
+				    mi209_bin_at_size[size / 8] * MI209_QUEUE_SIZE;
+
+		if (mi209_bin_at_size[size / 8] >= 73 || *(const size_t *)(queue + 16) != size)
+			return "mimalloc's heap queues are not the ones of 2.0.9";
+	}
+#if defined(__x86_64__) && !defined(CGM_TSAN)
+	for (unsigned int i = 0; i < 3; i++) {
+		static const size_t sizes[] = { 32, 8, 1024 };
+
+		why = retire_one(sizes[i], false, &theirs);
+		if (!why)
+			why = retire_one(sizes[i], true, &ours);
+		if (why)
+			return why;
+		if (theirs.expire_byte != ours.expire_byte || theirs.used != 0 || ours.used != 0 ||
+		    theirs.min != ours.min || theirs.max != ours.max ||
+		    theirs.min != mi209_bin_at_size[cgm_small_block_size(sizes[i]) / 8])
+			return "mimalloc's page retirement is not the one of 2.0.9 (retire_expire, retired queues)";
+	}
+#else
+	(void)theirs;
+	(void)ours;
+	(void)why;
+#endif
+	return NULL;
+}
+
 /*
  * mi209_free_block() does what mi_free() does in its common cases, so
  * check the fields it names on this mimalloc, in a heap of our own (fresh
@@ -108,6 +202,8 @@ int mi_layout_check(const char **why)
 		return -1;
 	}
 	*why = check_free_block();
+	if (!*why)
+		*why = check_retire();
 	return *why ? -1 : 0;
 }
 
@@ -133,6 +229,7 @@ static uint64_t build_id_in_notes(const char *p, const char *end)
 
 			for (uint32_t i = 0; i < n->n_descsz; i++)
 				h = (h ^ desc[i]) * 0x100000001b3ull;
+			h = (h ^ MI209_CHECK_REVISION) * 0x100000001b3ull;
 			return h ? h : 1;
 		}
 		p = next;

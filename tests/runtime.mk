@@ -113,3 +113,15 @@ check-asan-runtime: $(RT)/asan/stress_malloc $(RT)/asan/test_new
 
 ASAN_TARGETS += check-asan-runtime
 .PHONY: check-asan-runtime
+
+# The accounted free's retirement of an emptied page, against mimalloc's.
+$(RT)/test_page_retire: tests/test_page_retire.c include/cgmalloc.h $(LIB)
+	@mkdir -p $(RT)
+	$(CC) $(RT_CFLAGS) -o $@ $< $(SHIM_LINK)
+
+check-page-retire: $(RT)/test_page_retire
+	$(RUN) env CGMALLOC_CONF=$(TEST_CONF) $(RT)/test_page_retire on
+	$(RUN) env CGMALLOC_CONF=accounting=0 $(RT)/test_page_retire off
+
+CHECK_TARGETS += check-page-retire
+.PHONY: check-page-retire

@@ -138,7 +138,7 @@ static inline __attribute__((always_inline)) void cgm_acct_free(void *p)
 		return;
 	}
 	cgm_count_small_free(size);
-	if (cgm_likely(mi209_free_block(p, slice)))
+	if (cgm_likely(mi209_free_block(p, slice, size)))
 		return;
 	mi_free(p);
 }

@@ -109,13 +109,54 @@ static inline uint32_t mi209_slice_block_size(const void *p)
 }
 
 /*
+ * What mimalloc's free does when it empties a page of its own thread
+ * (_mi_page_retire): if the page is the only one in its heap's queue for
+ * its block size, it stays there, marked retired for a number of the
+ * heap's slow-path visits (the 7-bit retire_expire above bit 0 of byte
+ * 15), and the heap widens the range of queues [page_retired_min,
+ * page_retired_max] it later looks at for retired pages; otherwise the
+ * page is freed (not done here).
+ */
+#define MI209_HEAP_QUEUES_AT	1040	/* heap: mi_page_queue_t pages[75] (first, last, block_size) */
+#define MI209_QUEUE_SIZE	24
+#define MI209_RETIRED_MIN_AT	3032	/* heap: page_retired_min */
+#define MI209_RETIRED_MAX_AT	3040	/* heap: page_retired_max */
+#define MI209_EXPIRE_AT		15	/* page: is_zero (bit 0), retire_expire (bits 1-7) */
+#define MI209_RETIRE_EXPIRE	9	/* 1 + MI_RETIRE_CYCLES, for blocks of at most 16 KiB */
+
+/*
+ * mimalloc's bin (its queue in a heap) of small block size @s, a multiple
+ * of 8 (_mi_bin): a constant expression, for the table below.  (The & 31
+ * keeps the shift of the arm not taken for small sizes a valid one.)
+ */
+#define MI209_W(s)	((unsigned int)(s) / 8u)
+#define MI209_LOG2(x)	(31 - __builtin_clz((x) | 1u))
+#define MI209_BIN(s)							\
+	(MI209_W(s) <= 1 ? 1u :						\
+	 MI209_W(s) <= 8 ? ((MI209_W(s) + 1) & ~1u) :			\
+	 (unsigned int)((MI209_LOG2(MI209_W(s) - 1) << 2) +		\
+			(((MI209_W(s) - 1) >> ((MI209_LOG2(MI209_W(s) - 1) - 2) & 31)) & 3) - 3))
+
+/*
+ * mimalloc's bin of each small block size, at byte offset size (8 bytes a
+ * size, so that the free's block size indexes it without a shift); 129
+ * entries, sizes 0..1024 (shim/mi_layout.c).
+ */
+extern const uint64_t mi209_bin_at_size[129] __attribute__((visibility("hidden")));
+
+/*
  * Free block @p (@page its page entry: mi209_page(), or for a block of at
  * most 16 KiB, which lives in a one-slice page, mi209_slice()) the way
- * mi_free() does, for its two common cases.  The accounted free has
- * already found the page to read the block size, and mi_free() would
- * find it again (26 instructions before it even knows whose page it is).
+ * mi_free() does, for its common cases.  The accounted free has already
+ * found the page to read the block size, and mi_free() would find it
+ * again (26 instructions before it even knows whose page it is).
  *  - A block of the calling thread's own page goes on the page's local
  *    free list, and the page counts one block less in use.
+ *  - When that was the page's last block and the page is the only one of
+ *    its size in its heap (a program that frees what it just allocated
+ *    empties its page each time), the page is also retired as
+ *    _mi_page_retire() would: @small_size (the block size when it is at
+ *    most 1 KiB, else 0: never) names its queue.
  *  - A block of another thread's page (or of an abandoned segment's) is
  *    pushed on the page's thread-free list with one compare-and-swap
  *    (release: the link is written first), keeping the list's two tag
@@ -123,16 +164,18 @@ static inline uint32_t mi209_slice_block_size(const void *p)
  * Returns false, having done nothing, for every other case -- a full page
  * or one with aligned blocks (mimalloc moves or adjusts them), a page
  * whose delayed-free state says its heap must hear of the free (0:
- * mimalloc's USE_DELAYED_FREE), the page's last block (mimalloc retires
- * the page) -- and the caller calls mi_free().  Not for huge blocks (a
- * segment of their own, which mimalloc frees apart).  mi_layout_check()
- * checks these facts against the loaded mimalloc at start-up.
+ * mimalloc's USE_DELAYED_FREE), a page that empties and must be freed,
+ * the last block of another thread's page -- and the caller calls
+ * mi_free().  Not for huge blocks (a segment of their own, which mimalloc
+ * frees apart).  mi_layout_check() checks these facts against the loaded
+ * mimalloc at start-up.
  *
  * Under ThreadSanitizer, never: TSan does not see the atomics by which
  * mimalloc hands pages between threads (it is not instrumented), so it
  * would report the new owner's writes as races with the old owner's.
  */
-static inline __attribute__((always_inline)) bool mi209_free_block(void *p, const char *page)
+static inline __attribute__((always_inline)) bool mi209_free_block(void *p, const char *page,
+								   uint32_t small_size)
 {
 #if defined(__x86_64__) && !defined(CGM_TSAN)
 	const char *seg = mi209_segment(p);
@@ -140,12 +183,37 @@ static inline __attribute__((always_inline)) bool mi209_free_block(void *p, cons
 	void **local_free = (void **)(page + MI209_LOCAL_FREE_AT);
 	uintptr_t *thread_free = (uintptr_t *)(page + MI209_THREAD_FREE_AT), old;
 
-	/*
-	 * The last block first: a program that frees what it just allocated
-	 * empties its page each time.  (On another thread's page the count
-	 * may be stale: that only sends the free to mi_free().)
-	 */
-	if (*used <= 1 || *(const uint8_t *)(page + MI209_FLAGS_AT) != 0)
+	/* The last block first: the rarer case, out of the common path's way. */
+	if (cgm_unlikely(*used <= 1)) {
+		char *heap = *(char *const *)(page + MI209_HEAP_AT), *queue;
+		size_t bin;
+
+		/*
+		 * Only the last block of a page of this thread's own (on
+		 * another thread's page the count may be stale), of a queue we
+		 * know.  (The count read again, atomically: reusing the first
+		 * read would cost the common path a register load.)
+		 */
+		if (!small_size || __atomic_load_n(used, __ATOMIC_RELAXED) != 1 || *(const uint8_t *)(page + MI209_FLAGS_AT) != 0 ||
+		    __atomic_load_n((const uintptr_t *)(seg + MI209_SEG_THREAD_ID_AT), __ATOMIC_RELAXED) !=
+			    mi209_thread_id())
+			return false;
+		bin = *(const uint64_t *)((const char *)mi209_bin_at_size + small_size);
+		queue = heap + MI209_HEAP_QUEUES_AT + bin * MI209_QUEUE_SIZE;
+		if (*(const char *const *)queue != page || *(const char *const *)(queue + 8) != page)
+			return false;
+		*(void **)p = *local_free;
+		*local_free = p;
+		*used = 0;
+		*(uint8_t *)(page + MI209_EXPIRE_AT) =
+			(uint8_t)((*(const uint8_t *)(page + MI209_EXPIRE_AT) & 1) | (MI209_RETIRE_EXPIRE << 1));
+		if (bin < *(size_t *)(heap + MI209_RETIRED_MIN_AT))
+			*(size_t *)(heap + MI209_RETIRED_MIN_AT) = bin;
+		if (bin > *(size_t *)(heap + MI209_RETIRED_MAX_AT))
+			*(size_t *)(heap + MI209_RETIRED_MAX_AT) = bin;
+		return true;
+	}
+	if (*(const uint8_t *)(page + MI209_FLAGS_AT) != 0)
 		return false;
 	if (cgm_likely(__atomic_load_n((const uintptr_t *)(seg + MI209_SEG_THREAD_ID_AT),
 				       __ATOMIC_RELAXED) == mi209_thread_id())) {
@@ -165,6 +233,7 @@ static inline __attribute__((always_inline)) bool mi209_free_block(void *p, cons
 #else
 	(void)p;
 	(void)page;
+	(void)small_size;
 	return false;
 #endif
 }
@@ -177,11 +246,15 @@ static inline __attribute__((always_inline)) bool mi209_free_block(void *p, cons
 int mi_layout_check(const char **why);
 
 /*
- * A hash (FNV-1a) of the loaded mimalloc's GNU build ID, never 0; 0 when
- * it has none.  The same build ID is the same binary, so a passed
- * mi_layout_check() holds for it: the hierarchy keeps the hash of the
- * last one that passed and later processes skip the check.
+ * A hash (FNV-1a) of the loaded mimalloc's GNU build ID and of
+ * MI209_CHECK_REVISION, never 0; 0 when mimalloc has no build ID.  The
+ * same build ID is the same binary, so a passed mi_layout_check() holds
+ * for it: the hierarchy keeps the hash of the last one that passed and
+ * later processes skip the check -- until the check itself checks more
+ * (a new revision), which a hierarchy made by an older library has not
+ * seen pass.
  */
+#define MI209_CHECK_REVISION 2	/* 2: page retirement */
 uint64_t mi_build_id_hash(void);
 
 #endif /* CGM_MI_LAYOUT_H */
