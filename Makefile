@@ -40,8 +40,13 @@ CXXFLAGS_BASE := -std=c++17 -O2 -g $(WARN)
 # (one instruction less on every malloc), and every symbol is bound at load
 # time so that no lazy-binding resolver runs inside malloc.
 LIB_CFLAGS := -fno-plt
+# Each function a section of its own, so that shim/hot-text.ld (made by
+# scripts/hot-text) can put the ones an ordinary program runs together:
+# the kernel maps a library's code 64 KiB around each page that faults.
+LIB_CFLAGS += -ffunction-sections
+HOT_TEXT_LD := shim/hot-text.ld
 LIB_LDFLAGS := -shared -Wl,-z,now -Wl,-z,relro -Wl,--no-undefined \
-	-Wl,-soname,libcgmalloc.so
+	-Wl,-soname,libcgmalloc.so -Wl,-T,$(HOT_TEXT_LD)
 # Not $(ZPOOL_LIBS): the library loads those when spilling starts
 # (shim/lazy_libs.c), so a program that never spills does not pay for them.
 LIB_LIBS := -lmimalloc -lpthread -ldl
@@ -93,7 +98,14 @@ define newline
 
 endef
 
-$(B)/obj/%.o: %.c
+# The library's objects are rebuilt when the flags they were built with
+# change (-ffunction-sections matters to the layout of shim/hot-text.ld).
+LIB_FLAGS_STAMP := $(B)/obj/.flags
+LIB_FLAGS_NOW := $(CPPFLAGS_BASE) $(CFLAGS_BASE) $(LIB_CFLAGS) $(CFLAGS)
+$(shell mkdir -p $(B)/obj && echo '$(LIB_FLAGS_NOW)' | cmp -s - $(LIB_FLAGS_STAMP) || \
+	echo '$(LIB_FLAGS_NOW)' > $(LIB_FLAGS_STAMP))
+
+$(B)/obj/%.o: %.c $(LIB_FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS_BASE) $(CFLAGS_BASE) $(LIB_CFLAGS) $(CFLAGS_$(subst /,_,$*)) $(CFLAGS) -MMD -MP -c -o $@ $<
 
@@ -156,7 +168,7 @@ LIB_ARCHIVES := $(call archives,plain,acct zpool base)
 # `make` builds the tools that are installed with the library (cgmctl).
 all: $(TOOLS)
 
-$(LIB): $(LIB_OBJS) $(LIB_ARCHIVES)
+$(LIB): $(LIB_OBJS) $(LIB_ARCHIVES) $(HOT_TEXT_LD)
 	$(CC) $(LIB_LDFLAGS) $(LDFLAGS) -o $@ $(LIB_OBJS) $(LIB_ARCHIVES) $(LIB_LIBS)
 
 deps:

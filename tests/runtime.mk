@@ -54,6 +54,17 @@ check-hier-rss: $(RT)/test_hier_rss
 CHECK_TARGETS += check-hier-rss
 .PHONY: check-hier-rss
 
+# A process has only the library's hot code resident (shim/hot-text.ld).
+$(RT)/test_text_rss: tests/test_text_rss.c include/cgmalloc.h $(LIB)
+	@mkdir -p $(RT)
+	$(CC) $(RT_CFLAGS) -o $@ $< $(SHIM_LINK)
+
+check-text-rss: $(RT)/test_text_rss
+	$(RUN) env CGMALLOC_CONF=$(TEST_CONF) $(RT)/test_text_rss
+
+CHECK_TARGETS += check-text-rss
+.PHONY: check-text-rss
+
 # ---- awkward calling contexts (Check) ----
 
 $(RT)/libdlalloc.so: tests/libdlalloc.c

@@ -1,0 +1,127 @@
+/*
+ * How much of the library's code an ordinary process has resident.
+ *
+ * A read fault on a library's code maps the page and the rest of its
+ * 16-page fault-around window that the page cache holds, so a process
+ * that runs a few functions spread over all 118 KiB of code has it all
+ * resident, in every process.  shim/hot-text.ld (scripts/hot-text) puts
+ * the functions an ordinary program runs together first, where the fault
+ * of the library's _init already maps them.  Here a process with
+ * accounting on allocates and frees blocks of every kind, in a second
+ * thread too, and reads the RSS of the library's executable mappings
+ * from /proc/self/smaps: it must stay within LIMIT_KIB.  All of the code
+ * was resident (116-120 KiB) before the layout; 76-80 KiB with it.  The
+ * process measured is not the first of its hierarchy: the first creates
+ * the file and checks mimalloc, code that runs once in a hierarchy's life
+ * and is not in the hot list.  So the test runs itself again (exec) and
+ * the second process measures.
+ *
+ * Usage: test_text_rss   (accounting on)
+ */
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cgmalloc.h"
+
+#define LIMIT_KIB	100
+
+/* Blocks of every kind, freed again: small, medium, large, aligned, resized. */
+static void *work(void *arg)
+{
+	static const size_t sizes[] = { 8, 100, 1000, 5000, 60000, 300000, 3u << 20 };
+
+	(void)arg;
+	for (int r = 0; r < 100; r++) {
+		for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+			char *p = malloc(sizes[i]), *q = calloc(1, sizes[i]);
+			void *a = aligned_alloc(64, sizes[i]);
+
+			if (!p || !q || !a)
+				return (void *)1;
+			p[0] = q[0];
+			p = realloc(p, sizes[i] * 2);
+			free(p);
+			free(q);
+			free(a);
+		}
+	}
+	return NULL;
+}
+
+/* KiB resident of the library's executable mappings, -1 if none is found. */
+static long text_rss_kib(void)
+{
+	FILE *f = fopen("/proc/self/smaps", "r");
+	char line[512];
+	bool in = false;
+	long kib = -1, rss;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi;
+		char perms[8] = "", path[256] = "";
+
+		/* A mapping's first line starts "lo-hi perms"; its fields start with a word. */
+		if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %255s", &lo, &hi, perms, path) >= 3) {
+			size_t n = strlen(path);
+
+			in = strchr(perms, 'x') && n >= 15 && strcmp(path + n - 15, "/libcgmalloc.so") == 0;
+			if (in && kib < 0)
+				kib = 0;
+		} else if (in && sscanf(line, "Rss: %ld kB", &rss) == 1) {
+			kib += rss;
+		}
+	}
+	fclose(f);
+	return kib;
+}
+
+int main(int argc, char **argv)
+{
+	pthread_t other;
+	void *failed = NULL;
+	long kib;
+
+	if (!cgm_accounting_enabled()) {
+		fprintf(stderr, "test_text_rss: accounting is off: nothing to measure\n");
+		return 1;
+	}
+	if (work(NULL) || pthread_create(&other, NULL, work, NULL) || pthread_join(other, &failed) ||
+	    failed) {
+		fprintf(stderr, "test_text_rss: an allocation failed\n");
+		return 1;
+	}
+	if (argc < 2 || strcmp(argv[1], "measure") != 0) {
+		pid_t child = fork();
+		int status;
+
+		if (child == 0) {
+			execl("/proc/self/exe", argv[0], "measure", (char *)NULL);
+			_exit(127);
+		}
+		if (child < 0 || waitpid(child, &status, 0) != child || !WIFEXITED(status)) {
+			fprintf(stderr, "test_text_rss: the measuring process did not run or exit\n");
+			return 1;
+		}
+		return WEXITSTATUS(status);
+	}
+	kib = text_rss_kib();
+	if (kib < 0) {
+		fprintf(stderr, "test_text_rss: no executable mapping of libcgmalloc.so in smaps\n");
+		return 1;
+	}
+	printf("test_text_rss: %ld KiB of the library's code resident (limit %d)\n", kib, LIMIT_KIB);
+	if (kib > LIMIT_KIB) {
+		fprintf(stderr, "test_text_rss: %ld KiB of code resident, more than %d: functions an "
+			"ordinary program runs are outside shim/hot-text.ld (run scripts/hot-text)\n",
+			kib, LIMIT_KIB);
+		return 1;
+	}
+	return 0;
+}
