@@ -317,12 +317,19 @@ void *cgm_acct_alloc_slow(size_t n, size_t align, bool zero)
  * bound on what a thread precharges stays what it was.  Not on a slot
  * shared by threads that have none of their own.
  */
-static inline __attribute__((always_inline)) void stock_back(struct cgm_thread_slot *t, int64_t size)
+/* Give @size freed bytes back to @t's stock; true when the stock now wants a trim. */
+static inline __attribute__((always_inline)) bool stock_add_back(struct cgm_thread_slot *t, int64_t size)
 {
 	/* The stock is inside the pages the process holds: a move carries it as it is. */
 	cgm_owner_add(t->freed_unpooled_bytes, (uint64_t)size);
 	cgm_owner_add(t->stock, size);
-	acct_stock_trim(&cgm_acct, t);
+	return cgm_unlikely(t->stock > 2 * cgm_acct.batch_pages * CGM_PAGE_SIZE);
+}
+
+static inline __attribute__((always_inline)) void stock_back(struct cgm_thread_slot *t, int64_t size)
+{
+	if (stock_add_back(t, size))
+		acct_stock_trim_excess(&cgm_acct, t);
 }
 
 static bool restock(struct cgm_thread_slot *t, int64_t size)
@@ -402,6 +409,13 @@ static CGM_KEYED CGM_NOINLINE void free_big_slow(void *p, int64_t size)
  * the freeing thread's stock as count_big_free() does, inline: programs
  * free blocks of a few KiB about as often as small ones.
  */
+/* cgm_acct_free_big()'s stock went above two batches: trim it, then free. */
+static CGM_NOINLINE void free_big_trim(void *p, struct cgm_thread_slot *t)
+{
+	acct_stock_trim_excess(&cgm_acct, t);
+	mi_free(p);
+}
+
 void cgm_acct_free_big(void *p)
 {
 	const char *page = mi209_page(p);
@@ -412,8 +426,15 @@ void cgm_acct_free_big(void *p)
 		free_big_slow(p, page_block_size(p, page));
 		return;
 	}
-	stock_back(t, size);
 	cgm_owner_add(t->frees, 1);
+	/*
+	 * The trim (rare) out of line, with the free after it: the common
+	 * path then ends in the free itself and keeps nothing across a call.
+	 */
+	if (stock_add_back(t, size)) {
+		free_big_trim(p, t);
+		return;
+	}
 	if (cgm_likely(mi209_free_block(p, page, 0)))
 		return;
 	mi_free(p);
