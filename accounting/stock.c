@@ -180,8 +180,14 @@ int acct_refill_bin(struct cgm_acct *a, struct cgm_thread_slot *t, unsigned int 
 	k = t->next_refill[bin] ? 2 * (int64_t)t->next_refill[bin] : 8;
 	if (k > bin_cap(a, bin))
 		k = bin_cap(a, bin);
-	/* Near a limit, precharge nothing: other processes may need the room. */
-	if (check_limits && k > 1 &&
+	/*
+	 * Near a limit, precharge nothing: other processes may need the room.
+	 * Only asked when the stock cannot cover the run: bytes in the stock
+	 * are charged already, and turning them into an allowance takes no
+	 * room from anyone (the limits' walk of the ancestors cost a refill
+	 * about 160 instructions).
+	 */
+	if (check_limits && k > 1 && t->stock < k * size &&
 	    acct_limit_near(a, (k * size + CGM_PAGE_SIZE - 1) / CGM_PAGE_SIZE))
 		k = 1;
 	if (acct_stock_take(a, t, k * size, check_limits) < 0) {
