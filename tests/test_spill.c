@@ -892,6 +892,51 @@ START_TEST(test_hot_distance_zero)
 }
 END_TEST
 
+/*
+ * With readahead on, a refault within the hot distance brings back the
+ * other spilled pages of its aligned 16-page cluster (the kernel's
+ * page-cluster); a refault that is not hot brings back only itself (a
+ * fault that is not at the next page reads nothing ahead).
+ */
+START_TEST(test_cluster_readahead)
+{
+	enum { CL = 16 };
+	unsigned char *m = map_pages(2 * CL), *c, *ref = malloc(CL * PG);
+	struct spill_stats st;
+
+	/* The 64 KiB-aligned cluster inside the mapping. */
+	c = (unsigned char *)(((uintptr_t)m + CL * PG - 1) & ~(uintptr_t)(CL * PG - 1));
+	setup_opts((struct spill_options){ .readahead = true });
+	fill_pages(c, CL);
+	memcpy(ref, c, CL * PG);
+
+	/* Not hot (distance 0): the fault at page 5 brings back page 5 alone. */
+	ck_assert_int_eq(spill_out(eng, c, CL), CL);
+	ck_assert_int_eq(memcmp(c + 5 * PG, ref + 5 * PG, PG), 0);
+	settle(&st, CL - 1);
+	ck_assert_uint_eq(st.refaulted, 1);
+	ck_assert_uint_eq(st.readahead, 0);
+	ck_assert(!resident(c + 4 * PG) && !resident(c + 6 * PG) && !resident(c));
+	ck_assert_int_eq(spill_restore_range(eng, c, CL * PG), CL - 1);
+	settle(&st, 0);
+
+	/* Hot: spilled 16 pages ago, back now, and its cluster with it. */
+	spill_set_hot_distance(eng, 1000);
+	ck_assert_int_eq(spill_out(eng, c, CL), CL);
+	ck_assert_int_eq(memcmp(c + 5 * PG, ref + 5 * PG, PG), 0);
+	settle(&st, 0);
+	ck_assert_uint_eq(st.refaulted, 2);
+	ck_assert_uint_eq(st.refaulted_hot, 1);
+	ck_assert_uint_eq(st.readahead, CL - 1);
+	for (int i = 0; i < CL; i++)
+		ck_assert(resident(c + i * PG));
+	ck_assert_int_eq(memcmp(c, ref, CL * PG), 0);
+	ck_assert_uint_eq(st.spilled, st.refaulted + st.readahead + st.restored + st.forgotten + st.in_pool);
+	teardown();
+	free(ref);
+}
+END_TEST
+
 static atomic_uint idle_calls, idle_wrong;
 static pthread_t idle_test_thread;
 
@@ -1252,6 +1297,7 @@ int main(void)
 	tcase_add_test(tc, test_restore_all);
 	tcase_add_test(tc, test_hot_pages);
 	tcase_add_test(tc, test_hot_distance_zero);
+	tcase_add_test(tc, test_cluster_readahead);
 	tcase_add_test(tc, test_idle);
 	tcase_add_test(tc, test_idle_off);
 	/*

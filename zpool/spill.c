@@ -705,6 +705,31 @@ static bool sp_stored(struct spill_engine *e, uintptr_t page)
 }
 
 /*
+ * A fault at @page that is a refault within the working set (the page
+ * came back soon after it left): the pages spilled around it, in the same
+ * aligned cluster of SP_CLUSTER, are likely as hot -- a program's hot
+ * data lies together more often than not -- and come back with it, as
+ * the kernel's swap readahead brings back a page's cluster (page-cluster).
+ * A cold page's fault (first refault after long) reads nothing ahead.
+ * bench/spill_workload.sh (one run each, working phase under memory.high
+ * at half the peak, against no limit): python3 dict 2.57x -> 1.79x with
+ * clusters of 8, 1.85x with 16; sqlite3 2.55x -> 2.16x, 1.92x; the
+ * faults within the working set 17,272 -> 3,701 -> 1,883 (python3).
+ */
+#define SP_CLUSTER	16
+
+static void sp_cluster_readahead(struct spill_engine *e, uintptr_t page)
+{
+	uintptr_t base = page & ~(uintptr_t)(SP_CLUSTER * SP_PAGE - 1);
+
+	if (!sp_is_hot(e, page))
+		return;
+	for (uintptr_t q = base; q < base + SP_CLUSTER * SP_PAGE; q += SP_PAGE)
+		if (q != page && sp_stored(e, q))
+			sp_restore(e, q, e->bounce, &e->readahead);
+}
+
+/*
  * After serving a fault at @page: a program walking its spilled pages in
  * order faults at the next page, or just past what was read ahead for it;
  * then the window doubles (2, 4, 8) and the pages after @page that are
@@ -724,6 +749,7 @@ static void sp_readahead(struct spill_engine *e, uintptr_t page)
 	e->ra_last = page;
 	if (!e->ra_window) {
 		e->ra_end = 0;
+		sp_cluster_readahead(e, page);
 		return;
 	}
 	from = page + SP_PAGE > e->ra_end ? page + SP_PAGE : e->ra_end;
