@@ -239,7 +239,7 @@ static void stock_refund(struct cgm_thread_slot *t, int64_t bytes)
  * from its allowance -- the stock is precharged, and its refills do those.
  * Only the slot and the block live across mimalloc's call.
  */
-static CGM_KEYED CGM_NOINLINE void *stocked_alloc(size_t n, bool zero)
+static inline __attribute__((always_inline)) void *stocked_alloc(size_t n, bool zero)
 {
 	struct cgm_thread_slot *t = cgm_tslot;
 	int64_t actual;
@@ -300,7 +300,7 @@ static CGM_KEYED CGM_NOINLINE void *alloc_charged(size_t n, size_t align, bool z
 }
 
 /* (The boot slot's stock is hugely negative: a thread without a slot goes on.) */
-void *cgm_acct_alloc_slow(size_t n, size_t align, bool zero)
+CGM_KEYED void *cgm_acct_alloc_slow(size_t n, size_t align, bool zero)
 {
 	if (n <= CGM_SAMPLED_MIN && !align && cgm_tslot->stock >= 2 * (int64_t)n)
 		return stocked_alloc(n, zero);
