@@ -416,9 +416,9 @@ static CGM_NOINLINE void free_big_trim(void *p, struct cgm_thread_slot *t)
 	mi_free(p);
 }
 
-void cgm_acct_free_big(void *p)
+void cgm_acct_free_big(void *p, const char *slice)
 {
-	const char *page = mi209_page(p);
+	const char *page = mi209_slice_page(slice);
 	uint32_t size = mi209_page_block_size(page);
 	struct cgm_thread_slot *t = cgm_tslot;
 

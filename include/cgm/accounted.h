@@ -62,7 +62,8 @@ extern uint8_t cgm_size_bin[CGM_SMALL_MAX + 1] __attribute__((visibility("hidden
 /* The fast path's allowance ran out: refill (finds the bin again from @n). */
 void *cgm_acct_refill(size_t n, bool zero);
 void *cgm_acct_alloc_slow(size_t n, size_t align, bool zero);
-void cgm_acct_free_big(void *p);
+/* A block above 1 KiB (or in a longer page): @slice is mi209_slice(p), already found. */
+void cgm_acct_free_big(void *p, const char *slice);
 void cgm_acct_count_big_free(void *p);
 
 /* The careful paths taken while a move is in progress (shim/moving.c). */
@@ -134,7 +135,7 @@ static inline __attribute__((always_inline)) void cgm_acct_free(void *p)
 	size = mi209_page_block_size(slice);
 	/* Blocks above 1 KiB, and pointers into longer pages, out of line. */
 	if (cgm_unlikely(size - 8 > CGM_SMALL_MAX - 8)) {
-		cgm_acct_free_big(p);
+		cgm_acct_free_big(p, slice);
 		return;
 	}
 	cgm_count_small_free(size);

@@ -63,12 +63,16 @@ static inline const char *mi209_slice(const void *p)
 	       (MI209_PAGE_SIZE / 16);
 }
 
+/* The mi_page_t entry of the page that slice entry @slice belongs to. */
+static inline const char *mi209_slice_page(const char *slice)
+{
+	return slice - *(const uint32_t *)(slice + MI209_SLICE_OFFSET_AT);
+}
+
 /* The mi_page_t entry of the page that holds non-NULL pointer @p. */
 static inline const char *mi209_page(const void *p)
 {
-	const char *slice = mi209_slice(p);
-
-	return slice - *(const uint32_t *)(slice + MI209_SLICE_OFFSET_AT);
+	return mi209_slice_page(mi209_slice(p));
 }
 
 /* The block size a page (or a slice) entry records (MI209_HUGE_BLOCK: look it up). */
