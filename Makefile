@@ -40,16 +40,20 @@ CXXFLAGS_BASE := -std=c++17 -O2 -g $(WARN)
 # (one instruction less on every malloc), and every symbol is bound at load
 # time so that no lazy-binding resolver runs inside malloc.
 LIB_CFLAGS := -fno-plt
-# Each function a section of its own, so that shim/hot-text.ld (made by
-# scripts/hot-text) can put the ones an ordinary program runs together:
-# the kernel maps a library's code 64 KiB around each page that faults.
+# Each function a section of its own, so that the library's linker script
+# (scripts/lib-ld-script, from the list shim/hot-text.ld that
+# scripts/hot-text makes) can put the ones an ordinary program runs
+# together: the kernel maps a library's code 64 KiB around each page that
+# faults.
 LIB_CFLAGS += -ffunction-sections
 HOT_TEXT_LD := shim/hot-text.ld
+LIB_LD_SCRIPT := $(B)/libcgmalloc.ld
 # Relative relocations packed (DT_RELR, glibc 2.36): the dynamic loader
 # reads 96 bytes instead of 9 KiB of them, and the pages they fill are
 # not resident in every process.
-LIB_LDFLAGS := -shared -Wl,-z,now -Wl,-z,relro -Wl,--no-undefined \
-	-Wl,-z,pack-relative-relocs -Wl,-soname,libcgmalloc.so -Wl,-T,$(HOT_TEXT_LD)
+LIB_LDFLAGS_BASE := -shared -Wl,-z,now -Wl,-z,relro -Wl,--no-undefined \
+	-Wl,-z,pack-relative-relocs -Wl,-soname,libcgmalloc.so
+LIB_LDFLAGS := $(LIB_LDFLAGS_BASE) -Wl,-T,$(LIB_LD_SCRIPT)
 # Not $(ZPOOL_LIBS): the library loads those when spilling starts
 # (shim/lazy_libs.c), so a program that never spills does not pay for them.
 LIB_LIBS := -lmimalloc -lpthread -ldl
@@ -172,7 +176,12 @@ LIB_ARCHIVES := $(call archives,plain,acct zpool base)
 # `make` builds the tools that are installed with the library (cgmctl).
 all: $(TOOLS)
 
-$(LIB): $(LIB_OBJS) $(LIB_ARCHIVES) $(HOT_TEXT_LD) $(LIB_FLAGS_STAMP)
+$(LIB_LD_SCRIPT): $(HOT_TEXT_LD) scripts/lib-ld-script $(LIB_FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	scripts/lib-ld-script "$(CC) $(LIB_LDFLAGS_BASE) $(LDFLAGS)" $(HOT_TEXT_LD) > $@.tmp
+	mv $@.tmp $@
+
+$(LIB): $(LIB_OBJS) $(LIB_ARCHIVES) $(LIB_LD_SCRIPT) $(LIB_FLAGS_STAMP)
 	$(CC) $(LIB_LDFLAGS) $(LDFLAGS) -o $@ $(LIB_OBJS) $(LIB_ARCHIVES) $(LIB_LIBS)
 
 deps:

@@ -11,7 +11,7 @@ $(NOSITES_DIR)/obj/%.o: %.c
 	$(CC) $(CPPFLAGS_BASE) $(CFLAGS_BASE) $(LIB_CFLAGS) $(CFLAGS_$(subst /,_,$*)) $(CFLAGS) -DCGM_STATIC_KEYS_COMPILED_OUT -MMD -MP -c -o $@ $<
 
 .SECONDEXPANSION:
-$(NOSITES_DIR)/libcgmalloc.so: $$(NOSITES_OBJS) $$(LIB_ARCHIVES)
+$(NOSITES_DIR)/libcgmalloc.so: $$(NOSITES_OBJS) $$(LIB_ARCHIVES) $$(LIB_LD_SCRIPT)
 	$(CC) $(LIB_LDFLAGS) -o $@ $(NOSITES_OBJS) $(LIB_ARCHIVES) $(LIB_LIBS)
 
 $(B)/bench/pairs: bench/pairs.c
