@@ -4,13 +4,14 @@
  * A read fault on a library's code maps the page and the rest of its
  * 16-page fault-around window that the page cache holds, so a process
  * that runs a few functions spread over all 118 KiB of code has it all
- * resident, in every process.  shim/hot-text.ld (scripts/hot-text) puts
+ * resident, in every process.  The library's linker script
+ * (scripts/lib-ld-script, the list shim/hot-text.ld) puts
  * the functions an ordinary program runs together first, where the fault
  * of the library's _init already maps them.  Here a process with
  * accounting on allocates and frees blocks of every kind, in a second
  * thread too, and reads the RSS of the library's executable mappings
  * from /proc/self/smaps: it must stay within LIMIT_KIB.  All of the code
- * was resident (116-120 KiB) before the layout; 76-80 KiB with it.  The
+ * was resident (116-120 KiB) before the layout; 68-80 KiB with it.  The
  * process measured is not the first of its hierarchy: the first creates
  * the file and checks mimalloc, code that runs once in a hierarchy's life
  * and is not in the hot list.  So the test runs itself again (exec) and
