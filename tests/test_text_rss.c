@@ -11,11 +11,10 @@
  * accounting on allocates and frees blocks of every kind, in a second
  * thread too, and reads the RSS of the library's executable mappings
  * from /proc/self/smaps: it must stay within LIMIT_KIB.  All of the code
- * was resident (116-120 KiB) before the layout; 68-80 KiB with it.  The
- * process measured is not the first of its hierarchy: the first creates
- * the file and checks mimalloc, code that runs once in a hierarchy's life
- * and is not in the hot list.  So the test runs itself again (exec) and
- * the second process measures.
+ * was resident (116-120 KiB) before the layout; 68-80 KiB with it.  Both
+ * the first process of a hierarchy (it creates the file and checks
+ * mimalloc: 92-112 KiB while the hot list lacked that code) and a later
+ * one (the test runs itself again, exec) measure.
  *
  * Usage: test_text_rss   (accounting on)
  */
@@ -87,6 +86,7 @@ int main(int argc, char **argv)
 {
 	pthread_t other;
 	void *failed = NULL;
+	const char *who = "a later";
 	long kib;
 
 	if (!cgm_accounting_enabled()) {
@@ -110,18 +110,22 @@ int main(int argc, char **argv)
 			fprintf(stderr, "test_text_rss: the measuring process did not run or exit\n");
 			return 1;
 		}
-		return WEXITSTATUS(status);
+		if (WEXITSTATUS(status) != 0)
+			return WEXITSTATUS(status);
+		/* This process was the first: it created the hierarchy and checked mimalloc. */
+		who = "the hierarchy's first";
 	}
 	kib = text_rss_kib();
 	if (kib < 0) {
 		fprintf(stderr, "test_text_rss: no executable mapping of libcgmalloc.so in smaps\n");
 		return 1;
 	}
-	printf("test_text_rss: %ld KiB of the library's code resident (limit %d)\n", kib, LIMIT_KIB);
+	printf("test_text_rss: %ld KiB of the library's code resident in %s process (limit %d)\n",
+	       kib, who, LIMIT_KIB);
 	if (kib > LIMIT_KIB) {
-		fprintf(stderr, "test_text_rss: %ld KiB of code resident, more than %d: functions an "
-			"ordinary program runs are outside shim/hot-text.ld (run scripts/hot-text)\n",
-			kib, LIMIT_KIB);
+		fprintf(stderr, "test_text_rss: %ld KiB of code resident in %s process, more than %d: "
+			"functions an ordinary program runs are outside shim/hot-text.ld "
+			"(run scripts/hot-text)\n", kib, who, LIMIT_KIB);
 		return 1;
 	}
 	return 0;
