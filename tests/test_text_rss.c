@@ -11,7 +11,7 @@
  * accounting on allocates and frees blocks of every kind, in a second
  * thread too, and reads the RSS of the library's executable mappings
  * from /proc/self/smaps: it must stay within LIMIT_KIB.  All of the code
- * was resident (116-120 KiB) before the layout; 68-80 KiB with it.  Both
+ * was resident (116-120 KiB) before the layout; 64 KiB with it.  Both
  * the first process of a hierarchy (it creates the file and checks
  * mimalloc: 92-112 KiB while the hot list lacked that code) and a later
  * one (the test runs itself again, exec) measure.
