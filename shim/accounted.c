@@ -323,7 +323,7 @@ static inline __attribute__((always_inline)) bool stock_add_back(struct cgm_thre
 	/* The stock is inside the pages the process holds: a move carries it as it is. */
 	cgm_owner_add(t->freed_unpooled_bytes, (uint64_t)size);
 	cgm_owner_add(t->stock, size);
-	return cgm_unlikely(t->stock > 2 * cgm_acct.batch_pages * CGM_PAGE_SIZE);
+	return cgm_unlikely(acct_stock_over(&cgm_acct, t));
 }
 
 static inline __attribute__((always_inline)) void stock_back(struct cgm_thread_slot *t, int64_t size)

@@ -86,7 +86,7 @@ static const char *check_retire(void)
 		const char *queue = heap + MI209_HEAP_QUEUES_AT +
 				    mi209_bin_at_size[size / 8] * MI209_QUEUE_SIZE;
 
-		if (mi209_bin_at_size[size / 8] >= 73 || *(const size_t *)(queue + 16) != size)
+		if (mi209_bin_at_size[size / 8] >= MI209_BIN_HUGE || *(const size_t *)(queue + 16) != size)
 			return "mimalloc's heap queues are not the ones of 2.0.9";
 	}
 #if defined(__x86_64__) && !defined(CGM_TSAN)

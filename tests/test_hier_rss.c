@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "cgmalloc.h"
+#include "smaps_rss.h"
 
 #define THREADS		48
 #define LIMIT_KIB	40
@@ -75,35 +76,22 @@ static void conf_hierarchy(char *buf, size_t len)
 	}
 }
 
+/* The mapping of the hierarchy file: @arg names it, or "" for the default. */
+static bool hierarchy_file(const char *perms, const char *path, const void *arg)
+{
+	const char *want = arg;
+
+	(void)perms;
+	return want[0] ? strcmp(path, want) == 0 : smaps_path_ends(path, "/hierarchy");
+}
+
 /* RSS in KiB of the mapping of the hierarchy file (-1 if none). */
 static long hier_rss_kib(void)
 {
-	FILE *f = fopen("/proc/self/smaps", "r");
-	char line[512], want[256];
-	bool in = false;
-	long kib = -1;
+	char want[256];
 
 	conf_hierarchy(want, sizeof(want));
-
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f)) {
-		unsigned long lo, hi;
-		char path[256] = "";
-
-		/* A mapping's first line starts "lo-hi"; its fields start with a word. */
-		if (sscanf(line, "%lx-%lx %*s %*s %*s %*s %255s", &lo, &hi, path) >= 2) {
-			size_t n = strlen(path);
-
-			in = want[0] ? strcmp(path, want) == 0 :
-			     n >= 10 && strcmp(path + n - 10, "/hierarchy") == 0;
-			continue;
-		}
-		if (in && sscanf(line, "Rss: %ld kB", &kib) == 1)
-			break;
-	}
-	fclose(f);
-	return kib;
+	return smaps_rss_kib(hierarchy_file, want);
 }
 
 /* The measured process: a few small and medium blocks, as a small program. */

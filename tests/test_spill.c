@@ -933,6 +933,7 @@ START_TEST(test_cluster_readahead)
 	ck_assert_int_eq(memcmp(c, ref, CL * PG), 0);
 	ck_assert_uint_eq(st.spilled, st.refaulted + st.readahead + st.restored + st.forgotten + st.in_pool);
 	teardown();
+	munmap(m, 2 * CL * PG);
 	free(ref);
 }
 END_TEST

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "cgmalloc.h"
+#include "smaps_rss.h"
 
 #define LIMIT_KIB	100
 
@@ -53,33 +54,11 @@ static void *work(void *arg)
 	return NULL;
 }
 
-/* KiB resident of the library's executable mappings, -1 if none is found. */
-static long text_rss_kib(void)
+/* The library's executable mappings. */
+static bool library_code(const char *perms, const char *path, const void *arg)
 {
-	FILE *f = fopen("/proc/self/smaps", "r");
-	char line[512];
-	bool in = false;
-	long kib = -1, rss;
-
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f)) {
-		unsigned long lo, hi;
-		char perms[8] = "", path[256] = "";
-
-		/* A mapping's first line starts "lo-hi perms"; its fields start with a word. */
-		if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %255s", &lo, &hi, perms, path) >= 3) {
-			size_t n = strlen(path);
-
-			in = strchr(perms, 'x') && n >= 15 && strcmp(path + n - 15, "/libcgmalloc.so") == 0;
-			if (in && kib < 0)
-				kib = 0;
-		} else if (in && sscanf(line, "Rss: %ld kB", &rss) == 1) {
-			kib += rss;
-		}
-	}
-	fclose(f);
-	return kib;
+	(void)arg;
+	return strchr(perms, 'x') && smaps_path_ends(path, "/libcgmalloc.so");
 }
 
 int main(int argc, char **argv)
@@ -115,7 +94,7 @@ int main(int argc, char **argv)
 		/* This process was the first: it created the hierarchy and checked mimalloc. */
 		who = "the hierarchy's first";
 	}
-	kib = text_rss_kib();
+	kib = smaps_rss_kib(library_code, NULL);
 	if (kib < 0) {
 		fprintf(stderr, "test_text_rss: no executable mapping of libcgmalloc.so in smaps\n");
 		return 1;

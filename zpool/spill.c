@@ -704,6 +704,14 @@ static bool sp_stored(struct spill_engine *e, uintptr_t page)
 	return stored;
 }
 
+/* Bring back the pages of [@from, @to) that are spilled and stored. */
+static void sp_read_span(struct spill_engine *e, uintptr_t from, uintptr_t to)
+{
+	for (uintptr_t q = from; q < to; q += SP_PAGE)
+		if (sp_stored(e, q))
+			sp_restore(e, q, e->bounce, &e->readahead);
+}
+
 /*
  * A fault at @page that is a refault within the working set (the page
  * came back soon after it left): the pages spilled around it, in the same
@@ -722,11 +730,9 @@ static void sp_cluster_readahead(struct spill_engine *e, uintptr_t page)
 {
 	uintptr_t base = page & ~(uintptr_t)(SP_CLUSTER * SP_PAGE - 1);
 
-	if (!sp_is_hot(e, page))
-		return;
-	for (uintptr_t q = base; q < base + SP_CLUSTER * SP_PAGE; q += SP_PAGE)
-		if (q != page && sp_stored(e, q))
-			sp_restore(e, q, e->bounce, &e->readahead);
+	/* (@page itself is back: not stored, so the span skips it.) */
+	if (sp_is_hot(e, page))
+		sp_read_span(e, base, base + SP_CLUSTER * SP_PAGE);
 }
 
 /*
@@ -754,9 +760,7 @@ static void sp_readahead(struct spill_engine *e, uintptr_t page)
 	}
 	from = page + SP_PAGE > e->ra_end ? page + SP_PAGE : e->ra_end;
 	to = page + (e->ra_window + 1) * SP_PAGE;
-	for (uintptr_t q = from; q < to; q += SP_PAGE)
-		if (sp_stored(e, q))
-			sp_restore(e, q, e->bounce, &e->readahead);
+	sp_read_span(e, from, to);
 	e->ra_end = to;
 }
 

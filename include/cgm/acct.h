@@ -142,6 +142,12 @@ void acct_stock_drain(struct cgm_acct *a, struct cgm_thread_slot *t);
 /* acct_stock_trim()'s locked part, for a stock above two batches. */
 void acct_stock_trim_excess(struct cgm_acct *a, struct cgm_thread_slot *t);
 
+/* Is @t's stock above two batches, what acct_stock_trim() gives back? */
+static inline bool acct_stock_over(const struct cgm_acct *a, const struct cgm_thread_slot *t)
+{
+	return t->stock > 2 * a->batch_pages * CGM_PAGE_SIZE;
+}
+
 /*
  * Give back stock above two batches (after a free restocked it, a realloc
  * shrink, or at exit).  Inline, since every free of a medium block asks,
@@ -149,7 +155,7 @@ void acct_stock_trim_excess(struct cgm_acct *a, struct cgm_thread_slot *t);
  */
 static inline void acct_stock_trim(struct cgm_acct *a, struct cgm_thread_slot *t)
 {
-	if (cgm_unlikely(t->stock > 2 * a->batch_pages * CGM_PAGE_SIZE))
+	if (cgm_unlikely(acct_stock_over(a, t)))
 		acct_stock_trim_excess(a, t);
 }
 

@@ -123,6 +123,7 @@ static inline uint32_t mi209_slice_block_size(const void *p)
  */
 #define MI209_HEAP_QUEUES_AT	1040	/* heap: mi_page_queue_t pages[75] (first, last, block_size) */
 #define MI209_QUEUE_SIZE	24
+#define MI209_BIN_HUGE		73	/* queues 0..72 are of block sizes; 73 huge, 74 full */
 #define MI209_RETIRED_MIN_AT	3032	/* heap: page_retired_min */
 #define MI209_RETIRED_MAX_AT	3040	/* heap: page_retired_max */
 #define MI209_EXPIRE_AT		15	/* page: is_zero (bit 0), retire_expire (bits 1-7) */
@@ -198,7 +199,8 @@ static inline __attribute__((always_inline)) bool mi209_free_block(void *p, cons
 		 * know.  (The count read again, atomically: reusing the first
 		 * read would cost the common path a register load.)
 		 */
-		if (!small_size || __atomic_load_n(used, __ATOMIC_RELAXED) != 1 || *(const uint8_t *)(page + MI209_FLAGS_AT) != 0 ||
+		if (!small_size || __atomic_load_n(used, __ATOMIC_RELAXED) != 1 ||
+		    *(const uint8_t *)(page + MI209_FLAGS_AT) != 0 ||
 		    __atomic_load_n((const uintptr_t *)(seg + MI209_SEG_THREAD_ID_AT), __ATOMIC_RELAXED) !=
 			    mi209_thread_id())
 			return false;
