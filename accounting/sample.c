@@ -300,7 +300,7 @@ int64_t acct_reclaim_take(struct cgm_acct *a)
 	return p ? __atomic_exchange_n(&p->reclaim_want, 0, __ATOMIC_RELAXED) : 0;
 }
 
-int64_t acct_reclaim_excess(struct cgm_acct *a)
+int64_t acct_reclaim_excess_below(struct cgm_acct *a, unsigned int shift)
 {
 	struct cgm_proc *p = hier_proc(&a->h, a->proc);
 	const struct cgm_group *g;
@@ -313,10 +313,16 @@ int64_t acct_reclaim_excess(struct cgm_acct *a)
 	for_each_ancestor(&a->h, idx, g) {
 		int64_t high = __atomic_load_n(&g->memory.high, __ATOMIC_RELAXED);
 		int64_t max = __atomic_load_n(&g->memory.max, __ATOMIC_RELAXED);
-		int64_t over = page_counter_read(&g->memory) - (high < max ? high : max);
+		int64_t limit = high < max ? high : max;
+		int64_t over = page_counter_read(&g->memory) - (limit - (shift ? limit >> shift : 0));
 
 		if (over > excess)
 			excess = over;
 	}
 	return excess;
+}
+
+int64_t acct_reclaim_excess(struct cgm_acct *a)
+{
+	return acct_reclaim_excess_below(a, 0);
 }

@@ -75,6 +75,11 @@ const struct cgm_conf_key cgm_conf_keys[] = {
 	  "first when reclaim needs room, as zram recompresses idle pages (lz4 pools without "
 	  "spill_backing)",
 	  NULL, 0, 0 },
+	{ "spill_background", CGM_CONF_BOOL, FIELD(spill_background), "1",
+	  "a thread of the process spills in the background to keep its group a margin (1/32) "
+	  "below the lower of memory.high and memory.max, so that allocating threads seldom "
+	  "reclaim themselves",
+	  NULL, 0, 0 },
 	{ "stats", CGM_CONF_ENUM, FIELD(stats), "none",
 	  "exit: print the group's memory.stat and memory.events at exit",
 	  stats_names, 0, 0 },

@@ -133,6 +133,9 @@ static CGM_KEYED void found_in_use(int64_t delta)
 
 	if (!t || !static_branch_unlikely(&cgm_limits_key))
 		return;
+	/* Near the limit: the background reclaim makes room before a charge must. */
+	if (static_branch_unlikely(&cgm_spill_key))
+		cgm_bg_reclaim_kick();
 	if (delta > 0)
 		acct_handle_high(&cgm_acct, t, delta);
 	/*

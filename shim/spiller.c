@@ -95,6 +95,8 @@ static int64_t last_empty_lap_ns;
 #define EMPTY_LAP_NS	(20 * 1000000LL)
 static int64_t last_verbose_ns;
 static CGM_TLS bool fork_held;
+/* This thread holds spill_lock in cgm_spill_reclaim. */
+static CGM_TLS bool spilling;
 
 bool cgm_spill_on(void)
 {
@@ -187,6 +189,7 @@ static bool open_engine(void)
 		return false;
 	}
 	static_branch_enable(&cgm_spill_key);
+	cgm_bg_reclaim_start();
 	return true;
 }
 
@@ -266,7 +269,7 @@ int cgm_spill_report(char *buf, size_t len)
 			"== spill\nspilled %llu refaulted %llu (hot %llu) read ahead %llu restored %llu "
 			"discarded %llu "
 			"skipped %llu (hot %llu, written %llu) in_pool %llu pool_bytes %llu "
-			"written_back %llu recompressed %llu\n",
+			"written_back %llu recompressed %llu background %llu\n",
 			(unsigned long long)ss.spilled, (unsigned long long)ss.refaulted,
 			(unsigned long long)ss.refaulted_hot, (unsigned long long)ss.readahead,
 			(unsigned long long)ss.restored,
@@ -275,7 +278,8 @@ int cgm_spill_report(char *buf, size_t len)
 			(unsigned long long)ss.in_pool,
 			(unsigned long long)(zs.mem_used_total + zs.meta_bytes),
 			(unsigned long long)zs.written_back_pages,
-			(unsigned long long)zs.recompressed_pages);
+			(unsigned long long)zs.recompressed_pages,
+			(unsigned long long)cgm_bg_reclaim_pages());
 }
 
 /* ---- choosing pages ---- */
@@ -439,10 +443,19 @@ int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked, bool thorough)
 	 */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	if (pthread_mutex_trylock(&spill_lock) != 0) {
+	/*
+	 * Another thread spilling: its spill is as good as ours -- unless it
+	 * is the background reclaim, whose batch ends soon and which does not
+	 * spill for this thread's charge: wait for it rather than be throttled.
+	 * Never when this very thread holds the lock (the engine's own munmap
+	 * comes through the library's, whose sample may ask for reclaim).
+	 */
+	if (pthread_mutex_trylock(&spill_lock) != 0 &&
+	    (spilling || !cgm_bg_reclaim_busy() || pthread_mutex_lock(&spill_lock) != 0)) {
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		return 0;
 	}
+	spilling = true;
 	start = cgm_now_ns();
 	if (engine || open_engine()) {
 		struct cgm_proc *p = hier_proc(&cgm_acct.h, cgm_acct.proc);
@@ -479,6 +492,7 @@ int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked, bool thorough)
 			__atomic_store_n(&last_empty_lap_ns, cgm_now_ns(), __ATOMIC_RELAXED);
 		cgm_spill_publish();
 	}
+	spilling = false;
 	pthread_mutex_unlock(&spill_lock);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (looked)
@@ -603,6 +617,7 @@ static void spill_child(void)
 
 	spill_lock = fresh;
 	fork_held = false;
+	cgm_bg_reclaim_forked();
 	if (engine) {
 		spill_abandon(engine);
 		engine = NULL;

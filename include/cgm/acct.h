@@ -252,6 +252,12 @@ int64_t acct_reclaim_take(struct cgm_acct *a);
  * its memory.high and memory.max, at most (0: none).
  */
 int64_t acct_reclaim_excess(struct cgm_acct *a);
+/*
+ * The same against a watermark below the limit: the limit less a
+ * 2^-@shift part of it (0: the limit itself).  The background reclaim's
+ * marks (shim/bg_reclaim.c).
+ */
+int64_t acct_reclaim_excess_below(struct cgm_acct *a, unsigned int shift);
 
 /* The anon of the coming sample per NUMA node (memory.numa_stat), bytes. */
 void acct_numa_publish(struct cgm_acct *a, const int64_t bytes[CGM_MAX_NODES]);

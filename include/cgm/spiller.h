@@ -65,6 +65,19 @@ bool cgm_spill_discard_begin(const void *addr, size_t len);
 bool cgm_spill_hold(const void *addr, size_t len);
 void cgm_spill_release(void);
 
+/*
+ * The background reclaim (shim/bg_reclaim.c, spill_background=1): its
+ * thread starts with the engine; a sample that finds the group near its
+ * limit kicks it; busy while it looks or spills; a forked child forgets
+ * the parent's thread.
+ */
+void cgm_bg_reclaim_start(void);
+void cgm_bg_reclaim_kick(void);
+bool cgm_bg_reclaim_busy(void);
+void cgm_bg_reclaim_forked(void);
+/* Pages the background reclaim spilled or got back from the pool, in all. */
+uint64_t cgm_bg_reclaim_pages(void);
+
 /* Publish the pool's figures and the spill counts for the next sample (resident.c). */
 void cgm_spill_publish(void);
 

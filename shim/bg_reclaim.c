@@ -1,0 +1,148 @@
+/*
+ * spill=1: reclaim in the background.  A thread of the process keeps its
+ * group a margin below the lower of memory.high and memory.max by
+ * spilling, so that the program's own threads seldom reclaim in their
+ * allocation paths -- the group's kswapd, as the asynchronous memory.high
+ * reclaim proposed on linux-mm and the memcg watermarks some distribution
+ * kernels carry.  The reclaim in the allocation path stays (memory.high
+ * still reclaims, then throttles, what the background did not cover); the
+ * background only takes it off the program's thread, onto a CPU the
+ * program may not be using.
+ *
+ * Marks, as fractions of the limit below it: the thread wakes when usage
+ * passes limit - limit/64, and spills until it is at limit - limit/32.
+ * Usage also grows without an allocation (pages that fault back from the
+ * pool), which no slow path sees: while usage is above limit - limit/16
+ * the thread looks every 10 ms; below it, it sleeps until an allocation
+ * path's sample wakes it.
+ *
+ * The thread is made with the spill engine (the constructor; a forked
+ * child makes both at its first reclaim), has every signal blocked, and
+ * touches no spillable memory.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cgm/accounted.h"
+#include "cgm/clock.h"
+#include "cgm/log.h"
+#include "cgm/shim.h"
+#include "cgm/spiller.h"
+
+#define BG_WAKE_SHIFT	6	/* wakes above limit - limit/64 */
+#define BG_TARGET_SHIFT	5	/* spills down to limit - limit/32 */
+#define BG_NEAR_SHIFT	4	/* looks every BG_POLL_NS above limit - limit/16 */
+#define BG_POLL_NS	(10 * 1000000L)
+/* A batch got nothing (every page hot or written): wait before the next. */
+#define BG_BACKOFF_NS	(20 * 1000000L)
+/* Pages a spill call takes: the spill lock is held this long (about 2 ms). */
+#define BG_BATCH	256
+
+static bool started;
+/* Bumped by each wake-up (a futex word). */
+static uint32_t kicks;
+/* The thread is looking or spilling: a kick needs no system call. */
+static bool awake;
+/* Pages it reclaimed (the exit report); when verbose last said so. */
+static uint64_t reclaimed;
+static int64_t last_verbose_ns;
+
+static void bg_wait(uint32_t seen, long ns)
+{
+	struct timespec ts = { 0, ns };
+
+	syscall(SYS_futex, &kicks, FUTEX_WAIT_PRIVATE, seen, ns ? &ts : NULL, NULL, 0);
+}
+
+static void *bg_main(void *arg)
+{
+	long wait_ns = 0;
+
+	(void)arg;
+	for (;;) {
+		uint32_t seen = __atomic_load_n(&kicks, __ATOMIC_ACQUIRE);
+		int64_t want;
+
+		int64_t got, round = 0;
+
+		bg_wait(seen, wait_ns);
+		__atomic_store_n(&awake, true, __ATOMIC_RELAXED);
+		/* Usage as of now: the pages that came back since the last slow path included. */
+		cgm_resident_sample();
+		wait_ns = 0;
+		while ((want = acct_reclaim_excess_below(&cgm_acct, BG_TARGET_SHIFT)) > 0) {
+			got = cgm_spill_reclaim(want < BG_BATCH ? want : BG_BATCH, NULL, false);
+			if (got <= 0) {
+				wait_ns = BG_BACKOFF_NS;
+				break;
+			}
+			round += got;
+			__atomic_add_fetch(&reclaimed, (uint64_t)got, __ATOMIC_RELAXED);
+			cgm_resident_sample();
+		}
+		if (cgm_conf.verbose && round && cgm_now_ns() - last_verbose_ns > 1000000000LL) {
+			last_verbose_ns = cgm_now_ns();
+			cgm_log("spill: background reclaim: %lld pages, to keep the group 1/32 below "
+				"its limit%s", (long long)round,
+				wait_ns ? "; stopped: nothing more could go" : "");
+		}
+		if (!wait_ns && acct_reclaim_excess_below(&cgm_acct, BG_NEAR_SHIFT) > 0)
+			wait_ns = BG_POLL_NS;
+		__atomic_store_n(&awake, false, __ATOMIC_RELAXED);
+	}
+	return NULL;
+}
+
+void cgm_bg_reclaim_start(void)
+{
+	sigset_t all, old;
+	pthread_t th;
+	int err;
+
+	if (started || !cgm_conf.spill_background)
+		return;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	err = cgm_pthread_create_raw(&th, NULL, bg_main, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (err) {
+		cgm_log("spill: cannot start the background reclaim (%s): reclaim stays in the "
+			"allocating threads", cgm_strerror(err));
+		return;
+	}
+	pthread_detach(th);
+	started = true;
+}
+
+void cgm_bg_reclaim_kick(void)
+{
+	if (!started || __atomic_load_n(&awake, __ATOMIC_RELAXED) ||
+	    acct_reclaim_excess_below(&cgm_acct, BG_WAKE_SHIFT) <= 0)
+		return;
+	__atomic_add_fetch(&kicks, 1, __ATOMIC_RELEASE);
+	syscall(SYS_futex, &kicks, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+uint64_t cgm_bg_reclaim_pages(void)
+{
+	return __atomic_load_n(&reclaimed, __ATOMIC_RELAXED);
+}
+
+bool cgm_bg_reclaim_busy(void)
+{
+	return __atomic_load_n(&awake, __ATOMIC_RELAXED);
+}
+
+void cgm_bg_reclaim_forked(void)
+{
+	/* The thread is the parent's: the child makes its own with its engine. */
+	started = false;
+	awake = false;
+	kicks = 0;
+}
