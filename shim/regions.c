@@ -269,12 +269,18 @@ CGM_KEYED CGM_EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, i
 CGM_KEYED CGM_EXPORT int munmap(void *addr, size_t len)
 {
 	uint64_t unmapped;
+	bool self = from_self((uintptr_t)__builtin_return_address(0));
 
-	if (len >= (1 << 20))
+	/*
+	 * Not for the library's own unmaps (the pool's, the spill engine's):
+	 * the sample may reclaim, and the engine unmaps its old table with
+	 * its own lock held -- a reclaim that touched a spilled page there
+	 * would wait for a handler that waits for that lock.
+	 */
+	if (len >= (1 << 20) && !self)
 		cgm_map_unmapping();
-	/* The library's own unmaps (the pool's, the spill engine's) run under the spill lock. */
-	bool held = static_branch_unlikely(&cgm_spill_key) &&
-		    !from_self((uintptr_t)__builtin_return_address(0)) &&
+	/* The library's own unmaps run under the spill lock already. */
+	bool held = static_branch_unlikely(&cgm_spill_key) && !self &&
 		    cgm_spill_discard_begin(addr, len);
 	long rc;
 
