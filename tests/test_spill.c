@@ -901,39 +901,48 @@ END_TEST
 START_TEST(test_cluster_readahead)
 {
 	enum { CL = 16 };
-	unsigned char *m = map_pages(2 * CL), *c, *ref = malloc(CL * PG);
+	unsigned char *m = map_pages(3 * CL), *c, *c2, *ref = malloc(2 * CL * PG);
 	struct spill_stats st;
 
-	/* The 64 KiB-aligned cluster inside the mapping. */
+	/* Two 64 KiB-aligned clusters inside the mapping. */
 	c = (unsigned char *)(((uintptr_t)m + CL * PG - 1) & ~(uintptr_t)(CL * PG - 1));
+	c2 = c + CL * PG;
 	setup_opts((struct spill_options){ .readahead = true });
-	fill_pages(c, CL);
-	memcpy(ref, c, CL * PG);
+	fill_pages(c, 2 * CL);
+	memcpy(ref, c, 2 * CL * PG);
 
-	/* Not hot (distance 0): the fault at page 5 brings back page 5 alone. */
+	/* Not hot (distance 0), the cluster's first fault: page 5 comes back alone. */
 	ck_assert_int_eq(spill_out(eng, c, CL), CL);
 	ck_assert_int_eq(memcmp(c + 5 * PG, ref + 5 * PG, PG), 0);
 	settle(&st, CL - 1);
 	ck_assert_uint_eq(st.refaulted, 1);
 	ck_assert_uint_eq(st.readahead, 0);
 	ck_assert(!resident(c + 4 * PG) && !resident(c + 6 * PG) && !resident(c));
-	ck_assert_int_eq(spill_restore_range(eng, c, CL * PG), CL - 1);
-	settle(&st, 0);
 
-	/* Hot: spilled 16 pages ago, back now, and its cluster with it. */
-	spill_set_hot_distance(eng, 1000);
-	ck_assert_int_eq(spill_out(eng, c, CL), CL);
-	ck_assert_int_eq(memcmp(c + 5 * PG, ref + 5 * PG, PG), 0);
+	/* Not hot, but its cluster faulted a moment ago: page 9 brings back the rest. */
+	ck_assert_int_eq(memcmp(c + 9 * PG, ref + 9 * PG, PG), 0);
 	settle(&st, 0);
 	ck_assert_uint_eq(st.refaulted, 2);
-	ck_assert_uint_eq(st.refaulted_hot, 1);
-	ck_assert_uint_eq(st.readahead, CL - 1);
+	ck_assert_uint_eq(st.refaulted_hot, 0);
+	ck_assert_uint_eq(st.readahead, CL - 2);
 	for (int i = 0; i < CL; i++)
 		ck_assert(resident(c + i * PG));
 	ck_assert_int_eq(memcmp(c, ref, CL * PG), 0);
+
+	/* Hot, the other cluster's first fault: spilled 16 pages ago, back now, and its cluster with it. */
+	spill_set_hot_distance(eng, 1000);
+	ck_assert_int_eq(spill_out(eng, c2, CL), CL);
+	ck_assert_int_eq(memcmp(c2 + 5 * PG, ref + (CL + 5) * PG, PG), 0);
+	settle(&st, 0);
+	ck_assert_uint_eq(st.refaulted, 3);
+	ck_assert_uint_eq(st.refaulted_hot, 1);
+	ck_assert_uint_eq(st.readahead, 2 * CL - 3);
+	for (int i = 0; i < CL; i++)
+		ck_assert(resident(c2 + i * PG));
+	ck_assert_int_eq(memcmp(c2, ref + CL * PG, CL * PG), 0);
 	ck_assert_uint_eq(st.spilled, st.refaulted + st.readahead + st.restored + st.forgotten + st.in_pool);
 	teardown();
-	munmap(m, 2 * CL * PG);
+	munmap(m, 3 * CL * PG);
 	free(ref);
 }
 END_TEST

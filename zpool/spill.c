@@ -147,6 +147,14 @@ struct sp_range {
 	uint32_t next_free;
 };
 
+/*
+ * Clusters remembered for readahead: a direct-mapped table (1 MiB clusters'
+ * worth of slots: 4096 x 64 KiB = 256 MiB of address space without a
+ * clash), and how many faults ago a cluster's last one may be.
+ */
+#define SP_SEEN_SLOTS	4096
+#define SP_SEEN_FAULTS	4096
+
 struct spill_engine {
 	struct zp_pool *pool;
 	int uffd;		/* program ranges; read by the handler */
@@ -184,6 +192,12 @@ struct spill_engine {
 	bool ra_on;
 	uintptr_t ra_last, ra_end;
 	unsigned ra_window;
+	/* Clusters that faulted lately (sp_cluster_readahead), and the faults so far. */
+	struct sp_seen {
+		uintptr_t base;
+		uint64_t fault;
+	} seen[SP_SEEN_SLOTS];
+	uint64_t faults;
 
 	struct sp_hot *hot;
 	atomic_uint hot_distance;	/* pages; 0: nothing is ever hot */
@@ -713,25 +727,45 @@ static void sp_read_span(struct spill_engine *e, uintptr_t from, uintptr_t to)
 }
 
 /*
- * A fault at @page that is a refault within the working set (the page
- * came back soon after it left): the pages spilled around it, in the same
- * aligned cluster of SP_CLUSTER, are likely as hot -- a program's hot
- * data lies together more often than not -- and come back with it, as
- * the kernel's swap readahead brings back a page's cluster (page-cluster).
- * A cold page's fault (first refault after long) reads nothing ahead.
+ * A fault at @page brings back the other spilled pages of its aligned
+ * cluster of SP_CLUSTER, as the kernel's swap readahead brings back a
+ * page's cluster (page-cluster) -- when they are likely to be wanted:
+ *  - the fault is a refault within the working set (the page came back
+ *    soon after it left): the pages around it are likely as hot, a
+ *    program's hot data lying together more often than not;
+ *  - or another page of the cluster faulted within the last
+ *    SP_SEEN_FAULTS faults: the program is working through the cluster
+ *    (python3 walking its hot records in random order, whose first
+ *    faults after a long time are not refaults within the working set).
+ * A cluster's first fault after long reads nothing ahead, so a program
+ * that touches one cold page here and there brings back that page alone;
+ * the kernel adapts its window by readahead hits, which needs the
+ * accessed bit this engine cannot see.
  * bench/spill_workload.sh (one run each, working phase under memory.high
  * at half the peak, against no limit): python3 dict 2.57x -> 1.79x with
- * clusters of 8, 1.85x with 16; sqlite3 2.55x -> 2.16x, 1.92x; the
- * faults within the working set 17,272 -> 3,701 -> 1,883 (python3).
+ * clusters of 8 for refaults within the working set, 1.85x with 16;
+ * sqlite3 2.55x -> 2.16x, 1.92x; the faults within the working set
+ * 17,272 -> 3,701 -> 1,883 (python3).
  */
 #define SP_CLUSTER	16
+
+static bool sp_cluster_seen(struct spill_engine *e, uintptr_t base)
+{
+	struct sp_seen *s = &e->seen[(base / (SP_CLUSTER * SP_PAGE)) % SP_SEEN_SLOTS];
+	bool seen = s->base == base && e->faults - s->fault <= SP_SEEN_FAULTS;
+
+	s->base = base;
+	s->fault = e->faults;
+	return seen;
+}
 
 static void sp_cluster_readahead(struct spill_engine *e, uintptr_t page)
 {
 	uintptr_t base = page & ~(uintptr_t)(SP_CLUSTER * SP_PAGE - 1);
+	bool seen = sp_cluster_seen(e, base);
 
 	/* (@page itself is back: not stored, so the span skips it.) */
-	if (sp_is_hot(e, page))
+	if (seen || sp_is_hot(e, page))
 		sp_read_span(e, base, base + SP_CLUSTER * SP_PAGE);
 }
 
@@ -746,6 +780,7 @@ static void sp_readahead(struct spill_engine *e, uintptr_t page)
 {
 	uintptr_t from, to;
 
+	e->faults++;
 	if (page == e->ra_last + SP_PAGE || (e->ra_end && page == e->ra_end))
 		e->ra_window = e->ra_window ? 2 * e->ra_window : 2;
 	else
