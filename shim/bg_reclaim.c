@@ -14,7 +14,9 @@
  * Usage also grows without an allocation (pages that fault back from the
  * pool), which no slow path sees: while usage is above limit - limit/16
  * the thread looks every 10 ms; below it, it sleeps until an allocation
- * path's sample wakes it.
+ * path's sample wakes it.  When pages come back by faults as fast as it
+ * spills, the program's working set does not fit below its target: it
+ * stops for half a second rather than make the program thrash.
  *
  * The thread is made with the spill engine (the constructor; a forked
  * child makes both at its first reclaim), has every signal blocked, and
@@ -41,6 +43,16 @@
 #define BG_POLL_NS	(10 * 1000000L)
 /* A batch got nothing (every page hot or written): wait before the next. */
 #define BG_BACKOFF_NS	(20 * 1000000L)
+/*
+ * Thrashing: more pages brought back by faults while it spilled than a
+ * quarter of what it spilled, and 4 MiB at least (a program growing an
+ * array it made long ago brings back a few hundred pages once) -- the
+ * program is working on what is spilled, and spilling below the limit
+ * would only bring more of it back.  Reclaim is left to memory.high
+ * itself (the allocating threads) for this long.
+ */
+#define BG_THRASH_NS	(500 * 1000000L)
+#define BG_THRASH_MIN	1024
 /* Pages a spill call takes: the spill lock is held this long (about 2 ms). */
 #define BG_BATCH	256
 
@@ -50,7 +62,7 @@ static uint32_t kicks;
 /* The thread is looking or spilling: a kick needs no system call. */
 static bool awake;
 /* Pages it reclaimed (the exit report); when verbose last said so. */
-static uint64_t reclaimed;
+static uint64_t reclaimed, thrash_stops;
 static int64_t last_verbose_ns;
 
 static void bg_wait(uint32_t seen, long ns)
@@ -60,37 +72,67 @@ static void bg_wait(uint32_t seen, long ns)
 	syscall(SYS_futex, &kicks, FUTEX_WAIT_PRIVATE, seen, ns ? &ts : NULL, NULL, 0);
 }
 
+/*
+ * Since the window began (@back_from faults' pages, @spilled pages
+ * reclaimed since), have pages come back as fast as the thread spilled?
+ */
+static bool bg_thrashing(uint64_t back_from, int64_t spilled)
+{
+	uint64_t back = cgm_spill_refaults() - back_from;
+
+	return spilled > 0 && back >= BG_THRASH_MIN && (int64_t)back * 4 > spilled;
+}
+
 static void *bg_main(void *arg)
 {
 	long wait_ns = 0;
+	/* The window thrashing is judged over: it ends when the group reaches the target. */
+	int64_t win_spilled = 0;
+	uint64_t win_back = 0;
 
 	(void)arg;
 	for (;;) {
 		uint32_t seen = __atomic_load_n(&kicks, __ATOMIC_ACQUIRE);
-		int64_t want;
-
-		int64_t got, round = 0;
+		int64_t want, got, round = 0;
 
 		bg_wait(seen, wait_ns);
 		__atomic_store_n(&awake, true, __ATOMIC_RELAXED);
 		/* Usage as of now: the pages that came back since the last slow path included. */
 		cgm_resident_sample();
 		wait_ns = 0;
+		if (!win_spilled)
+			win_back = cgm_spill_refaults();
 		while ((want = acct_reclaim_excess_below(&cgm_acct, BG_TARGET_SHIFT)) > 0) {
+			if (bg_thrashing(win_back, win_spilled)) {
+				if (cgm_conf.verbose)
+					cgm_log("spill: background reclaim stops for 0.5 s: %llu pages "
+						"came back while it spilled %lld (the program works on "
+						"what is spilled)",
+						(unsigned long long)(cgm_spill_refaults() - win_back),
+						(long long)win_spilled);
+				__atomic_add_fetch(&thrash_stops, 1, __ATOMIC_RELAXED);
+				wait_ns = BG_THRASH_NS;
+				win_spilled = 0;
+				break;
+			}
 			got = cgm_spill_reclaim(want < BG_BATCH ? want : BG_BATCH, NULL, false);
 			if (got <= 0) {
 				wait_ns = BG_BACKOFF_NS;
 				break;
 			}
 			round += got;
+			win_spilled += got;
 			__atomic_add_fetch(&reclaimed, (uint64_t)got, __ATOMIC_RELAXED);
 			cgm_resident_sample();
 		}
+		/* At the target: whatever came back, the group fits; judge afresh next time. */
+		if (!wait_ns)
+			win_spilled = 0;
 		if (cgm_conf.verbose && round && cgm_now_ns() - last_verbose_ns > 1000000000LL) {
 			last_verbose_ns = cgm_now_ns();
 			cgm_log("spill: background reclaim: %lld pages, to keep the group 1/32 below "
 				"its limit%s", (long long)round,
-				wait_ns ? "; stopped: nothing more could go" : "");
+				wait_ns == BG_BACKOFF_NS ? "; stopped: nothing more could go" : "");
 		}
 		if (!wait_ns && acct_reclaim_excess_below(&cgm_acct, BG_NEAR_SHIFT) > 0)
 			wait_ns = BG_POLL_NS;
@@ -132,6 +174,11 @@ void cgm_bg_reclaim_kick(void)
 uint64_t cgm_bg_reclaim_pages(void)
 {
 	return __atomic_load_n(&reclaimed, __ATOMIC_RELAXED);
+}
+
+uint64_t cgm_bg_reclaim_thrash_stops(void)
+{
+	return __atomic_load_n(&thrash_stops, __ATOMIC_RELAXED);
 }
 
 bool cgm_bg_reclaim_busy(void)

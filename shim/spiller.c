@@ -256,6 +256,16 @@ void cgm_spill_publish(void)
 	acct_spill_publish(&cgm_acct, &st);
 }
 
+uint64_t cgm_spill_refaults(void)
+{
+	struct spill_stats ss;
+
+	if (!engine)
+		return 0;
+	spill_stats(engine, &ss);
+	return ss.refaulted + ss.readahead;
+}
+
 int cgm_spill_report(char *buf, size_t len)
 {
 	struct spill_stats ss;
@@ -269,7 +279,7 @@ int cgm_spill_report(char *buf, size_t len)
 			"== spill\nspilled %llu refaulted %llu (hot %llu) read ahead %llu restored %llu "
 			"discarded %llu "
 			"skipped %llu (hot %llu, written %llu) in_pool %llu pool_bytes %llu "
-			"written_back %llu recompressed %llu background %llu\n",
+			"written_back %llu recompressed %llu background %llu (stopped %llu)\n",
 			(unsigned long long)ss.spilled, (unsigned long long)ss.refaulted,
 			(unsigned long long)ss.refaulted_hot, (unsigned long long)ss.readahead,
 			(unsigned long long)ss.restored,
@@ -279,7 +289,8 @@ int cgm_spill_report(char *buf, size_t len)
 			(unsigned long long)(zs.mem_used_total + zs.meta_bytes),
 			(unsigned long long)zs.written_back_pages,
 			(unsigned long long)zs.recompressed_pages,
-			(unsigned long long)cgm_bg_reclaim_pages());
+			(unsigned long long)cgm_bg_reclaim_pages(),
+			(unsigned long long)cgm_bg_reclaim_thrash_stops());
 }
 
 /* ---- choosing pages ---- */

@@ -77,6 +77,10 @@ bool cgm_bg_reclaim_busy(void);
 void cgm_bg_reclaim_forked(void);
 /* Pages the background reclaim spilled or got back from the pool, in all. */
 uint64_t cgm_bg_reclaim_pages(void);
+/* Times it stopped because what it spilled came back (thrashing). */
+uint64_t cgm_bg_reclaim_thrash_stops(void);
+/* Pages brought back by faults so far, read ahead included (0: no engine). */
+uint64_t cgm_spill_refaults(void);
 
 /* Publish the pool's figures and the spill counts for the next sample (resident.c). */
 void cgm_spill_publish(void);
