@@ -97,6 +97,8 @@ static int64_t last_verbose_ns;
 static CGM_TLS bool fork_held;
 /* This thread holds spill_lock in cgm_spill_reclaim. */
 static CGM_TLS bool spilling;
+/* This thread is the engine's handler (spill_idle runs there): it never waits for the lock. */
+static CGM_TLS bool on_handler;
 
 bool cgm_spill_on(void)
 {
@@ -136,6 +138,7 @@ static bool spill_idle(void)
 		pending = asked;	/* new: give the program's threads a tick */
 		return more;
 	}
+	on_handler = true;
 	cgm_spill_over_limit(acct_reclaim_take(&cgm_acct), NULL, true);
 	__atomic_store_n(&p->reclaim_done, asked, __ATOMIC_RELEASE);
 	return more;
@@ -459,10 +462,12 @@ int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked, bool thorough)
 	 * is the background reclaim, whose batch ends soon and which does not
 	 * spill for this thread's charge: wait for it rather than be throttled.
 	 * Never when this very thread holds the lock (the engine's own munmap
-	 * comes through the library's, whose sample may ask for reclaim).
+	 * comes through the library's, whose sample may ask for reclaim), nor
+	 * on the handler thread, whose faults would wait behind the batch.
 	 */
 	if (pthread_mutex_trylock(&spill_lock) != 0 &&
-	    (spilling || !cgm_bg_reclaim_busy() || pthread_mutex_lock(&spill_lock) != 0)) {
+	    (spilling || on_handler || !cgm_bg_reclaim_busy() ||
+	     pthread_mutex_lock(&spill_lock) != 0)) {
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		return 0;
 	}
