@@ -22,6 +22,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,6 +82,13 @@ static int read_proc_stat(int pid, char *state, uint64_t *start_ns)
 	ticks = strtoull(p + 1, NULL, 10);
 	*start_ns = (uint64_t)ticks * (1000000000 / (uint64_t)hz);
 	return 0;
+}
+
+void acct_proc_wake(struct cgm_proc *p)
+{
+	__atomic_add_fetch(&p->wake, 1, __ATOMIC_RELEASE);
+	/* Not FUTEX_PRIVATE: the waiter is in another process, on the shared file. */
+	syscall(SYS_futex, &p->wake, FUTEX_WAKE, 1, NULL, NULL, 0);
 }
 
 bool acct_proc_gone(const struct cgm_proc *p)
@@ -354,6 +362,7 @@ static void setup_proc(struct cgm_hier *h, uint32_t idx, uint32_t group)
 	memset(p->spill_counts, 0, sizeof(p->spill_counts));
 	memset(p->spill_folded, 0, sizeof(p->spill_folded));
 	p->reclaim_asked = p->reclaim_done = 0;
+	p->wake = 0;
 	p->move_to = CGM_NONE;
 	memcpy(p->comm, comm, sizeof(p->comm));
 	p->comm[sizeof(p->comm) - 1] = '\0';

@@ -396,6 +396,7 @@ static bool reclaim_pass(struct cgm_hier *h, uint32_t group, enum acct_protectio
 			continue;
 		}
 		__atomic_add_fetch(&p->reclaim_asked, 1, __ATOMIC_RELEASE);
+		acct_proc_wake(p);
 		any = true;
 	}
 	if (any) {

@@ -18,6 +18,15 @@
  * spills, the program's working set does not fit below its target: it
  * stops for half a second rather than make the program thrash.
  *
+ * A memory.reclaim, or a limit written below usage, is asked of each
+ * process of the group through its slot in the hierarchy; the writer
+ * wakes this thread through the slot's futex word (shared: the writer is
+ * another process).  The program's threads answer at their next slow
+ * path, collecting what mimalloc keeps first; when none has within
+ * 10 ms (an idle program), this thread answers by spilling -- the writer,
+ * which waits up to half a second for every process it asked, returns
+ * then instead of after the handler thread's idle ticks (100-200 ms).
+ *
  * The thread is made with the spill engine (the constructor; a forked
  * child makes both at its first reclaim), has every signal blocked, and
  * touches no spillable memory.
@@ -55,21 +64,62 @@
 #define BG_THRASH_MIN	1024
 /* Pages a spill call takes: the spill lock is held this long (about 2 ms). */
 #define BG_BATCH	256
+/* How long the program's threads have to answer a memory.reclaim themselves. */
+#define BG_ANSWER_MS	10
 
 static bool started;
-/* Bumped by each wake-up (a futex word). */
-static uint32_t kicks;
 /* The thread is looking or spilling: a kick needs no system call. */
 static bool awake;
 /* Pages it reclaimed (the exit report); when verbose last said so. */
 static uint64_t reclaimed, thrash_stops;
 static int64_t last_verbose_ns;
+/* Waited on while the process has no slot (it is exiting): nobody wakes it. */
+static uint32_t no_slot_word;
 
-static void bg_wait(uint32_t seen, long ns)
+/* The word the thread waits on: its process slot's, which other processes wake. */
+static uint32_t *bg_word(void)
+{
+	struct cgm_proc *p = hier_proc(&cgm_acct.h, cgm_acct.proc);
+
+	return p ? &p->wake : &no_slot_word;
+}
+
+static void bg_wait(uint32_t *word, uint32_t seen, long ns)
 {
 	struct timespec ts = { 0, ns };
 
-	syscall(SYS_futex, &kicks, FUTEX_WAIT_PRIVATE, seen, ns ? &ts : NULL, NULL, 0);
+	/* Not FUTEX_PRIVATE: acct_proc_wake() in another process wakes it. */
+	syscall(SYS_futex, word, FUTEX_WAIT, seen, ns ? &ts : NULL, NULL, 0);
+}
+
+/* A memory.reclaim or limit write asked of this process and not answered yet? */
+static bool bg_asked(const struct cgm_proc *p)
+{
+	return (int32_t)(__atomic_load_n(&p->reclaim_done, __ATOMIC_ACQUIRE) -
+			 __atomic_load_n(&p->reclaim_asked, __ATOMIC_ACQUIRE)) < 0;
+}
+
+/* Answer what was asked, if the program's threads do not within BG_ANSWER_MS. */
+static void bg_answer(void)
+{
+	struct cgm_proc *p = hier_proc(&cgm_acct.h, cgm_acct.proc);
+	struct timespec ms = { 0, 1000000 };
+	uint32_t asked;
+	int64_t got;
+
+	if (!p || !bg_asked(p))
+		return;
+	for (int i = 0; i < BG_ANSWER_MS && bg_asked(p); i++)
+		nanosleep(&ms, NULL);
+	if (!bg_asked(p))
+		return;
+	asked = __atomic_load_n(&p->reclaim_asked, __ATOMIC_ACQUIRE);
+	got = cgm_spill_over_limit(acct_reclaim_take(&cgm_acct), NULL, true);
+	__atomic_add_fetch(&reclaimed, (uint64_t)(got > 0 ? got : 0), __ATOMIC_RELAXED);
+	__atomic_store_n(&p->reclaim_done, asked, __ATOMIC_RELEASE);
+	if (cgm_conf.verbose)
+		cgm_log("spill: background reclaim answered a memory.reclaim or limit write: "
+			"%lld pages reclaimed", (long long)got);
 }
 
 /*
@@ -92,11 +142,15 @@ static void *bg_main(void *arg)
 
 	(void)arg;
 	for (;;) {
-		uint32_t seen = __atomic_load_n(&kicks, __ATOMIC_ACQUIRE);
+		uint32_t *word = bg_word(), seen = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+		struct cgm_proc *p = hier_proc(&cgm_acct.h, cgm_acct.proc);
 		int64_t want, got, round = 0;
 
-		bg_wait(seen, wait_ns);
+		/* (A request that came while it was busy: no wait.) */
+		if (!p || !bg_asked(p))
+			bg_wait(word, seen, wait_ns);
 		__atomic_store_n(&awake, true, __ATOMIC_RELAXED);
+		bg_answer();
 		/* Usage as of now: the pages that came back since the last slow path included. */
 		cgm_resident_sample();
 		wait_ns = 0;
@@ -164,11 +218,16 @@ void cgm_bg_reclaim_start(void)
 
 void cgm_bg_reclaim_kick(void)
 {
-	if (!started || __atomic_load_n(&awake, __ATOMIC_RELAXED) ||
-	    acct_reclaim_excess_below(&cgm_acct, BG_WAKE_SHIFT) <= 0)
+	struct cgm_proc *p;
+
+	if (!started || acct_reclaim_excess_below(&cgm_acct, BG_WAKE_SHIFT) <= 0 ||
+	    !(p = hier_proc(&cgm_acct.h, cgm_acct.proc)))
 		return;
-	__atomic_add_fetch(&kicks, 1, __ATOMIC_RELEASE);
-	syscall(SYS_futex, &kicks, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	/* Awake: the bump alone keeps its next wait from sleeping. */
+	if (__atomic_load_n(&awake, __ATOMIC_RELAXED))
+		__atomic_add_fetch(&p->wake, 1, __ATOMIC_RELEASE);
+	else
+		acct_proc_wake(p);
 }
 
 uint64_t cgm_bg_reclaim_pages(void)
@@ -191,5 +250,4 @@ void cgm_bg_reclaim_forked(void)
 	/* The thread is the parent's: the child makes its own with its engine. */
 	started = false;
 	awake = false;
-	kicks = 0;
 }

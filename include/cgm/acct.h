@@ -90,6 +90,9 @@ int acct_reclaim_dead(struct cgm_hier *h);
  */
 bool acct_proc_gone(const struct cgm_proc *p);
 
+/* Wake @p's background reclaim (shim/bg_reclaim.c), if it has one, to look now. */
+void acct_proc_wake(struct cgm_proc *p);
+
 /* Free the slots of exited, fully harvested threads (flush lock + proc lock held). */
 void acct_reap_threads(struct cgm_hier *h, uint32_t proc);
 

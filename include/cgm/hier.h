@@ -244,7 +244,13 @@ struct cgm_proc {
 	 */
 	uint32_t reclaim_asked, reclaim_done;
 	uint32_t move_to;		/* CGM_NONE, or the group a move asked for */
-	uint32_t pad;
+	/*
+	 * A futex word (shared: other processes wake it): bumped when the
+	 * process's background reclaim should look (a memory.reclaim or a
+	 * limit written for it, a sample near the limit).  Was padding: a
+	 * library without the background reclaim leaves it alone.
+	 */
+	uint32_t wake;
 	/*
 	 * spill=1: pages of the process now in its compressed pool.  They
 	 * leave its charge (the pool's own pages are in its anon): the
