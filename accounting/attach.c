@@ -127,7 +127,7 @@ static void free_thread_slot(struct cgm_hier *h, uint32_t idx)
 
 	if (!t)
 		return;
-	memset(t, 0, offsetof(struct cgm_thread_slot, state));
+	hier_zero(t, offsetof(struct cgm_thread_slot, state));
 	t->next = CGM_NONE;
 	hier_map_clear(h->hdr->thread_map, idx);
 	__atomic_store_n(&t->state, CGM_SLOT_FREE, __ATOMIC_RELEASE);
@@ -491,8 +491,8 @@ static bool take_thread_slot(struct cgm_hier *h, uint32_t i, int tid)
 					 __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 		return false;
 	/* Counters start at zero; so do the flusher's snapshots. */
-	memset(t, 0, offsetof(struct cgm_thread_slot, state));
-	memset(&t->snap_frees, 0, sizeof(*t) - offsetof(struct cgm_thread_slot, snap_frees));
+	hier_zero(t, offsetof(struct cgm_thread_slot, state));
+	hier_zero(&t->snap_frees, sizeof(*t) - offsetof(struct cgm_thread_slot, snap_frees));
 	t->tid = tid;
 	/* No owner until link_thread(): a flush skips the slot till then. */
 	__atomic_store_n(&t->proc, CGM_NONE, __ATOMIC_RELAXED);
