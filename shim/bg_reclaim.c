@@ -13,7 +13,8 @@
  * passes limit - limit/64, and spills until it is at limit - limit/32.
  * Usage also grows without an allocation (pages that fault back from the
  * pool), which no slow path sees: while usage is above limit - limit/16
- * the thread looks every 10 ms; below it, it sleeps until an allocation
+ * the thread looks every 10 ms (doubling, up to 0.64 s, while its looks
+ * find nothing to spill); below it, it sleeps until an allocation
  * path's sample wakes it.  When pages come back by faults as fast as it
  * spills, the program's working set does not fit below its target: it
  * stops for half a second rather than make the program thrash.
@@ -50,6 +51,8 @@
 #define BG_TARGET_SHIFT	5	/* spills down to limit - limit/32 */
 #define BG_NEAR_SHIFT	4	/* looks every BG_POLL_NS above limit - limit/16 */
 #define BG_POLL_NS	(10 * 1000000L)
+/* Each look that spilled nothing doubles the interval, up to this: an idle program costs little. */
+#define BG_POLL_MAX_NS	(640 * 1000000L)
 /* A batch got nothing (every page hot or written): wait before the next. */
 #define BG_BACKOFF_NS	(20 * 1000000L)
 /*
@@ -135,7 +138,7 @@ static bool bg_thrashing(uint64_t back_from, int64_t spilled)
 
 static void *bg_main(void *arg)
 {
-	long wait_ns = 0;
+	long wait_ns = 0, poll_ns = BG_POLL_NS;
 	/* The window thrashing is judged over: it ends when the group reaches the target. */
 	int64_t win_spilled = 0;
 	uint64_t win_back = 0;
@@ -188,8 +191,11 @@ static void *bg_main(void *arg)
 				"its limit%s", (long long)round,
 				wait_ns == BG_BACKOFF_NS ? "; stopped: nothing more could go" : "");
 		}
-		if (!wait_ns && acct_reclaim_excess_below(&cgm_acct, BG_NEAR_SHIFT) > 0)
-			wait_ns = BG_POLL_NS;
+		if (!wait_ns && acct_reclaim_excess_below(&cgm_acct, BG_NEAR_SHIFT) > 0) {
+			wait_ns = poll_ns;
+			poll_ns = round ? BG_POLL_NS :
+				  poll_ns * 2 < BG_POLL_MAX_NS ? poll_ns * 2 : BG_POLL_MAX_NS;
+		}
 		__atomic_store_n(&awake, false, __ATOMIC_RELAXED);
 	}
 	return NULL;
