@@ -133,6 +133,11 @@ grep -q "^zswpin [1-9]" "$T/bg.err" || fail "the exit report shows no zswpin"
 grep -q "^== spill" "$T/bg.err" || fail "the exit report has no spill line"
 CHECKS=$((CHECKS + 1))
 
+# The background tests' program: python3 making 100 MB of strings (then
+# what each test appends).
+STRINGS_PY='import os, sys, time
+data = [os.urandom(32).hex() * 7 for _ in range(150000)]'
+
 # Background reclaim (spill_background=1, the default): python3 making
 # 100 MB of strings under memory.high=40M.  A thread of its own does a
 # large part of the spilling (the exit report's "background" pages: 48-75%
@@ -143,9 +148,7 @@ CHECKS=$((CHECKS + 1))
 # measured here.)  The build takes its CPU time from 4.2 to 2.8 s
 # (bench/spill_workload.sh's python3, see README).
 for bg in 1 0; do
-	start "scope=/bg$bg,spill=1,high=40M,stats=exit,spill_background=$bg" /usr/bin/python3 -c '
-import os, sys, time
-data = [os.urandom(32).hex() * 7 for _ in range(150000)]
+	start "scope=/bg$bg,spill=1,high=40M,stats=exit,spill_background=$bg" /usr/bin/python3 -c "$STRINGS_PY"'
 print("threads", len(os.listdir("/proc/self/task")), file=sys.stderr, flush=True)
 while not os.path.exists(sys.argv[1]):
     time.sleep(0.02)' "$T/go-bg$bg"
@@ -172,9 +175,7 @@ done
 # now and then (pages that fault back would raise usage), backing off
 # while there is nothing to spill.  Its thread (the process's last) used
 # 220-230 ms of CPU in 3 s when it looked every 10 ms, 0-20 ms now.
-start "scope=/quiet,spill=1,high=40M" /usr/bin/python3 -c '
-import os, sys, time
-data = [os.urandom(32).hex() * 7 for _ in range(150000)]
+start "scope=/quiet,spill=1,high=40M" /usr/bin/python3 -c "$STRINGS_PY"'
 print("built", file=sys.stderr, flush=True)
 time.sleep(5)'
 reach built
@@ -193,9 +194,7 @@ CHECKS=$((CHECKS + 1))
 # A program that works on what is spilled (python3 reading its 100 MB of
 # strings over and over under memory.high=40M) brings pages back as fast
 # as the background spills them: the background stops, and says so.
-start "scope=/th,spill=1,high=40M,verbose=1" /usr/bin/python3 -c '
-import os, sys, time
-data = [os.urandom(32).hex() * 7 for _ in range(150000)]
+start "scope=/th,spill=1,high=40M,verbose=1" /usr/bin/python3 -c "$STRINGS_PY"'
 print("built", file=sys.stderr, flush=True)
 t = time.time()
 while time.time() - t < 1.5:
