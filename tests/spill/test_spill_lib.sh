@@ -145,7 +145,7 @@ data = [os.urandom(32).hex() * 7 for _ in range(150000)]'
 # spill_background=0 there is no such thread and the program's thread
 # does it all.  (The limit is lifted before the
 # program exits: its teardown touches every string, which is not what is
-# measured here.)  The build takes its CPU time from 4.2 to 2.8 s
+# measured here.)  The build's thread takes 2.7-3.3 s of CPU instead of 3.7-4.5
 # (bench/spill_workload.sh's python3, see README).
 for bg in 1 0; do
 	start "scope=/bg$bg,spill=1,high=40M,stats=exit,spill_background=$bg" /usr/bin/python3 -c "$STRINGS_PY"'
