@@ -408,8 +408,7 @@ static bool reclaim_pass(struct cgm_hier *h, uint32_t group, enum acct_protectio
 			for_each_live_proc(h, i, p)
 				if (group_in_subtree(h, __atomic_load_n(&p->group, __ATOMIC_RELAXED), group) &&
 				    p->pid != (int32_t)getpid() && !acct_proc_gone(p) &&
-				    (int32_t)(__atomic_load_n(&p->reclaim_done, __ATOMIC_ACQUIRE) -
-					      __atomic_load_n(&p->reclaim_asked, __ATOMIC_RELAXED)) < 0)
+				    acct_reclaim_pending(p))
 					waiting = true;
 			if (!waiting)
 				break;

@@ -32,8 +32,6 @@
  * child makes both at its first reclaim), has every signal blocked, and
  * touches no spillable memory.
  */
-#include <errno.h>
-#include <limits.h>
 #include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
@@ -79,14 +77,6 @@ static int64_t last_verbose_ns;
 /* Waited on while the process has no slot (it is exiting): nobody wakes it. */
 static uint32_t no_slot_word;
 
-/* The word the thread waits on: its process slot's, which other processes wake. */
-static uint32_t *bg_word(void)
-{
-	struct cgm_proc *p = hier_proc(&cgm_acct.h, cgm_acct.proc);
-
-	return p ? &p->wake : &no_slot_word;
-}
-
 static void bg_wait(uint32_t *word, uint32_t seen, long ns)
 {
 	struct timespec ts = { 0, ns };
@@ -95,31 +85,21 @@ static void bg_wait(uint32_t *word, uint32_t seen, long ns)
 	syscall(SYS_futex, word, FUTEX_WAIT, seen, ns ? &ts : NULL, NULL, 0);
 }
 
-/* A memory.reclaim or limit write asked of this process and not answered yet? */
-static bool bg_asked(const struct cgm_proc *p)
-{
-	return (int32_t)(__atomic_load_n(&p->reclaim_done, __ATOMIC_ACQUIRE) -
-			 __atomic_load_n(&p->reclaim_asked, __ATOMIC_ACQUIRE)) < 0;
-}
-
 /* Answer what was asked, if the program's threads do not within BG_ANSWER_MS. */
 static void bg_answer(void)
 {
 	struct cgm_proc *p = hier_proc(&cgm_acct.h, cgm_acct.proc);
 	struct timespec ms = { 0, 1000000 };
-	uint32_t asked;
 	int64_t got;
 
-	if (!p || !bg_asked(p))
+	if (!p || !acct_reclaim_pending(p))
 		return;
-	for (int i = 0; i < BG_ANSWER_MS && bg_asked(p); i++)
+	for (int i = 0; i < BG_ANSWER_MS && acct_reclaim_pending(p); i++)
 		nanosleep(&ms, NULL);
-	if (!bg_asked(p))
+	if (!acct_reclaim_pending(p))
 		return;
-	asked = __atomic_load_n(&p->reclaim_asked, __ATOMIC_ACQUIRE);
-	got = cgm_spill_over_limit(acct_reclaim_take(&cgm_acct), NULL, true);
+	got = cgm_spill_answer(p);
 	__atomic_add_fetch(&reclaimed, (uint64_t)(got > 0 ? got : 0), __ATOMIC_RELAXED);
-	__atomic_store_n(&p->reclaim_done, asked, __ATOMIC_RELEASE);
 	if (cgm_conf.verbose)
 		cgm_log("spill: background reclaim answered a memory.reclaim or limit write: "
 			"%lld pages reclaimed", (long long)got);
@@ -145,12 +125,14 @@ static void *bg_main(void *arg)
 
 	(void)arg;
 	for (;;) {
-		uint32_t *word = bg_word(), seen = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+		/* Its process slot's word, which other processes wake (none while exiting). */
 		struct cgm_proc *p = hier_proc(&cgm_acct.h, cgm_acct.proc);
+		uint32_t *word = p ? &p->wake : &no_slot_word;
+		uint32_t seen = __atomic_load_n(word, __ATOMIC_ACQUIRE);
 		int64_t want, got, round = 0;
 
 		/* (A request that came while it was busy: no wait.) */
-		if (!p || !bg_asked(p))
+		if (!p || !acct_reclaim_pending(p))
 			bg_wait(word, seen, wait_ns);
 		__atomic_store_n(&awake, true, __ATOMIC_RELAXED);
 		bg_answer();

@@ -139,9 +139,17 @@ static bool spill_idle(void)
 		return more;
 	}
 	on_handler = true;
-	cgm_spill_over_limit(acct_reclaim_take(&cgm_acct), NULL, true);
-	__atomic_store_n(&p->reclaim_done, asked, __ATOMIC_RELEASE);
+	cgm_spill_answer(p);
 	return more;
+}
+
+int64_t cgm_spill_answer(struct cgm_proc *p)
+{
+	uint32_t asked = __atomic_load_n(&p->reclaim_asked, __ATOMIC_ACQUIRE);
+	int64_t got = cgm_spill_over_limit(acct_reclaim_take(&cgm_acct), NULL, true);
+
+	__atomic_store_n(&p->reclaim_done, asked, __ATOMIC_RELEASE);
+	return got;
 }
 
 /* The handler serves faults: the threads that wait for them stall (memory.pressure). */

@@ -93,6 +93,13 @@ bool acct_proc_gone(const struct cgm_proc *p);
 /* Wake @p's background reclaim (shim/bg_reclaim.c), if it has one, to look now. */
 void acct_proc_wake(struct cgm_proc *p);
 
+/* Has a memory.reclaim or limit write asked @p for reclaim it has not answered yet? */
+static inline bool acct_reclaim_pending(const struct cgm_proc *p)
+{
+	return (int32_t)(__atomic_load_n(&p->reclaim_done, __ATOMIC_ACQUIRE) -
+			 __atomic_load_n(&p->reclaim_asked, __ATOMIC_ACQUIRE)) < 0;
+}
+
 /* Free the slots of exited, fully harvested threads (flush lock + proc lock held). */
 void acct_reap_threads(struct cgm_hier *h, uint32_t proc);
 

@@ -15,6 +15,8 @@
 
 #include "cgm/static_key.h"
 
+struct cgm_proc;
+
 /* On once this process has a spill engine: the mapping functions tell it what they discard. */
 DECLARE_STATIC_KEY_FALSE(cgm_spill_key);
 
@@ -41,6 +43,13 @@ bool cgm_spill_on(void);
  * meanwhile: 0 at once.
  */
 int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked, bool thorough);
+
+/*
+ * Answer for this process (@p, its slot) what a memory.reclaim or limit
+ * write asked of it, by spilling, and mark it answered.  Returns the
+ * pages reclaimed.
+ */
+int64_t cgm_spill_answer(struct cgm_proc *p);
 
 /*
  * Spill @want pages, or what is over the group's limit if more, in rounds
