@@ -174,7 +174,7 @@ static void pick_group(char *group, size_t len, bool *scope, bool limits_asked)
 /* Programs this one execs find the scope in CGMALLOC_CONF (later keys win). */
 static void export_scope(const char *group)
 {
-	static char conf[CGM_CONF_ENV_MAX];
+	CGM_BIG_BSS static char conf[CGM_CONF_ENV_MAX];
 	const char *old = getenv("CGMALLOC_CONF");
 	int n = snprintf(conf, sizeof(conf), "%s%sscope=%s", old ? old : "",
 			 old && old[0] ? "," : "", group);

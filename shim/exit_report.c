@@ -15,7 +15,7 @@
 
 void cgm_exit_report(void)
 {
-	static char buf[16384];
+	CGM_BIG_BSS static char buf[16384];
 	struct cgm_proc *p = hier_proc(&cgm_acct.h, cgm_acct.proc);
 	static const char *const files[] = { "memory.current", "memory.peak",
 					     "memory.stat", "memory.events" };

@@ -471,7 +471,7 @@ CGM_EXPORT void *sbrk(intptr_t incr)
 static uint64_t resident_bytes(uintptr_t start, uintptr_t end)
 {
 	/* One page of bss: 16 MiB of the range per call, and 4 KiB of the process's RSS. */
-	static unsigned char vec[4096] __attribute__((aligned(8)));
+	CGM_BIG_BSS static unsigned char vec[4096];
 	uint64_t pages = 0;
 
 	while (start < end) {
@@ -502,7 +502,7 @@ static uint64_t resident_bytes(uintptr_t start, uintptr_t end)
 /* Exclusively mapped resident bytes of [start, end), from pagemap (@fd).  Lock held. */
 static uint64_t exclusive_bytes(int fd, uintptr_t start, uintptr_t end)
 {
-	static uint64_t ent[2048];
+	CGM_BIG_BSS static uint64_t ent[2048];
 	uint64_t pages = 0;
 
 	while (start < end) {

@@ -20,6 +20,15 @@
  * private memory per process, measured) when they were spread out.
  */
 #define CGM_KEYED	__attribute__((section(".text.hot.cgm_keyed")))
+/*
+ * A zero-initialised buffer of a page or more that few processes write
+ * (the exit report's text, a mincore vector).  Each starts a page of its
+ * own, and the library's linker script (scripts/lib-ld-script) puts them
+ * all at the start of .bss, before the small variables: among them they
+ * had the small variables every process writes spread over nine pages of
+ * the library's bss, each page resident in every process.
+ */
+#define CGM_BIG_BSS	__attribute__((section(".bss.cgm_big"), aligned(4096)))
 #define CGM_UNUSED	__attribute__((unused))
 #define CGM_PRINTF(f, a) __attribute__((format(printf, f, a)))
 
