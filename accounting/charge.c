@@ -55,11 +55,15 @@ static void reclaim_stalled(struct cgm_acct *a)
 }
 
 /*
- * After a charge: for the group and each ancestor over its memory.high,
- * count a high event and throttle the thread by the largest penalty
- * (mem_cgroup_handle_over_high).  Reclaim first -- the subtree's frees,
- * then what this process's allocator keeps -- which may already bring the
- * group under its limit: only what is still over is throttled.
+ * After a charge: the group and its ancestors over their memory.high
+ * reclaim, and the thread is throttled by the largest penalty of what is
+ * still over (mem_cgroup_handle_over_high).  The subtree's frees are
+ * harvested first: the kernel uncharges at free, so only a group still
+ * over after that is over its high.  Each such group counts a high event
+ * as it enters reclaim, whether or not reclaim then brings it under, as
+ * the kernel's reclaim_high() counts MEMCG_HIGH: a policy reading
+ * memory.events sees how often the group ran into its high, not only how
+ * often reclaim fell short.
  */
 static void handle_over_high(struct cgm_acct *a, struct cgm_thread_slot *t,
 			     uint32_t group, int64_t nr_pages)
@@ -72,15 +76,19 @@ static void handle_over_high(struct cgm_acct *a, struct cgm_thread_slot *t,
 	if (!over_high(h, group))
 		return;
 	acct_harvest_subtree(h, group);
-	if (over_high(h, group))
-		reclaim_stalled(a);
+	if (!over_high(h, group))
+		return;
+	for_each_ancestor(h, idx, g)
+		if (page_counter_read(&g->memory) > __atomic_load_n(&g->memory.high, __ATOMIC_RELAXED))
+			group_event(h, idx, CGM_EV_HIGH);
+	reclaim_stalled(a);
+	idx = group;
 	for_each_ancestor(h, idx, g) {
 		int64_t high = __atomic_load_n(&g->memory.high, __ATOMIC_RELAXED);
 
 		if (page_counter_read(&g->memory) > high) {
 			uint64_t ms = acct_high_delay_ms(page_counter_read(&g->memory), high, nr_pages);
 
-			group_event(h, idx, CGM_EV_HIGH);
 			if (ms > delay)
 				delay = ms;
 		}
