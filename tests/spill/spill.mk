@@ -28,6 +28,17 @@ check-spill-mremap: tests/spill/test_spill_mremap.sh tests/fidelity/lib.sh tests
 CHECK_TARGETS += check-spill-mremap
 .PHONY: check-spill-mremap
 
+# The preload tests' programs (sqlite3, python3, C++, git, a pipeline)
+# under memory.high at half their peak: same output, pages spilled.
+check-spill-programs: tests/spill/test_spill_programs.sh tests/fidelity/lib.sh tests/reliability/lib.sh \
+		tests/cgmctl/lib.sh tests/preload/sqlite_workload.sql tests/preload/dict_list_workload.py \
+		tests/preload/git_workload.sh tests/preload/pipeline_workload.sh $(PL_BIN)/cxx_workload $(FID)/fid_prog $(REL)/rel_prog \
+		$(LIB) $(CGMCTL)
+	$(RUN) env $(FID_ENV) CGM_TEST_BIN=$(abspath $(PL_BIN)) sh tests/spill/test_spill_programs.sh
+
+CHECK_TARGETS += check-spill-programs
+.PHONY: check-spill-programs
+
 # A model-based random test: a few threads write, read, reallocate, remap
 # and discard their objects while one reclaims, and every byte is compared
 # with a shadow copy (kept in shared memory, which is never spilled).  SPILL_MODEL_OPS and SPILL_MODEL_SEEDS set the run;

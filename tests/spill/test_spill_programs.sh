@@ -1,0 +1,75 @@
+#!/bin/sh
+# Unmodified programs under memory.high at half the peak they reach
+# without a limit, spill=1: their pages go into the pool and come back
+# through every way these programs touch them -- sqlite3's and python3's
+# heaps, a C++ program's threads and aligned blocks, git's many processes
+# reading into and writing from heap buffers, a sort | gzip pipeline --
+# and each prints exactly what it prints without the library.
+#
+# The workloads are the preload tests' (tests/preload/).  For each: a run
+# without the library gives the expected output; a preloaded run with
+# spill=0 in a group of its own gives memory.peak; the run with spill=1
+# and memory.high at half the peak in another group must exit 0, print the same
+# bytes, and have spilled pages and brought some back (memory.stat
+# zswpout, zswpin).  The pipeline's peak changes from run to run with
+# how its processes overlap (8-24 MiB), so its memory.high is a fixed
+# 6 MiB, which its processes together pass in every run (2-14 s here,
+# some of it throttled).
+. "$(cd "$(dirname "$0")/.." && pwd)/fidelity/lib.sh"
+: "${CGM_TEST_BIN:?CGM_TEST_BIN must name the preload tests' programs (run through make)}"
+
+PL=$(cd "$(dirname "$0")/../preload" && pwd)
+export TZ=UTC PYTHONHASHSEED=0 PATH=/usr/bin:/bin
+
+pre "scope=/probe,spill=1" /bin/true 2>"$T/probe" || true
+grep -q "spill=1 refused" "$T/probe" && skip "no userfaultfd for system calls: $(head -1 "$T/probe")"
+
+# in_work OUT CMD...: CMD in a fresh $T/w, its stdout in OUT; status in $ST.
+in_work() {
+	out=$1
+	shift
+	rm -rf "$T/w"
+	mkdir "$T/w"
+	set +e
+	(cd "$T/w" && exec timeout -s KILL 120 "$@") >"$out" 2>"$T/err" </dev/null
+	ST=$?
+	set -e
+}
+
+# program NAME HIGH CMD...: the check above; HIGH is N% of the peak, or a size.
+program() {
+	name=$1
+	high=$2
+	shift 2
+	in_work "$T/$name.plain" "$@"
+	[ "$ST" = 0 ] || fail "$name: exits $ST without the library"
+	[ -s "$T/$name.plain" ] || fail "$name: prints nothing: nothing to compare"
+	in_work "$T/$name.peak" env LD_PRELOAD="$CGM_LIB" CGMALLOC_CONF="hierarchy=$H,group=/$name-peak" "$@"
+	[ "$ST" = 0 ] || fail "$name: exits $ST preloaded, spill=0"
+	peak=$(value "/$name-peak" memory.peak)
+	case $high in
+	*%) high=$((peak * ${high%\%} / 100)) ;;
+	esac
+	start=$(date +%s)
+	in_work "$T/$name.spill" env LD_PRELOAD="$CGM_LIB" \
+		CGMALLOC_CONF="hierarchy=$H,group=/$name,spill=1,high=$high" "$@"
+	took=$(($(date +%s) - start))
+	[ "$ST" != 137 ] || fail "$name: still ran after 120 s under memory.high $high (killed)"
+	[ "$ST" = 0 ] || fail "$name: exits $ST under spill=1, memory.high $high"
+	cmp -s "$T/$name.plain" "$T/$name.spill" ||
+		fail "$name: prints something else under spill=1, memory.high $high: $(diff "$T/$name.plain" "$T/$name.spill" | head -3)"
+	out=$(value "/$name" memory.stat zswpout)
+	in=$(value "/$name" memory.stat zswpin)
+	[ "$out" -ge 100 ] || fail "$name: $out pages spilled under memory.high $high (peak $peak)"
+	[ "$in" -ge 1 ] || fail "$name: no page came back of $out spilled"
+	echo "$TEST_NAME: $name: same output under memory.high $high" \
+		"(peak $((peak / 1024)) KiB): $out pages spilled, $in brought back, ${took} s"
+	CHECKS=$((CHECKS + 1))
+}
+
+program sqlite3 50% /usr/bin/sqlite3 -batch -bail :memory: ".read $PL/sqlite_workload.sql"
+program python3 50% /usr/bin/python3 "$PL/dict_list_workload.py"
+program cxx 50% "$CGM_TEST_BIN/cxx_workload"
+program git 50% /bin/sh "$PL/git_workload.sh"
+program pipeline 6M /bin/sh "$PL/pipeline_workload.sh"
+echo "$TEST_NAME: $CHECKS checks passed"
