@@ -148,9 +148,9 @@ struct sp_range {
 };
 
 /*
- * Clusters remembered for readahead: a direct-mapped table (1 MiB clusters'
- * worth of slots: 4096 x 64 KiB = 256 MiB of address space without a
- * clash), and how many faults ago a cluster's last one may be.
+ * Clusters remembered for readahead: a direct-mapped table of 4096 slots,
+ * one 64 KiB cluster each (256 MiB of address space without a clash), and
+ * how many faults ago a cluster's last one may be.
  */
 #define SP_SEEN_SLOTS	4096
 #define SP_SEEN_FAULTS	4096
