@@ -15,6 +15,13 @@
 # how its processes overlap (8-24 MiB), so its memory.high is a fixed
 # 6 MiB, which its processes together pass in every run (2-14 s here,
 # some of it throttled).
+#
+# Known to fail now and then, which is why it runs in `make stress`
+# (stress-spill-programs, ten rounds) and not in `make check`: in two of
+# about thirty runs, sqlite3 exited 1, or a process of the pipeline died
+# of SIGSEGV, each seen once (2026-12-01), both with spill_background=1,
+# the default (not tried without it).  The bug is not found yet; a failure prints
+# the program's stderr.
 . "$(cd "$(dirname "$0")/.." && pwd)/fidelity/lib.sh"
 : "${CGM_TEST_BIN:?CGM_TEST_BIN must name the preload tests' programs (run through make)}"
 
