@@ -45,7 +45,8 @@ check-spill-programs: $(SPILL_PROGRAMS_DEPS)
 
 stress-spill-programs: $(SPILL_PROGRAMS_DEPS)
 	for i in $$(seq $(SPILL_PROGRAMS_ROUNDS)); do \
-		env $(FID_ENV) CGM_TEST_BIN=$(abspath $(PL_BIN)) sh tests/spill/test_spill_programs.sh || exit 1; \
+		env $(FID_ENV) CGM_TEST_BIN=$(abspath $(PL_BIN)) SPILL_PROGRAMS_KEEP=$(abspath $(B))/spill-programs-failed \
+			sh tests/spill/test_spill_programs.sh || exit 1; \
 	done
 
 STRESS_TARGETS += stress-spill-programs

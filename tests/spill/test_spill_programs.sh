@@ -21,7 +21,11 @@
 # about thirty runs, sqlite3 exited 1, or a process of the pipeline died
 # of SIGSEGV, each seen once (2026-12-01), both with spill_background=1,
 # the default (not tried without it).  The bug is not found yet; a failure prints
-# the program's stderr.
+# the program's stderr.  With SPILL_PROGRAMS_KEEP naming a directory, a
+# failed run's work directory is moved there, with the core of a process
+# that crashed (core files are allowed in the run; kernel.core_pattern
+# "core" puts one in the crashed process's directory), and the path is
+# printed: `make stress-spill-programs` sets it to build/spill-programs-failed.
 . "$(cd "$(dirname "$0")/.." && pwd)/fidelity/lib.sh"
 : "${CGM_TEST_BIN:?CGM_TEST_BIN must name the preload tests' programs (run through make)}"
 
@@ -38,9 +42,18 @@ in_work() {
 	rm -rf "$T/w"
 	mkdir "$T/w"
 	set +e
-	(cd "$T/w" && exec timeout -s KILL 120 "$@") >"$out" 2>"$T/err" </dev/null
+	(cd "$T/w" && { [ -z "${SPILL_PROGRAMS_KEEP:-}" ] || ulimit -c unlimited 2>/dev/null || :; } &&
+		exec timeout -s KILL 120 "$@") >"$out" 2>"$T/err" </dev/null
 	ST=$?
 	set -e
+}
+
+# keep NAME: a failed run's evidence to $SPILL_PROGRAMS_KEEP, if set; says where.
+keep() {
+	[ -n "${SPILL_PROGRAMS_KEEP:-}" ] || return 0
+	kept="$SPILL_PROGRAMS_KEEP/$1.$(date +%Y%m%d-%H%M%S).$$"
+	mkdir -p "$SPILL_PROGRAMS_KEEP" && mv "$T/w" "$kept" && cp "$T/err" "$kept/STDERR" &&
+		echo "$TEST_NAME: $1: the failed run's directory (cores included) is kept in $kept" >&2
 }
 
 # program NAME HIGH CMD...: the check above; HIGH is N% of the peak, or a size.
@@ -61,6 +74,7 @@ program() {
 	in_work "$T/$name.spill" env LD_PRELOAD="$CGM_LIB" \
 		CGMALLOC_CONF="hierarchy=$H,group=/$name,spill=1,high=$high" "$@"
 	took=$(($(date +%s) - start))
+	[ "$ST" = 0 ] && cmp -s "$T/$name.plain" "$T/$name.spill" || keep "$name"
 	[ "$ST" != 137 ] || fail "$name: still ran after 120 s under memory.high $high (killed)"
 	[ "$ST" = 0 ] || fail "$name: exits $ST under spill=1, memory.high $high"
 	cmp -s "$T/$name.plain" "$T/$name.spill" ||
