@@ -17,6 +17,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1253,6 +1254,50 @@ START_TEST(test_forget_empty_range)
 }
 END_TEST
 
+/* spill_restore_range() with the engine's stderr in a pipe: what it said. */
+static void restore_said(unsigned char *p, size_t n, char *msg, size_t max)
+{
+	int fds[2], saved = dup(2);
+	ssize_t got;
+
+	ck_assert_int_eq(pipe(fds), 0);
+	dup2(fds[1], 2);
+	close(fds[1]);
+	spill_restore_range(eng, p, n * PG);
+	dup2(saved, 2);
+	close(saved);
+	fcntl(fds[0], F_SETFL, O_NONBLOCK);
+	got = read(fds[0], msg, max - 1);
+	msg[got > 0 ? got : 0] = '\0';
+	close(fds[0]);
+}
+
+/*
+ * A restore whose copy cannot go where the page is still mapped loses the
+ * page's contents: it says so (a mapping put over the spilled pages behind
+ * the engine's back, which leaves no registration there).  Where the
+ * program unmapped the pages, it says nothing.
+ */
+START_TEST(test_unplaced_said)
+{
+	unsigned char *p = map_pages(8);
+	char msg[1024];
+
+	setup();
+	memset(p, 0xab, 8 * PG);
+	ck_assert_int_eq(spill_out(eng, p, 8), 8);
+	ck_assert_ptr_eq(mmap(p, 4 * PG, PROT_READ | PROT_WRITE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS,
+			      -1, 0), p);
+	restore_said(p, 4, msg, sizeof(msg));
+	ck_assert_msg(strstr(msg, "could not be put back") && strstr(msg, "contents are lost"),
+		      "restore onto a mapped page whose copy failed said: '%s'", msg);
+	ck_assert_int_eq(munmap(p + 4 * PG, 4 * PG), 0);
+	restore_said(p + 4 * PG, 4, msg, sizeof(msg));
+	ck_assert_msg(msg[0] == '\0', "restore of unmapped pages said: '%s'", msg);
+	teardown();
+}
+END_TEST
+
 /* A page's refault distance counts from its own place in its batch. */
 START_TEST(test_hot_last_of_batch)
 {
@@ -1319,6 +1364,7 @@ int main(void)
 		tcase_add_test(tc, test_forget_restore_race);
 	tcase_add_test(tc, test_forget_empty_range);
 	tcase_add_test(tc, test_hot_last_of_batch);
+	tcase_add_test(tc, test_unplaced_said);
 	suite_add_tcase(s, tc);
 	return check_run(s);
 }

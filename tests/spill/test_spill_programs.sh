@@ -27,9 +27,15 @@
 # only zeros (three such pages in a row); the background reclaim had
 # just spilled that segment's first pages, and the handler's last fault
 # was that very page -- so the page came back as zeros, or was lost
-# before.  The bug is not found yet: about 600 runs of a build that
-# checks every zero fill and every restore against a shadow of what is
-# out did not fail.  A failure prints the program's stderr.  With SPILL_PROGRAMS_KEEP naming a directory, a
+# before.  A core of the C++ program (once in about 170 of its runs)
+# caught it in the act: the handler was filling with zeros a page of
+# live std::map nodes that had no entry and no live range -- spilled in
+# that lap, its entry gone without the page coming back.  The bug is not
+# found yet: about 600 runs of a build that checks every zero fill and
+# every restore against a shadow of what is out did not fail.  A restore
+# whose copy fails on a mapped page now says so on stderr, as does a move
+# reported failed that moved the page.  A failure prints the program's
+# stderr.  With SPILL_PROGRAMS_KEEP naming a directory, a
 # failed run's work directory is moved there, with the core of a process
 # that crashed (core files are allowed in the run; kernel.core_pattern
 # "core" puts one in the crashed process's directory), and the path is
