@@ -30,11 +30,9 @@ CHECK_TARGETS += check-spill-mremap
 
 # The preload tests' programs (sqlite3, python3, C++, git, a pipeline)
 # under memory.high at half their peak: same output, pages spilled.  In
-# `make stress`, not `make check`: it fails now and then (sqlite3 exiting
-# 1, a process of the pipeline killed by SIGSEGV: two runs in about
-# thirty; git's pack-objects killed by SIGSEGV once in about 230 git
-# runs), a bug of spilling not found yet -- see the test's header.
-# A failed run's directory and cores are kept in build/spill-programs-failed.
+# `make stress`, not `make check`: it fails now and then, a bug of
+# spilling not found yet (the test's header).  A failed run's directory
+# and cores are kept in build/spill-programs-failed.
 # SPILL_PROGRAMS_ROUNDS runs it that many times.
 SPILL_PROGRAMS_ROUNDS ?= 10
 SPILL_PROGRAMS_DEPS := tests/spill/test_spill_programs.sh tests/fidelity/lib.sh tests/reliability/lib.sh \
