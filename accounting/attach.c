@@ -162,6 +162,7 @@ static void release_proc(struct cgm_hier *h, uint32_t idx)
 	p->sampled_pages = 0;
 	p->free_pool = 0;
 	p->pid = 0;
+	__atomic_store_n(&h->hdr->proc_pid[idx], 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&p->state, CGM_SLOT_FREE, __ATOMIC_RELEASE);
 	hier_unlock(&p->lock);
 	hier_map_clear(h->hdr->exiting_map, idx);
@@ -313,14 +314,15 @@ static uint32_t claim_proc_slot(struct cgm_hier *h)
 /*
  * Slots with our own pid are what this process left behind before an
  * exec (the old image ran no exit handlers, so the slot is attached, not
- * exiting).  Only attached slots are read: a hierarchy that many
- * processes used holds hundreds of exiting ones, and reading each would
- * map a page of the table per seven slots into every new process (160
- * KiB of its RSS with 280 of them).  Caller holds tree_lock.
+ * exiting).  Only attached slots count, and they are found by the pids
+ * in the header: reading each slot would map a page of the table per
+ * seven slots into every new process (160 KiB of its RSS with 280
+ * exiting ones; 72 KiB with 128 attached slots that killed processes
+ * left).  Caller holds tree_lock.
  */
 static void release_own_stale(struct cgm_hier *h)
 {
-	int pid = (int)getpid();
+	int32_t pid = (int32_t)getpid();
 
 	for (uint32_t w = 0; w < CGM_MAX_PROCS / 64; w++) {
 		uint64_t used = __atomic_load_n(&h->hdr->proc_map[w], __ATOMIC_ACQUIRE) &
@@ -328,8 +330,11 @@ static void release_own_stale(struct cgm_hier *h)
 
 		for (; used; used &= used - 1) {
 			uint32_t i = w * 64 + (uint32_t)__builtin_ctzll(used);
-			const struct cgm_proc *p = hier_proc(h, i);
+			const struct cgm_proc *p;
 
+			if (__atomic_load_n(&h->hdr->proc_pid[i], __ATOMIC_RELAXED) != pid)
+				continue;
+			p = hier_proc(h, i);
 			if (proc_in_use(p) && p->pid == pid)
 				release_proc(h, i);
 		}
@@ -346,6 +351,7 @@ static void setup_proc(struct cgm_hier *h, uint32_t idx, uint32_t group)
 	prctl(PR_GET_NAME, comm, 0, 0, 0);
 	hier_lock(&p->lock);
 	p->pid = (int32_t)getpid();
+	__atomic_store_n(&h->hdr->proc_pid[idx], p->pid, __ATOMIC_RELAXED);
 	p->attach_ns = boottime_ns();
 	p->group = group;
 	p->first_thread = CGM_NONE;

@@ -411,11 +411,13 @@ reopen:
 		return err;
 	}
 	/*
-	 * The header's page is read at once and on every slow path: write it
-	 * first, so that it alone is mapped (hier_prefault() says why); the
-	 * add of zero leaves a foreign file as it was.
+	 * The header's pages are read at once and on every slow path: write
+	 * them first, so that they alone are mapped (hier_prefault() says
+	 * why); the add of zero leaves a foreign file as it was.
 	 */
-	hier_write_touch(base);
+	for (size_t off = 0; off < sizeof(struct cgm_hier_header) && off < (size_t)st.st_size;
+	     off += (size_t)1 << CGM_HIER_UNIT_SHIFT)
+		hier_write_touch((char *)base + off);
 	err = validate(base, (size_t)st.st_size, why, whylen);
 	if (err && create && !replaced && (size_t)st.st_size >= sizeof(struct cgm_hier_header) &&
 	    other_build(base)) {

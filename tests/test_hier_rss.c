@@ -20,11 +20,15 @@
  * new process that read every one of them to find slots of its own pid
  * left behind by an exec mapped a page of the process table per seven
  * slots (152 KiB here against 20-28 KiB now; 160 KiB with 280 in a
- * default hierarchy).
+ * default hierarchy).  Then KILLED more are killed while attached: their
+ * slots stay attached until the table is full, and a new process that
+ * read each attached slot for its pid mapped 92 KiB of the file here (it
+ * reads the pids in the header now).
  *
  * Usage: test_hier_rss   (accounting on, CGMALLOC_CONF names the hierarchy)
  */
 #include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +41,7 @@
 
 #define THREADS		48
 #define EXITED		300
+#define KILLED		128
 #define LIMIT_KIB	40
 
 static pthread_barrier_t all_in;
@@ -68,52 +73,78 @@ static int run_threads(void)
 	return 0;
 }
 
-/* A holder (exec'd: attaches at start): a block, then wait for EOF on @fd. */
-static int hold(int fd)
+/*
+ * A holder (exec'd: attaches at start): a block, a byte on @ready, then
+ * wait for EOF on @gate.
+ */
+static int hold(int gate, int ready)
 {
 	char c, *p = malloc(64 * 1024);
 
 	if (!p)
 		return 1;
 	p[0] = 1;
-	while (read(fd, &c, 1) < 0)
+	if (write(ready, "r", 1) != 1)
+		return 1;
+	while (read(gate, &c, 1) < 0)
 		;
 	free(p);
 	return 0;		/* exit: the library detaches, the slot is left exiting */
 }
 
 /*
- * EXITED processes attached together (each exec'd, so it attaches at
- * start with a slot of its own), which then exit normally: their slots
- * are left exiting.
+ * @n processes attached together (each exec'd, so it attaches at start
+ * with a slot of its own), which then exit normally -- their slots are
+ * left exiting -- or, with @kill, are killed: their slots stay attached
+ * (until the table is full and dead processes' slots are freed).
  */
-static int run_exited(const char *argv0)
+static int run_holders(const char *argv0, int n, bool kill_them)
 {
-	int gate[2], st, failed = 0, n = 0;
+	int gate[2], ready[2], st, failed = 0, started = 0;
 	pid_t pid[EXITED];
-	char fd[16];
+	char fds[2][16];
 
-	if (pipe(gate) != 0)
+	if (n > EXITED || pipe(gate) != 0 || pipe(ready) != 0)
 		return 1;
-	snprintf(fd, sizeof(fd), "%d", gate[0]);
-	for (; n < EXITED; n++) {
-		pid[n] = fork();
-		if (pid[n] < 0)
+	snprintf(fds[0], sizeof(fds[0]), "%d", gate[0]);
+	snprintf(fds[1], sizeof(fds[1]), "%d", ready[1]);
+	for (; started < n; started++) {
+		pid[started] = fork();
+		if (pid[started] < 0)
 			break;
-		if (pid[n] == 0) {
+		if (pid[started] == 0) {
 			close(gate[1]);
-			execl("/proc/self/exe", argv0, "hold", fd, (char *)NULL);
+			close(ready[0]);
+			execl("/proc/self/exe", argv0, "hold", fds[0], fds[1], (char *)NULL);
 			_exit(127);
 		}
 	}
 	close(gate[0]);
-	close(gate[1]);
-	for (int i = 0; i < n; i++)
-		if (waitpid(pid[i], &st, 0) != pid[i] || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+	close(ready[1]);
+	/* Every holder has attached before any is killed or let go. */
+	for (int i = 0; i < started; i++) {
+		char c;
+
+		if (read(ready[0], &c, 1) != 1) {
 			failed++;
-	if (n < EXITED || failed) {
-		fprintf(stderr, "test_hier_rss: %d of %d exiting processes failed\n",
-			EXITED - n + failed, EXITED);
+			break;
+		}
+	}
+	close(ready[0]);
+	if (kill_them)
+		for (int i = 0; i < started; i++)
+			kill(pid[i], SIGKILL);
+	close(gate[1]);
+	for (int i = 0; i < started; i++) {
+		bool ok = waitpid(pid[i], &st, 0) == pid[i] &&
+			  (kill_them ? WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL :
+				       WIFEXITED(st) && WEXITSTATUS(st) == 0);
+
+		failed += !ok;
+	}
+	if (started < n || failed) {
+		fprintf(stderr, "test_hier_rss: %d of %d %s processes failed\n",
+			n - started + failed, n, kill_them ? "killed" : "exiting");
 		return 1;
 	}
 	return 0;
@@ -190,8 +221,8 @@ int main(int argc, char **argv)
 
 	if (argc > 1 && strcmp(argv[1], "probe") == 0)
 		return probe();
-	if (argc > 2 && strcmp(argv[1], "hold") == 0)
-		return hold(atoi(argv[2]));
+	if (argc > 3 && strcmp(argv[1], "hold") == 0)
+		return hold(atoi(argv[2]), atoi(argv[3]));
 	pid = fork();
 	if (pid == 0)
 		_exit(run_threads());
@@ -199,7 +230,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "test_hier_rss: the threads' process failed\n");
 		return 1;
 	}
-	if (run_exited(argv[0]) != 0)
+	if (run_holders(argv[0], EXITED, false) != 0 || run_holders(argv[0], KILLED, true) != 0)
 		return 1;
 	pid = fork();
 	if (pid == 0) {

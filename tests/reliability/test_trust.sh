@@ -8,7 +8,7 @@
 #    the groups below it.
 . "$(cd "$(dirname "$0")" && pwd)/lib.sh"
 
-printf 'not a hierarchy, but long enough to be read as a header ......................%02000d' 0 >"$T/bogus"
+printf 'not a hierarchy, but long enough to be read as a header ......................%016000d' 0 >"$T/bogus"
 run env LD_PRELOAD="$CGM_LIB" CGMALLOC_CONF="hierarchy=$T/bogus,max=64M" "$PY" -c 'print("ran")'
 [ "$ST" = 2 ] || fail "a refused hierarchy with max= asked: exit status $ST, expected 2"
 [ ! -s "$T/out" ] || fail "the program ran: $(cat "$T/out")"
