@@ -28,6 +28,18 @@ check-spill-mremap: tests/spill/test_spill_mremap.sh tests/fidelity/lib.sh tests
 CHECK_TARGETS += check-spill-mremap
 .PHONY: check-spill-mremap
 
+# The kernel bug the spill engine works around (sp_check_left()),
+# reproduced without the engine: how many UFFDIO_MOVE calls said fewer
+# pages than they moved.  It reports on the kernel; it is not a test.
+$(SPT)/uffd_move_misreport: tests/spill/uffd_move_misreport.c
+	@mkdir -p $(SPT)
+	$(CC) $(TEST_CFLAGS) $(TEST_DEPFLAGS) -pthread -o $@ $<
+
+kernel-uffd-move: $(SPT)/uffd_move_misreport
+	$(SPT)/uffd_move_misreport
+
+.PHONY: kernel-uffd-move
+
 # The preload tests' programs (sqlite3, python3, C++, git, a pipeline)
 # under memory.high at about half their peak: same output, pages spilled.
 # `make stress` runs it SPILL_PROGRAMS_ROUNDS times and keeps a failed
