@@ -50,8 +50,10 @@ HOT_TEXT_LD := shim/hot-text.ld
 LIB_LD_SCRIPT := $(B)/libcgmalloc.ld
 # Relative relocations packed (DT_RELR, glibc 2.36): the dynamic loader
 # reads 96 bytes instead of 9 KiB of them, and the pages they fill are
-# not resident in every process.
-LIB_LDFLAGS_BASE := -shared -Wl,-z,now -Wl,-z,relro -Wl,--no-undefined \
+# not resident in every process.  Segments aligned to 64 KiB (the loader
+# aligns the library so too): the hot code then starts where a
+# fault-around window does, wherever the library is loaded.
+LIB_LDFLAGS_BASE := -shared -Wl,-z,now -Wl,-z,relro -Wl,--no-undefined -Wl,-z,max-page-size=0x10000 \
 	-Wl,-z,pack-relative-relocs -Wl,-soname,libcgmalloc.so
 LIB_LDFLAGS := $(LIB_LDFLAGS_BASE) -Wl,-T,$(LIB_LD_SCRIPT)
 # Not $(ZPOOL_LIBS): the library loads those when spilling starts
