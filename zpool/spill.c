@@ -45,57 +45,8 @@
 
 #include "cgm/log.h"
 #include "cgm/spill.h"
+#include "cgm/uffd_abi.h"
 #include "cgm/zpool.h"
-
-/* UFFDIO_MOVE (Linux 6.8) is newer than the installed uapi headers. */
-#ifndef UFFD_FEATURE_MOVE
-#define UFFD_FEATURE_MOVE		(1 << 16)
-#endif
-#ifndef UFFDIO_MOVE
-#define _UFFDIO_MOVE			(0x05)
-#define UFFDIO_MOVE_MODE_DONTWAKE	((__u64)1 << 0)
-struct uffdio_move {
-	__u64 dst;
-	__u64 src;
-	__u64 len;
-	__u64 mode;
-	__s64 move;
-};
-#define UFFDIO_MOVE	_IOWR(UFFDIO, _UFFDIO_MOVE, struct uffdio_move)
-#endif
-/* Write tracking (Linux 6.7): asynchronous write-protect faults, and the
- * pagemap ioctl that finds written pages and protects them again. */
-#ifndef UFFD_FEATURE_WP_ASYNC
-#define UFFD_FEATURE_WP_ASYNC		(1 << 15)
-#endif
-#ifndef PAGEMAP_SCAN
-struct page_region {
-	__u64 start;
-	__u64 end;
-	__u64 categories;
-};
-struct pm_scan_arg {
-	__u64 size;
-	__u64 flags;
-	__u64 start;
-	__u64 end;
-	__u64 walk_end;
-	__u64 vec;
-	__u64 vec_len;
-	__u64 max_pages;
-	__u64 category_inverted;
-	__u64 category_mask;
-	__u64 category_anyof_mask;
-	__u64 return_mask;
-};
-#define PAGEMAP_SCAN			_IOWR('f', 16, struct pm_scan_arg)
-#define PM_SCAN_WP_MATCHING		(1 << 0)
-#define PM_SCAN_CHECK_WPASYNC		(1 << 1)
-#define PAGE_IS_WRITTEN			(1 << 1)
-#endif
-#ifndef USERFAULTFD_IOC_NEW
-#define USERFAULTFD_IOC_NEW		_IO(0xAA, 0x00)
-#endif
 
 #define SP_PAGE		4096ul
 /* Pages moved per UFFDIO_MOVE call: each call pays a TLB-flush IPI when
@@ -585,9 +536,9 @@ static CGM_COLD void sp_lost(uintptr_t page, int err)
 /*
  * A restore's copy failed.  Where the program unmapped the page that is
  * as it should be; where the page is still mapped, its contents are lost
- * (the program will read zeros there), which must never happen: say so.
- * The rare corruption seen under spilling (tests/spill/test_spill_programs.sh)
- * would show here if this is its cause.
+ * (the program will read zeros there), which must never happen: say so
+ * (test_spill's test_unplaced_said makes it happen behind the engine's
+ * back).
  */
 static CGM_COLD void sp_unplaced(uintptr_t page, int err)
 {
@@ -1225,8 +1176,8 @@ static void sp_move(struct spill_engine *e, uintptr_t addr, unsigned char *stage
  * EEXIST, having moved up to a page table's worth of pages it reports as
  * not moved.  Measured here with two threads writing 64 write-tracked
  * pages: 15 moves in 20,000 said 0 pages and EEXIST and had moved all 64
- * (tests/test_spill.c, test_move_misreport, makes it happen through the
- * engine).  Dropping the entries of such pages lost them: the staging area
+ * (test_spill's test_move_misreport makes it happen through the engine,
+ * `make kernel-uffd-move` without it).  Dropping the entries of such pages lost them: the staging area
  * was cleared, and the program read zeros there (the rare crash of
  * tests/spill/test_spill_programs.sh).  So a page reported not moved whose
  * staging slot holds a page has moved: it is stored like the others.

@@ -35,34 +35,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-/* Newer than the installed uapi headers (Linux 6.7 and 6.8). */
-#ifndef UFFD_FEATURE_MOVE
-#define UFFD_FEATURE_MOVE		(1 << 16)
-#endif
-#ifndef UFFD_FEATURE_WP_ASYNC
-#define UFFD_FEATURE_WP_ASYNC		(1 << 15)
-#endif
-#ifndef UFFDIO_MOVE
-struct uffdio_move {
-	__u64 dst, src, len, mode;
-	__s64 move;
-};
-#define UFFDIO_MOVE_MODE_DONTWAKE	((__u64)1 << 0)
-#define UFFDIO_MOVE			_IOWR(UFFDIO, 0x05, struct uffdio_move)
-#endif
-#ifndef PAGEMAP_SCAN
-struct page_region {
-	__u64 start, end, categories;
-};
-struct pm_scan_arg {
-	__u64 size, flags, start, end, walk_end, vec, vec_len, max_pages;
-	__u64 category_inverted, category_mask, category_anyof_mask, return_mask;
-};
-#define PAGEMAP_SCAN			_IOWR('f', 16, struct pm_scan_arg)
-#define PM_SCAN_WP_MATCHING		(1 << 0)
-#define PM_SCAN_CHECK_WPASYNC		(1 << 1)
-#define PAGE_IS_WRITTEN			(1 << 1)
-#endif
+#include "cgm/uffd_abi.h"
 
 #define PG	4096ul
 #define NPAGES	64
