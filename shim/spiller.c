@@ -512,6 +512,8 @@ int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked, bool thorough)
 		 */
 		if (freed + got < want && (thorough || !got || want - freed - got > want / 4))
 			got += spill_lap(want - freed - got, &scanned);
+		/* The staging copies of what was spilled go now, not at the next reclaim. */
+		spill_stage_clear(engine);
 		__atomic_add_fetch(&pgscan, scanned, __ATOMIC_RELAXED);
 		if (!got && !freed)
 			__atomic_store_n(&last_empty_lap_ns, cgm_now_ns(), __ATOMIC_RELAXED);

@@ -54,6 +54,19 @@
 #define SP_BATCH	64u
 /* Staging lanes: how many spill_out calls run side by side. */
 #define SP_LANES	4u
+/*
+ * A lane's staging slots.  A batch moves into slots not used since the
+ * lane was last cleared, and the lane is cleared (MADV_DONTNEED) once a
+ * batch's worth of slots has been used, not after every batch: clearing
+ * costs a TLB-flush IPI to every CPU the program runs on, whatever the
+ * length, and reclaim under memory.high spills a few pages per call
+ * (runs between resident pages).  Before, sqlite3's working phase under
+ * bench/spill_workload.sh made 66,000 such calls of 1-15 pages, and
+ * their IPIs took 12.5% of its CPU time in perf.  A lane holds at most
+ * SP_BATCH - 1 stale copies (pages already in the pool), 1 MiB for all
+ * lanes; spill_stage_clear() clears them when a reclaim is done.
+ */
+#define SP_LANE_PAGES	(2 * SP_BATCH)
 #define SP_MSGS		16
 
 enum sp_state { SP_TRANSIT = 1, SP_STORED, SP_LOADING };
@@ -133,6 +146,7 @@ struct spill_engine {
 	pthread_mutex_t lane_lock;
 	pthread_cond_t lane_free;
 	unsigned lane_busy;
+	unsigned lane_used[SP_LANES];	/* slots used since the lane was cleared (its holder's) */
 
 	unsigned char *bounce;		/* the handler's */
 	unsigned char *zeros;		/* a page of zeros, never written */
@@ -958,7 +972,7 @@ static size_t sp_table_slots(size_t max_pages)
 
 static size_t sp_stage_bytes(void)
 {
-	return (size_t)SP_LANES * SP_BATCH * SP_PAGE;
+	return (size_t)SP_LANES * SP_LANE_PAGES * SP_PAGE;
 }
 
 static void sp_free(struct spill_engine *e)
@@ -1079,7 +1093,7 @@ fail:
 
 /* ---- spilling ---- */
 
-static unsigned char *sp_lane_get(struct spill_engine *e)
+static unsigned sp_lane_get(struct spill_engine *e)
 {
 	unsigned lane;
 
@@ -1089,13 +1103,41 @@ static unsigned char *sp_lane_get(struct spill_engine *e)
 	lane = (unsigned)__builtin_ctz(~e->lane_busy);
 	e->lane_busy |= 1u << lane;
 	pthread_mutex_unlock(&e->lane_lock);
-	return e->stage + (size_t)lane * SP_BATCH * SP_PAGE;
+	return lane;
 }
 
-static void sp_lane_put(struct spill_engine *e, unsigned char *stage)
+static unsigned char *sp_lane_base(struct spill_engine *e, unsigned lane)
 {
-	unsigned lane = (unsigned)((size_t)(stage - e->stage) / (SP_BATCH * SP_PAGE));
+	return e->stage + (size_t)lane * SP_LANE_PAGES * SP_PAGE;
+}
 
+/* Clear the used slots of @lane, which the caller holds. */
+static void sp_lane_clear(struct spill_engine *e, unsigned lane)
+{
+	/* The staging area is on a uffd without EVENT_REMOVE: no one waits. */
+	if (e->lane_used[lane])
+		madvise(sp_lane_base(e, lane), e->lane_used[lane] * SP_PAGE, MADV_DONTNEED);
+	e->lane_used[lane] = 0;
+}
+
+/* @n empty slots of @lane for the next batch (the lane cleared first if it has not as many). */
+static unsigned char *sp_lane_slots(struct spill_engine *e, unsigned lane, unsigned n)
+{
+	if (e->lane_used[lane] + n > SP_LANE_PAGES)
+		sp_lane_clear(e, lane);
+	return sp_lane_base(e, lane) + (size_t)e->lane_used[lane] * SP_PAGE;
+}
+
+/* The batch just spilled left copies in @n slots of @lane: clear once a batch's worth are used. */
+static void sp_lane_used(struct spill_engine *e, unsigned lane, unsigned n)
+{
+	e->lane_used[lane] += n;
+	if (e->lane_used[lane] >= SP_BATCH)
+		sp_lane_clear(e, lane);
+}
+
+static void sp_lane_put(struct spill_engine *e, unsigned lane)
+{
 	pthread_mutex_lock(&e->lane_lock);
 	e->lane_busy &= ~(1u << lane);
 	pthread_cond_signal(&e->lane_free);
@@ -1203,9 +1245,13 @@ static void sp_check_left(struct spill_engine *e, unsigned char *stage, const bo
 		atomic_fetch_add_explicit(&e->misreported, found, memory_order_relaxed);
 }
 
-/* Spill one batch of up to SP_BATCH pages at @addr; returns pages spilled. */
+/*
+ * Spill one batch of up to SP_BATCH pages at @addr through the empty
+ * staging slots @stage; returns pages spilled.  *@staged: whether any
+ * page reached its slot (the slots then hold copies until cleared).
+ */
 static unsigned sp_spill_batch(struct spill_engine *e, uintptr_t addr,
-			       unsigned n, unsigned char *stage, uint32_t range)
+			       unsigned n, unsigned char *stage, uint32_t range, bool *staged)
 {
 	bool in[SP_BATCH] = { false }, moved[SP_BATCH] = { false };
 	bool left[SP_BATCH] = { false };
@@ -1231,6 +1277,9 @@ static unsigned sp_spill_batch(struct spill_engine *e, uintptr_t addr,
 
 	sp_move(e, addr, stage, in, moved, n);
 	sp_check_left(e, stage, in, moved, n);
+	*staged = false;
+	for (unsigned i = 0; i < n; i++)
+		*staged |= moved[i];
 	for (unsigned i = 0; i < n; i++)
 		if (in[i] && !moved[i]) {
 			left[i] = true;
@@ -1269,9 +1318,6 @@ static unsigned sp_spill_batch(struct spill_engine *e, uintptr_t addr,
 		atomic_fetch_add_explicit(&e->in_pool, 1, memory_order_relaxed);
 		spilled++;
 	}
-	/* The staging area is on a uffd without EVENT_REMOVE: no one waits. */
-	madvise(stage, n * SP_PAGE, MADV_DONTNEED);
-
 	atomic_fetch_add_explicit(&e->spilled, spilled, memory_order_relaxed);
 	atomic_fetch_add_explicit(&e->skipped, skipped, memory_order_relaxed);
 	atomic_fetch_add_explicit(&e->store_failed, failed, memory_order_relaxed);
@@ -1282,7 +1328,7 @@ long spill_out(struct spill_engine *e, void *addr, size_t npages)
 {
 	uintptr_t start = (uintptr_t)addr, end = start + npages * SP_PAGE;
 	uintptr_t stage = (uintptr_t)e->stage;
-	unsigned char *lane;
+	unsigned lane;
 	uint32_t range;
 	long total = 0;
 	int err;
@@ -1301,12 +1347,33 @@ long spill_out(struct spill_engine *e, void *addr, size_t npages)
 	lane = sp_lane_get(e);
 	for (size_t off = 0; off < npages; off += SP_BATCH) {
 		unsigned n = npages - off < SP_BATCH ? (unsigned)(npages - off) : SP_BATCH;
+		bool staged;
 
-		total += sp_spill_batch(e, start + off * SP_PAGE, n, lane, range);
+		total += sp_spill_batch(e, start + off * SP_PAGE, n, sp_lane_slots(e, lane, n),
+					range, &staged);
+		if (staged)
+			sp_lane_used(e, lane, n);
 	}
 	sp_lane_put(e, lane);
 	sp_range_put(e, range);
 	return total;
+}
+
+void spill_stage_clear(struct spill_engine *e)
+{
+	for (unsigned lane = 0; lane < SP_LANES; lane++) {
+		bool mine;
+
+		pthread_mutex_lock(&e->lane_lock);
+		mine = !(e->lane_busy & (1u << lane)) && e->lane_used[lane];
+		if (mine)
+			e->lane_busy |= 1u << lane;
+		pthread_mutex_unlock(&e->lane_lock);
+		if (mine) {
+			sp_lane_clear(e, lane);
+			sp_lane_put(e, lane);
+		}
+	}
 }
 
 /* ---- the program changes what is spilled ---- */

@@ -163,6 +163,13 @@ int spill_open(const struct spill_options *opt, struct spill_engine **enginep);
 long spill_out(struct spill_engine *e, void *addr, size_t npages);
 
 /*
+ * Clear the staging slots that hold copies of pages already in the pool
+ * (at most 63 pages per lane: spill_out() clears a lane once a batch's
+ * worth is used).  For the end of a reclaim; lanes in use are skipped.
+ */
+void spill_stage_clear(struct spill_engine *e);
+
+/*
  * Bring back the spilled pages of [addr, addr + len) (restore_range), or
  * drop them so that they read as zeros, as discarded pages do
  * (forget_range).  Pages in transit are waited for.  Return the pages
