@@ -849,6 +849,8 @@ static void *sp_handler(void *arg)
 				sp_cpu_relax();
 				continue;
 			}
+			/* Going to sleep: what the refaults freed in the pool goes now. */
+			zp_release_freed(e->pool);
 			n = poll(pfd, 2, !e->idle ? -1 : more ? 0 : e->idle_ms);
 			if (n < 0)
 				continue;	/* EINTR cannot happen (signals blocked) */
@@ -1361,6 +1363,7 @@ long spill_out(struct spill_engine *e, void *addr, size_t npages)
 
 void spill_stage_clear(struct spill_engine *e)
 {
+	zp_release_freed(e->pool);
 	for (unsigned lane = 0; lane < SP_LANES; lane++) {
 		bool mine;
 

@@ -34,6 +34,8 @@
 #define ZP_NR_ALL_CLASSES	(ZP_NR_CLASSES + 1)
 /* The kernel's CONFIG_ZSMALLOC_CHAIN_SIZE default. */
 #define ZP_MAX_PAGES_PER_ZSPAGE	8u
+/* Freed runs given back to the OS together, in one system call (arena.c). */
+#define ZP_PENDING_RUNS		16u
 #define ZP_MAX_OBJS		(ZP_MAX_PAGES_PER_ZSPAGE * ZP_PAGE_SIZE / ZP_MIN_ALLOC)
 /*
  * Each non-huge object starts with a 32-bit header, as zsmalloc's handle
@@ -180,6 +182,12 @@ struct zp_pool {
 	pthread_mutex_t arena_lock;
 	uint32_t arena_top;		/* next never-used page */
 	uint32_t free_runs[ZP_MAX_PAGES_PER_ZSPAGE + 1];
+	/* Runs freed and not yet given back to the OS (arena.c), under arena_lock. */
+	struct zp_run {
+		uint32_t page;
+		uint32_t nr_pages;
+	} pending[ZP_PENDING_RUNS];
+	unsigned nr_pending;
 	/* Pages charged to zspages; never past limit_pages (max_bytes in
 	 * whole pages, UINT64_MAX without a limit). */
 	_Atomic uint64_t pages_allocated;

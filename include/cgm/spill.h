@@ -165,7 +165,9 @@ long spill_out(struct spill_engine *e, void *addr, size_t npages);
 /*
  * Clear the staging slots that hold copies of pages already in the pool
  * (at most 63 pages per lane: spill_out() clears a lane once a batch's
- * worth is used).  For the end of a reclaim; lanes in use are skipped.
+ * worth is used), and give back the pool's freed zspages
+ * (zp_release_freed()).  For the end of a reclaim; lanes in use are
+ * skipped.
  */
 void spill_stage_clear(struct spill_engine *e);
 

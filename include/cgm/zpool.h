@@ -139,6 +139,14 @@ struct zp_class_stats {
 int zp_create_pool(const struct zp_options *opt, struct zp_pool **poolp);
 /* Destroy a pool and unmap everything; no call may be in flight. */
 void zp_destroy_pool(struct zp_pool *pool);
+/*
+ * Give the OS the pages of zspages freed lately: the pool gives them back
+ * 16 runs at a time, in one system call, and until then up to 15 freed
+ * runs stay resident (no longer counted in zp_get_total_pages()).  For
+ * when freeing stops for a while (a handler going to sleep, a reclaim's
+ * end).  Safe from any thread.
+ */
+void zp_release_freed(struct zp_pool *pool);
 
 /* ---- object allocator (zsmalloc) ---- */
 
