@@ -16,6 +16,7 @@ void harvest_pool_add(struct cgm_proc *p, uint64_t bytes);
 
 /* Collect the frees of @proc's threads since the last harvest into its pool.  p->lock held. */
 void harvest_collect(struct cgm_hier *h, uint32_t proc, struct cgm_proc *p);
+void harvest_collect_thread(struct cgm_proc *p, struct cgm_thread_slot *ts);
 
 /* Uncharge the whole pages of @p's pool.  p->lock held. */
 void harvest_uncharge(struct cgm_hier *h, struct cgm_proc *p);

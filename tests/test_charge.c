@@ -408,6 +408,39 @@ START_TEST(test_refill_from_frees_covers_request)
 }
 END_TEST
 
+/*
+ * A refill takes the thread's own frees first, and reads the other
+ * threads' counters (whose cache lines that takes from them) only when
+ * its own fall short; nothing new is charged while frees cover it.
+ */
+START_TEST(test_refill_own_frees_first)
+{
+	const int64_t chunk = 2 * BATCH * PAGE;
+	struct cgm_thread_slot *t, *o;
+	int64_t usage;
+
+	ck_assert_int_eq(acct_attach(&ac, "/own"), 0);
+	t = &ac.h.threads[acct_thread_register(&ac, gettid_())];
+	o = &ac.h.threads[acct_thread_register(&ac, gettid_())];
+	ck_assert_int_eq(sim_malloc(&ac, t, (size_t)chunk, false), chunk);
+	ck_assert_int_eq(sim_malloc(&ac, o, (size_t)chunk, false), chunk);
+	sim_free(o, chunk);
+	sim_free(t, chunk);
+	usage = usage_of("/own");
+	/* A page more than t's stock: a refill, which t's own frees cover. */
+	ck_assert_int_eq(sim_malloc(&ac, t, (size_t)(t->stock + PAGE), false) > 0, 1);
+	ck_assert_int_ge(t->stock, 0);
+	ck_assert_uint_eq(t->harvested_freed_bytes, t->freed_bytes);
+	ck_assert_uint_eq(o->harvested_freed_bytes, 0);
+	ck_assert_int_le(usage_of("/own"), usage);
+	/* More than what is left of t's frees: o's are taken too, before any charge. */
+	ck_assert_int_eq(sim_malloc(&ac, t, (size_t)chunk, false), chunk);
+	ck_assert_uint_eq(o->harvested_freed_bytes, o->freed_bytes);
+	ck_assert_int_le(usage_of("/own"), usage);
+	check_usage_held("at the end");
+}
+END_TEST
+
 START_TEST(test_untracked_frees_never_negative)
 {
 	uint32_t slot;
@@ -941,6 +974,7 @@ static void add_tests(TCase *tc, bool regressions)
 	tcase_add_test(tc, test_threads_cross_frees);
 	tcase_add_test(tc, test_stock_trim_and_exit);
 	tcase_add_test(tc, test_refill_from_frees_covers_request);
+	tcase_add_test(tc, test_refill_own_frees_first);
 	tcase_add_test(tc, test_untracked_frees_never_negative);
 	tcase_add_test(tc, test_limit_holds_and_refuses_cleanly);
 	tcase_add_test(tc, test_max_drains_precharge);
