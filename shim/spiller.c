@@ -627,8 +627,15 @@ static void spill_prepare(void)
 {
 	/* A thread that spills has signals blocked: fork() from a handler never finds it holding. */
 	fork_held = pthread_mutex_lock(&spill_lock) == 0;
-	if (engine)
+	if (engine) {
 		spill_restore_range(engine, NULL, SIZE_MAX);
+		/*
+		 * And the staging copies and freed zspages still resident go
+		 * now: a child would keep its copy of them (it never uses the
+		 * parent's engine), up to 1.5 MiB.
+		 */
+		spill_stage_clear(engine);
+	}
 }
 
 static void spill_parent(void)

@@ -1405,6 +1405,8 @@ START_TEST(test_staging_slots)
 	enum { N = 2000 };
 	unsigned char *p = map_pages(N), *want = malloc(N * PG);
 	size_t at = 0, calls = 0;
+	struct spill_stats st;
+	uint64_t staged;
 
 	ck_assert_ptr_nonnull(want);
 	setup();
@@ -1420,7 +1422,20 @@ START_TEST(test_staging_slots)
 		at += run + 1;	/* a gap: the next call's batch is a new range */
 		calls++;
 	}
+	/*
+	 * Cleared once per batch's worth, not per call: one more page (page
+	 * 1, the first gap) adds its copy to those waiting, unless it makes
+	 * the 64th.
+	 */
+	spill_stats(eng, &st);
+	staged = st.staged;
+	ck_assert_uint_lt(staged, 64);
+	ck_assert_int_eq(spill_out(eng, p + 1 * PG, 1), 1);
+	spill_stats(eng, &st);
+	ck_assert_uint_eq(st.staged, staged + 1 < 64 ? staged + 1 : 0);
 	spill_stage_clear(eng);
+	spill_stats(eng, &st);
+	ck_assert_uint_eq(st.staged, 0);
 	ck_assert_int_eq(memcmp(p, want, N * PG), 0);
 	/* A second round over the same pages reuses the cleared slots. */
 	for (at = 0; at < N; at += 2)

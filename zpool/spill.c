@@ -1195,7 +1195,8 @@ static void sp_lane_clear(struct spill_engine *e, unsigned lane)
 	/* The staging area is on a uffd without EVENT_REMOVE: no one waits. */
 	if (e->lane_used[lane])
 		madvise(sp_lane_base(e, lane), e->lane_used[lane] * SP_PAGE, MADV_DONTNEED);
-	e->lane_used[lane] = 0;
+	/* (Read by spill_stats() without the lane.) */
+	__atomic_store_n(&e->lane_used[lane], 0, __ATOMIC_RELAXED);
 }
 
 /* @n empty slots of @lane for the next batch (the lane cleared first if it has not as many). */
@@ -1209,7 +1210,7 @@ static unsigned char *sp_lane_slots(struct spill_engine *e, unsigned lane, unsig
 /* The batch just spilled left copies in @n slots of @lane: clear once a batch's worth are used. */
 static void sp_lane_used(struct spill_engine *e, unsigned lane, unsigned n)
 {
-	e->lane_used[lane] += n;
+	__atomic_store_n(&e->lane_used[lane], e->lane_used[lane] + n, __ATOMIC_RELAXED);
 	if (e->lane_used[lane] >= SP_BATCH)
 		sp_lane_clear(e, lane);
 }
@@ -1444,7 +1445,7 @@ void spill_stage_clear(struct spill_engine *e)
 		bool mine;
 
 		pthread_mutex_lock(&e->lane_lock);
-		mine = !(e->lane_busy & (1u << lane)) && e->lane_used[lane];
+		mine = !(e->lane_busy & (1u << lane)) && __atomic_load_n(&e->lane_used[lane], __ATOMIC_RELAXED);
 		if (mine)
 			e->lane_busy |= 1u << lane;
 		pthread_mutex_unlock(&e->lane_lock);
@@ -1634,6 +1635,11 @@ void spill_stats(struct spill_engine *e, struct spill_stats *st)
 	st->forgotten = atomic_load_explicit(&e->forgotten, memory_order_relaxed);
 	st->readahead = atomic_load_explicit(&e->readahead, memory_order_relaxed);
 	st->misreported = atomic_load_explicit(&e->misreported, memory_order_relaxed);
+	st->staged = 0;
+	pthread_mutex_lock(&e->lane_lock);
+	for (unsigned lane = 0; lane < SP_LANES; lane++)
+		st->staged += __atomic_load_n(&e->lane_used[lane], __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&e->lane_lock);
 }
 
 /*

@@ -127,6 +127,8 @@ struct spill_stats {
 	uint64_t misreported;	/* pages a move said it left in place but
 				 * moved all the same (a kernel bug: see
 				 * sp_check_left()); stored like the others */
+	uint64_t staged;	/* staging slots holding copies not yet cleared
+				 * (63 a lane at most; spill_stage_clear()) */
 };
 
 /*
