@@ -78,15 +78,15 @@ static bool stock_from_frees(struct cgm_acct *a, struct cgm_proc *p,
 	struct cgm_hier *h = &a->h;
 	int64_t batch_bytes = a->batch_pages * CGM_PAGE_SIZE;
 	int64_t take = 0;
-	bool all;
+	bool all_collected;
 
 	hier_lock(&p->lock);
 	/* Alone in its process: its slot is the whole list. */
-	all = p->first_thread == hier_thread_index(h, t) && t->next == CGM_NONE;
+	all_collected = p->first_thread == hier_thread_index(h, t) && t->next == CGM_NONE;
 	harvest_collect_thread(p, t);
-	if (!all && p->free_pool < need) {
+	if (!all_collected && p->free_pool < need) {
 		harvest_collect(h, a->proc, p);
-		all = true;
+		all_collected = true;
 	}
 	if (p->free_pool >= need) {
 		/* A batch, or all that is needed when that is more. */
@@ -98,7 +98,7 @@ static bool stock_from_frees(struct cgm_acct *a, struct cgm_proc *p,
 			take = need;
 	}
 	p->free_pool -= take;
-	if (all && take > 0 && batch_bytes - take >= CGM_PAGE_SIZE) {
+	if (all_collected && take > 0 && batch_bytes - take >= CGM_PAGE_SIZE) {
 		struct cgm_group *g = hier_group(h, p->group);
 		int64_t pages = (batch_bytes - take) / CGM_PAGE_SIZE;
 		struct page_counter *fail;

@@ -4,18 +4,20 @@
  * The arena and its page descriptors are reserved once (MAP_NORESERVE).
  * A freed run goes back to the OS (MADV_DONTNEED: the pool's footprint is
  * what it holds, as zsmalloc frees zspage pages) and its address range
- * onto a free list of runs of its length.  Runs go back to the OS
- * ZP_PENDING_RUNS at a time, in one process_madvise(): each MADV_DONTNEED
- * costs a TLB-flush IPI to every CPU the program runs on, 20 us a call on
- * this VM with another thread running, and the kernel (6.16 on) flushes
- * once for all the ranges of one process_madvise() -- 16 one-page ranges:
- * 300-370 us in 16 madvise() calls, 35-39 us in one process_madvise().
- * A pool that refaults frees a zspage every few pages.  Until then a
- * freed run is resident but no longer counted in pages_allocated (at most
- * 15 runs, 480 KiB); zp_release_freed() gives them back at once.  A request takes a
- * run of the exact length, else fresh address space, else splits a longer
- * free run.  Runs are never merged: zspage lengths come from a few class
- * geometries, so exact-length reuse is the common case.
+ * onto a free list of runs of its length.  A request takes a run of the
+ * exact length, else fresh address space, else splits a longer free run.
+ * Runs are never merged: zspage lengths come from a few class geometries,
+ * so exact-length reuse is the common case.
+ *
+ * Freed runs go back to the OS ZP_PENDING_RUNS at a time, in one
+ * process_madvise(): each MADV_DONTNEED costs a TLB-flush IPI to every
+ * CPU the program runs on, 20 us a call on this VM with another thread
+ * running, and Linux 6.18 here flushes once for all the ranges of one
+ * process_madvise() -- 16 one-page ranges: 300-370 us in 16 madvise()
+ * calls, 35-39 us in one process_madvise().  A pool that refaults frees
+ * a zspage every few pages.  Until then a freed run is resident but no
+ * longer counted in pages_allocated (at most 15 runs, 480 KiB);
+ * zp_release_freed() gives them back at once.
  *
  * The arena asks for transparent huge pages: the pool fills it from the
  * bottom and keeps it dense, and a fault per 2 MB instead of per page made
@@ -132,7 +134,7 @@ int zp_arena_alloc(struct zp_pool *pool, unsigned nr_pages, uint32_t *pagep)
 	return 0;
 }
 
-/* The calling process, for process_madvise() (Linux 6.13's PIDFD_SELF): no descriptor to keep. */
+/* The calling process, for process_madvise() (the kernel's PIDFD_SELF): no descriptor to keep. */
 #define PIDFD_SELF_PROCESS	(-10000)
 
 /* process_madvise() on ourselves refused once (older kernel, seccomp): madvise() each run. */

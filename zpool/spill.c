@@ -388,13 +388,7 @@ static void sp_register(struct spill_engine *e, uintptr_t start, uintptr_t end, 
 	ioctl(e->uffd, UFFDIO_REGISTER, &reg);
 }
 
-/*
- * Register [start, end) as what covers it asks: what a live range covers
- * for MISSING faults (when @covered_too), and write-protect tracking where
- * the region is tracked; what neither needs is unregistered.  A
- * registration replaces the modes it had, and MISSING is never dropped
- * from a covered page.  reg_lock held.
- */
+/* The bucket of the ranges starting in @addr's 2 MiB. */
 static uint32_t sp_bucket_of(uintptr_t addr)
 {
 	return (uint32_t)(((uint64_t)(addr >> SP_BUCKET_SHIFT) * 0x9e3779b97f4a7c15ull) >> 52) &
@@ -460,6 +454,13 @@ static void sp_ranges_at(struct spill_engine *e, uintptr_t cur, uintptr_t end,
 	}
 }
 
+/*
+ * Register [start, end) as what covers it asks: what a live range covers
+ * for MISSING faults (when @covered_too), and write-protect tracking where
+ * the region is tracked; what neither needs is unregistered.  A
+ * registration replaces the modes it had, and MISSING is never dropped
+ * from a covered page.  reg_lock held.
+ */
 static void sp_settle(struct spill_engine *e, uintptr_t start, uintptr_t end, bool covered_too)
 {
 	uintptr_t cur = start;
@@ -1636,10 +1637,8 @@ void spill_stats(struct spill_engine *e, struct spill_stats *st)
 	st->readahead = atomic_load_explicit(&e->readahead, memory_order_relaxed);
 	st->misreported = atomic_load_explicit(&e->misreported, memory_order_relaxed);
 	st->staged = 0;
-	pthread_mutex_lock(&e->lane_lock);
 	for (unsigned lane = 0; lane < SP_LANES; lane++)
 		st->staged += __atomic_load_n(&e->lane_used[lane], __ATOMIC_RELAXED);
-	pthread_mutex_unlock(&e->lane_lock);
 }
 
 /*
