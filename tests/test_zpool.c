@@ -8,7 +8,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
+#include <linux/magic.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "cgm/zpool.h"
@@ -602,6 +606,120 @@ START_TEST(test_writeback_and_reuse)
 }
 END_TEST
 
+/* Pages of file @path in the page cache (mincore of a mapping that touches none). */
+static long file_pages_cached(const char *path)
+{
+	int fd = open(path, O_RDONLY);
+	struct stat sb;
+	unsigned char *vec;
+	long pages, cached = 0;
+	void *map;
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(fstat(fd, &sb), 0);
+	pages = (sb.st_size + ZPT_PAGE - 1) / ZPT_PAGE;
+	if (pages == 0) {
+		close(fd);
+		return 0;
+	}
+	map = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	ck_assert_ptr_ne(map, MAP_FAILED);
+	vec = malloc((size_t)pages);
+	ck_assert_ptr_nonnull(vec);
+	ck_assert_int_eq(mincore(map, (size_t)sb.st_size, vec), 0);
+	for (long i = 0; i < pages; i++)
+		cached += vec[i] & 1;
+	free(vec);
+	munmap(map, (size_t)sb.st_size);
+	close(fd);
+	return cached;
+}
+
+/* The file's bytes on the disk (so its cached pages are clean and can go). */
+static void sync_path(const char *path)
+{
+	int fd = open(path, O_RDONLY);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(fdatasync(fd), 0);
+	close(fd);
+}
+
+/*
+ * What is written back leaves memory: a writeback drops the pages of the
+ * batches written before it from the page cache, and a load the pages it
+ * read.  Needs a file on a disk: on tmpfs the file is memory anyway (and
+ * the advice does nothing), so the test looks for a directory that is not.
+ */
+START_TEST(test_writeback_leaves_no_cache)
+{
+	static const char *const dirs[] = { "/var/tmp", "/tmp", "." };
+	struct zp_options o = { .backing = NULL };
+	struct zp_pool *pool;
+	enum { N = 2000 };
+	/* On the heap: a static array this size moves test_release_freed's mappings. */
+	unsigned char (*pages)[ZPT_PAGE] = malloc((size_t)N * ZPT_PAGE);
+	zp_entry_t *e = malloc(N * sizeof(*e));
+	unsigned char out[ZPT_PAGE];
+	char path[PATH_MAX] = "";
+	uint64_t rng = 33;
+	unsigned bad = 0;
+	long first, second;
+
+	for (unsigned i = 0; i < sizeof(dirs) / sizeof(dirs[0]) && !path[0]; i++) {
+		struct statfs fs;
+		int fd;
+
+		if (statfs(dirs[i], &fs) != 0 || fs.f_type == TMPFS_MAGIC || fs.f_type == RAMFS_MAGIC)
+			continue;
+		snprintf(path, sizeof(path), "%s/zpool-test-cache-XXXXXX", dirs[i]);
+		fd = mkstemp(path);
+		if (fd < 0) {
+			path[0] = '\0';
+			continue;
+		}
+		close(fd);
+	}
+	if (!path[0]) {
+		fprintf(stderr, "test_writeback_leaves_no_cache: no disk file system found; not run\n");
+		free(pages);
+		free(e);
+		return;
+	}
+	ck_assert_ptr_nonnull(pages);
+	ck_assert_ptr_nonnull(e);
+	o.backing = path;
+	pool = new_pool(&o);
+	for (int i = 0; i < N; i++) {
+		zpt_page_mixed(&rng, pages[i]);
+		bad += zp_store(pool, pages[i], &e[i]) != 0;
+	}
+	ck_assert_uint_eq(bad, 0);
+	ck_assert_int_eq(zp_writeback(pool, N / 2), N / 2);
+	first = file_pages_cached(path);
+	/* Nothing else has dropped them: the first writeback's pages are there. */
+	ck_assert_int_gt(first, N / 2 / 4);
+	sync_path(path);
+	ck_assert_int_eq(zp_writeback(pool, N / 2), N / 2);
+	/* The first writeback's pages went: what is cached is about the second's (not twice as much). */
+	second = file_pages_cached(path);
+	ck_assert_int_lt(second, first * 3 / 2);
+	sync_path(path);
+	/* A writeback with nothing to write still drops what the last left. */
+	ck_assert_int_eq(zp_writeback(pool, 0), 0);
+	ck_assert_int_eq(file_pages_cached(path), 0);
+	for (int i = 0; i < N; i++)
+		bad += zp_load(pool, e[i], out) != 0 || memcmp(out, pages[i], ZPT_PAGE) != 0;
+	ck_assert_uint_eq(bad, 0);
+	/* Every load dropped the pages it read. */
+	ck_assert_int_eq(file_pages_cached(path), 0);
+	zp_destroy_pool(pool);
+	unlink(path);
+	free(pages);
+	free(e);
+}
+END_TEST
+
 START_TEST(test_limit_without_backing)
 {
 	struct zp_options o = { .max_bytes = 64 * ZPT_PAGE };
@@ -772,6 +890,7 @@ int main(void)
 	tcase_add_test(tc, test_classes_show);
 	tcase_add_test(tc, test_writeback_and_reuse);
 	tcase_add_test(tc, test_release_freed);
+	tcase_add_test(tc, test_writeback_leaves_no_cache);
 	tcase_add_test(tc, test_limit_without_backing);
 	tcase_add_test(tc, test_limit_writes_back);
 	tcase_add_test(tc, test_limit_exact);

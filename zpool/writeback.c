@@ -31,6 +31,17 @@
  * each with one registered page buffer, so concurrent loads rarely share
  * one and never wait for a writeback batch.
  *
+ * The file is written and read through the page cache, which would keep
+ * a copy of everything written back: memory the group no longer counts,
+ * but still memory (the kernel's swap keeps no such copy).  So each batch
+ * written is sent to the disk at once (sync_file_range, not waited for),
+ * and the next writeback drops those pages, clean by then, from the cache
+ * (POSIX_FADV_DONTNEED, which leaves a page still dirty where it is:
+ * nothing is lost).  A load drops the pages it read.  At most the last
+ * batch's pages (256 entries, at most 1 MiB) stay cached after the last
+ * writeback, until the kernel writes and evicts them.  On tmpfs the file
+ * is memory whatever is done (the advice does nothing there).
+ *
  * Without io_uring (kernel too old, or forbidden by seccomp/sysctl) the
  * same paths use pwrite/pread, and say so once.
  */
@@ -89,10 +100,70 @@ struct zp_wb {
 	uint64_t backoff_ns;		/* current delay; 0: healthy (lock) */
 	bool probe;			/* start with one write (lock) */
 
+	/* Bytes of the file written since the last drop from the page cache (lock). */
+	uint64_t cached_lo, cached_hi;
+
 	_Atomic unsigned fail_count;
 	_Atomic int fail_err;
 	int logged_write, logged_read, logged_csum, logged_uring;
 };
+
+/*
+ * Drop the whole pages of [lo, hi) of the file from the page cache: the
+ * kernel drops only pages that are wholly inside the range, so it is
+ * rounded out (other entries' bytes in the edge pages are on disk too).
+ */
+static void drop_cached(struct zp_wb *wb, uint64_t lo, uint64_t hi)
+{
+	lo &= ~(uint64_t)(ZP_PAGE_SIZE - 1);
+	hi = (hi + ZP_PAGE_SIZE - 1) & ~(uint64_t)(ZP_PAGE_SIZE - 1);
+	if (hi > lo)
+		(void)posix_fadvise(wb->fd, (off_t)lo, (off_t)(hi - lo), POSIX_FADV_DONTNEED);
+}
+
+/*
+ * The batches written before this writeback, clean by now, out of the
+ * cache (lock).  The whole file: the cache may hold a written range in
+ * large folios that reach past its ends, which a drop of the range alone
+ * leaves (ext4: a 128 KiB folio at the end of a range stayed).
+ */
+static void drop_written(struct zp_wb *wb)
+{
+	if (wb->cached_hi > wb->cached_lo)
+		(void)posix_fadvise(wb->fd, 0, 0, POSIX_FADV_DONTNEED);
+	wb->cached_lo = wb->cached_hi = 0;
+}
+
+/*
+ * Entries [0, n) of the batch landed (or some did): start the disk
+ * writes of the range now, so that the next writeback finds its pages
+ * clean and can drop them (lock).
+ */
+static void start_disk_write(struct zp_wb *wb, unsigned n)
+{
+	uint64_t lo = UINT64_MAX, hi = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		if (wb->res[i] != (int)wb->len[i])
+			continue;
+		if (wb->off[i] < lo)
+			lo = wb->off[i];
+		if (wb->off[i] + wb->len[i] > hi)
+			hi = wb->off[i] + wb->len[i];
+	}
+	if (hi <= lo)
+		return;
+	(void)sync_file_range(wb->fd, (off_t)lo, (off_t)(hi - lo), SYNC_FILE_RANGE_WRITE);
+	if (wb->cached_hi <= wb->cached_lo) {
+		wb->cached_lo = lo;
+		wb->cached_hi = hi;
+		return;
+	}
+	if (lo < wb->cached_lo)
+		wb->cached_lo = lo;
+	if (hi > wb->cached_hi)
+		wb->cached_hi = hi;
+}
 
 static uint64_t now_ns(void)
 {
@@ -247,6 +318,11 @@ int zp_wb_init(struct zp_pool *pool)
 			pool->backing_path, zp_strerror(-ret));
 		return ret;
 	}
+	/*
+	 * Loads read a few hundred bytes here and there: no read-ahead, so a
+	 * load brings one page into the cache, and drops just that one.
+	 */
+	(void)posix_fadvise(wb->fd, 0, 0, POSIX_FADV_RANDOM);
 	/* The buffers exist with or without a ring: pwrite uses them too. */
 	for (unsigned i = 0; i < wb->batch; i++) {
 		wb->iov[i].iov_base = wb->bufs + (size_t)i * ZP_PAGE_SIZE;
@@ -492,6 +568,7 @@ long zp_writeback(struct zp_pool *pool, unsigned long nr)
 	if (!wb)
 		return -ENODEV;
 	pthread_mutex_lock(&wb->lock);
+	drop_written(wb);
 	while (written < nr && !err) {
 		/* After a failure, one write tells whether the device is back
 		 * before a whole batch is spent on it. */
@@ -505,6 +582,7 @@ long zp_writeback(struct zp_pool *pool, unsigned long nr)
 		if (n == 0)
 			break;
 		write_batch(pool, wb, n);
+		start_disk_write(wb, n);
 		/* Failures go back to the head youngest first, so the batch
 		 * keeps its order there; the oldest one's error is reported. */
 		for (unsigned j = n; j-- > 0;) {
@@ -600,6 +678,8 @@ int zp_wb_load(struct zp_pool *pool, uint64_t offset, uint32_t len,
 		pthread_mutex_lock(&rd->lock);
 	}
 	ret = read_rd(wb, rd, offset, len);
+	/* Read once, into our buffer: the cache's copy is of no more use. */
+	drop_cached(wb, offset, offset + len);
 	if (ret == 0 && zp_csum(rd->buf, len) != csum) {
 		pthread_mutex_unlock(&rd->lock);
 		zp_stat_add(pool, st_wb_read_errors, 1);

@@ -216,6 +216,10 @@ int zp_invalidate(struct zp_pool *pool, zp_entry_t entry);
  * each further failure up to 1 s, or until file space is freed after an
  * ENOSPC; a write that lands ends the backoff.  zp_writeback itself is
  * always attempted.
+ *
+ * Each call first drops what earlier ones wrote from the page cache
+ * (written to the disk meanwhile: pages still dirty stay), so what is
+ * written back leaves memory; with @nr 0 that is all it does.
  */
 long zp_writeback(struct zp_pool *pool, unsigned long nr);
 
