@@ -948,6 +948,47 @@ START_TEST(test_cluster_readahead)
 }
 END_TEST
 
+/*
+ * Readahead places each run of spilled pages with one copy.  A run that
+ * crosses into another mapping (the kernel's copy stays within one) goes
+ * on a page at a time from where the copy stopped: every page comes back,
+ * right, and counted once.
+ */
+START_TEST(test_readahead_run_split)
+{
+	enum { CL = 16 };
+	unsigned char *m = map_pages(3 * CL), *c, *ref = malloc(CL * PG);
+	struct spill_stats st;
+
+	ck_assert_ptr_nonnull(ref);
+	c = (unsigned char *)(((uintptr_t)m + CL * PG - 1) & ~(uintptr_t)(CL * PG - 1));
+	setup_opts((struct spill_options){ .readahead = true });
+	/*
+	 * Pages 8.. of the cluster in a mapping of their own: other flags
+	 * split it there (map_pages() has made it all MADV_NOHUGEPAGE).
+	 */
+	ck_assert_int_eq(madvise(c + 8 * PG, 8 * PG, MADV_RANDOM), 0);
+	fill_pages(c, CL);
+	memcpy(ref, c, CL * PG);
+	spill_set_hot_distance(eng, 1000);
+	/* (spill_out() stops where a mapping ends.) */
+	ck_assert_int_eq(spill_out(eng, c, CL / 2), CL / 2);
+	ck_assert_int_eq(spill_out(eng, c + CL / 2 * PG, CL / 2), CL / 2);
+	/* A hot refault at page 2: pages 0-1 and 3-15 come back, the second run across the split. */
+	ck_assert_int_eq(memcmp(c + 2 * PG, ref + 2 * PG, PG), 0);
+	settle(&st, 0);
+	ck_assert_uint_eq(st.refaulted, 1);
+	ck_assert_uint_eq(st.readahead, CL - 1);
+	for (int i = 0; i < CL; i++)
+		ck_assert_msg(resident(c + i * PG), "page %d not back", i);
+	ck_assert_int_eq(memcmp(c, ref, CL * PG), 0);
+	ck_assert_uint_eq(st.spilled, st.refaulted + st.readahead + st.restored + st.forgotten + st.in_pool);
+	teardown();
+	munmap(m, 3 * CL * PG);
+	free(ref);
+}
+END_TEST
+
 static atomic_uint idle_calls, idle_wrong;
 static pthread_t idle_test_thread;
 
@@ -1530,6 +1571,7 @@ int main(void)
 	tcase_add_test(tc, test_hot_pages);
 	tcase_add_test(tc, test_hot_distance_zero);
 	tcase_add_test(tc, test_cluster_readahead);
+	tcase_add_test(tc, test_readahead_run_split);
 	tcase_add_test(tc, test_idle);
 	tcase_add_test(tc, test_idle_off);
 	/*

@@ -131,6 +131,8 @@ struct sp_range {
  * how many faults ago a cluster's last one may be.
  */
 #define SP_SEEN_SLOTS	4096
+/* Most pages one readahead copy places: a cluster (SP_CLUSTER), more than a window. */
+#define SP_SPAN_MAX	16
 #define SP_SEEN_FAULTS	4096
 
 struct spill_engine {
@@ -165,6 +167,7 @@ struct spill_engine {
 	unsigned lane_used[SP_LANES];	/* slots used since the lane was cleared (its holder's) */
 
 	unsigned char *bounce;		/* the handler's */
+	unsigned char *span;		/* the handler's, for a readahead run (SP_SPAN_MAX pages) */
 	unsigned char *zeros;		/* a page of zeros, never written */
 	bool (*idle)(void);
 	int idle_ms;
@@ -761,25 +764,108 @@ static void sp_serve(struct spill_engine *e, uintptr_t page)
 /* Most pages read ahead after a fault: each costs the handler a load and a copy. */
 #define SP_RA_MAX	8
 
-/* Is @page spilled and stored (not in transit, not being loaded)? */
-static bool sp_stored(struct spill_engine *e, uintptr_t page)
+/* A readahead page claimed for its run: what its bookkeeping needs once placed. */
+struct sp_claimed {
+	zp_entry_t zent;
+	uint32_t range;
+};
+
+/*
+ * Claim the stored pages from @page on, below @to, as long as they follow
+ * each other (at most SP_SPAN_MAX): they are SP_LOADING when this returns
+ * how many.  A page in transit or being loaded ends the run; readahead
+ * does not wait for it.
+ */
+static unsigned sp_claim_run(struct spill_engine *e, uintptr_t page, uintptr_t to,
+			     struct sp_claimed *run)
 {
-	struct sp_entry *ent;
-	bool stored;
+	unsigned n = 0;
 
 	pthread_mutex_lock(&e->lock);
-	ent = sp_lookup(e, page);
-	stored = ent && ent->state == SP_STORED;
+	for (; page < to && n < SP_SPAN_MAX; page += SP_PAGE, n++) {
+		struct sp_entry *ent = sp_lookup(e, page);
+
+		if (!ent || ent->state != SP_STORED)
+			break;
+		ent->state = SP_LOADING;
+		run[n].zent = ent->zent;
+		run[n].range = ent->range;
+	}
 	pthread_mutex_unlock(&e->lock);
-	return stored;
+	return n;
 }
 
-/* Bring back the pages of [@from, @to) that are spilled and stored. */
+/*
+ * Place @n pages from @src at @page on with one copy.  Where that stops
+ * short -- a page of the run there already, the run crossing into another
+ * mapping (a copy stays within one), a mapping changing meanwhile -- the
+ * rest goes a page at a time, each with what a single page's copy does
+ * about it.  Whoever waits on one of them is woken.
+ */
+static void sp_place_run(struct spill_engine *e, uintptr_t page, const unsigned char *src,
+			 unsigned n)
+{
+	struct uffdio_copy c = { .dst = page, .src = (uintptr_t)src, .len = (uint64_t)n * SP_PAGE };
+	unsigned done;
+
+	if (n == 0 || !ioctl(e->uffd, UFFDIO_COPY, &c))
+		return;
+	done = c.copy > 0 ? (unsigned)((uint64_t)c.copy / SP_PAGE) : 0;
+	for (unsigned i = done; i < n; i++) {
+		int err = sp_place(e, page + (uintptr_t)i * SP_PAGE, src + (size_t)i * SP_PAGE, true);
+
+		if (err)
+			sp_unplaced(page + (uintptr_t)i * SP_PAGE, err);
+	}
+}
+
+/*
+ * Bring back the spilled and stored pages of [@from, @to): each run of
+ * pages that follow each other with one copy (a copy costs the handler a
+ * system call, the mmap lock and a look-up of the mapping, whatever its
+ * length).
+ */
 static void sp_read_span(struct spill_engine *e, uintptr_t from, uintptr_t to)
 {
-	for (uintptr_t q = from; q < to; q += SP_PAGE)
-		if (sp_stored(e, q))
-			sp_restore(e, q, e->bounce, &e->readahead);
+	struct sp_claimed run[SP_SPAN_MAX];
+
+	while (from < to) {
+		unsigned n = sp_claim_run(e, from, to, run), loaded = 0;
+
+		if (!n) {
+			from += SP_PAGE;
+			continue;
+		}
+		for (; loaded < n; loaded++) {
+			int err = zp_load(e->pool, run[loaded].zent, e->span + (size_t)loaded * SP_PAGE);
+
+			if (err) {
+				/* As sp_restore(): the lost page stays claimed; SIGBUS is on its way. */
+				sp_lost(from + (uintptr_t)loaded * SP_PAGE, err);
+				break;
+			}
+		}
+		sp_place_run(e, from, e->span, loaded);
+		pthread_mutex_lock(&e->lock);
+		for (unsigned i = 0; i < n; i++) {
+			struct sp_entry *ent = sp_lookup(e, from + (uintptr_t)i * SP_PAGE);
+
+			if (i < loaded)
+				sp_remove(e, ent);
+			else if (i > loaded)
+				ent->state = SP_STORED;	/* not tried: after a lost page */
+		}
+		pthread_cond_broadcast(&e->changed);
+		pthread_mutex_unlock(&e->lock);
+		for (unsigned i = 0; i < loaded; i++) {
+			sp_release(e, run[i].zent);
+			sp_range_put(e, run[i].range);
+		}
+		atomic_fetch_add_explicit(&e->readahead, loaded, memory_order_relaxed);
+		if (loaded < n)
+			return;
+		from += (uintptr_t)n * SP_PAGE;
+	}
 }
 
 /*
@@ -1063,6 +1149,7 @@ static void sp_free(struct spill_engine *e)
 	sp_unmap(e->bucket, SP_BUCKETS * sizeof(*e->bucket));
 	sp_unmap(e->stage, sp_stage_bytes());
 	sp_unmap(e->bounce, SP_PAGE);
+	sp_unmap(e->span, SP_SPAN_MAX * SP_PAGE);
 	sp_unmap(e->zeros, SP_PAGE);
 	sp_unmap(e->hot, SP_HOT_SLOTS * sizeof(*e->hot));
 	sp_unmap(e->tracked, SP_TRACK_MAX * sizeof(*e->tracked));
@@ -1114,12 +1201,13 @@ int spill_open(const struct spill_options *opt, struct spill_engine **enginep)
 		memset(e->bucket, 0xff, SP_BUCKETS * sizeof(*e->bucket));	/* SP_NO_RANGE */
 	e->stage = sp_map(sp_stage_bytes());
 	e->bounce = sp_map(SP_PAGE);
+	e->span = sp_map(SP_SPAN_MAX * SP_PAGE);
 	e->zeros = sp_map(SP_PAGE);
 	e->hot = sp_map(SP_HOT_SLOTS * sizeof(*e->hot));
 	e->tracked = sp_map(SP_TRACK_MAX * sizeof(*e->tracked));
 	err = -ENOMEM;
-	if (!e->slots || !e->ranges || !e->bucket || !e->stage || !e->bounce || !e->zeros || !e->hot ||
-	    !e->tracked)
+	if (!e->slots || !e->ranges || !e->bucket || !e->stage || !e->bounce || !e->span || !e->zeros ||
+	    !e->hot || !e->tracked)
 		goto fail;
 	madvise(e->stage, sp_stage_bytes(), MADV_NOHUGEPAGE);
 
