@@ -161,6 +161,42 @@ static void spill_serving(bool start)
 		psi_memstall_leave(&cgm_acct.h, cgm_acct.proc);
 }
 
+/*
+ * spill_hold_high=1: memory.high holds for the pages that come back too.
+ * The kernel charges a swap-in to the faulting task's group, and a task
+ * whose charges took its group over memory.high reclaims that much on its
+ * way back to user space (mem_cgroup_handle_over_high).  Here the handler
+ * thread brings the pages back, and no allocation path sees them before
+ * its next sample (a program reading what was spilled may not allocate
+ * at all): so after each charge batch of pages brought back, the handler
+ * samples and spills what the group is over by then, before it serves
+ * the next fault.  A program working through its spilled pages pays for
+ * them as the faulting task does in the kernel -- here at about ten times
+ * the kernel's cost a page, so a program that reads much of what was
+ * spilled thrashes: off by default.  Off, the background reclaim stops
+ * while pages come back as fast as it spills, and the group passes its
+ * memory.high meanwhile (sqlite3 of bench/spill_workload.sh reading its
+ * whole cache back at a commit: twice its memory.high).  The background
+ * reclaim, when it is spilling, is left to it.
+ */
+static void spill_served(uint64_t pages)
+{
+	static uint64_t unsampled;
+	int64_t excess;
+
+	unsampled += pages;
+	if (unsampled < (uint64_t)cgm_acct.batch_pages || !static_branch_unlikely(&cgm_limits_key))
+		return;
+	unsampled = 0;
+	cgm_resident_sample();
+	excess = acct_reclaim_excess(&cgm_acct);
+	if (excess <= 0)
+		return;
+	on_handler = true;
+	if (cgm_spill_reclaim(excess, NULL, false) > 0)
+		cgm_resident_sample();
+}
+
 static bool open_engine(void)
 {
 	struct zp_options zo = {
@@ -189,7 +225,9 @@ static bool open_engine(void)
 	}
 	err = spill_open(&(struct spill_options){ .pool = pool, .max_pages = MAX_SPILLED,
 						  .idle = spill_idle, .idle_ms = IDLE_MS,
-						  .serving = spill_serving, .readahead = true,
+						  .serving = spill_serving,
+						  .served = cgm_conf.spill_hold_high ? spill_served : NULL,
+						  .readahead = true,
 						  .create_thread = cgm_pthread_create_raw },
 			 &engine);
 	if (err) {

@@ -172,6 +172,7 @@ struct spill_engine {
 	bool (*idle)(void);
 	int idle_ms;
 	void (*serving)(bool start);
+	void (*served)(uint64_t pages);
 	/* Readahead (the handler's alone): the last fault, the end of what it read ahead, the window. */
 	bool ra_on;
 	uintptr_t ra_last, ra_end;
@@ -992,6 +993,7 @@ static void *sp_handler(void *arg)
 	bool more = false;
 
 	for (;;) {
+		uint64_t back;
 		ssize_t n;
 
 		/*
@@ -1027,6 +1029,8 @@ static void *sp_handler(void *arg)
 			last_fault = now;
 		}
 		more = false;
+		back = atomic_load_explicit(&e->refaulted, memory_order_relaxed) +
+		       atomic_load_explicit(&e->readahead, memory_order_relaxed);
 		if (e->serving)
 			e->serving(true);
 		for (size_t i = 0; i < (size_t)n / sizeof(msg[0]); i++) {
@@ -1041,6 +1045,10 @@ static void *sp_handler(void *arg)
 		}
 		if (e->serving)
 			e->serving(false);
+		back = atomic_load_explicit(&e->refaulted, memory_order_relaxed) +
+		       atomic_load_explicit(&e->readahead, memory_order_relaxed) - back;
+		if (e->served && back)
+			e->served(back);
 	}
 	return NULL;
 }
@@ -1179,6 +1187,7 @@ int spill_open(const struct spill_options *opt, struct spill_engine **enginep)
 	e->pool = opt->pool;
 	e->idle = opt->idle_ms ? opt->idle : NULL;
 	e->serving = opt->serving;
+	e->served = opt->served;
 	e->ra_on = opt->readahead;
 	e->idle_ms = opt->idle_ms > 60000 ? 60000 : (int)opt->idle_ms;
 	e->uffd = e->stage_uffd = e->stop_fd = e->pagemap_fd = -1;

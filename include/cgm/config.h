@@ -52,6 +52,7 @@ struct cgm_config {
 	char spill_backing[CGM_CONF_STR_MAX];	/* writeback file, "" none */
 	bool spill_recompress;		/* idle pool pages go from lz4 to zstd */
 	bool spill_background;		/* a thread keeps the group below its limit */
+	bool spill_hold_high;		/* pages brought back are reclaimed for at once */
 	int stats;			/* enum cgm_stats_mode */
 	char stats_file[CGM_CONF_STR_MAX];
 };

@@ -90,6 +90,14 @@ struct spill_options {
 	 */
 	void (*serving)(bool start);
 	/*
+	 * Called on the handler thread after it served a batch of faults,
+	 * with the pages that batch brought back (faults and readahead), when
+	 * it brought any back (NULL: not called).  The faulting threads are
+	 * awake again; what it does delays the service of the next fault.
+	 * It must not touch memory that can be spilled (as idle).
+	 */
+	void (*served)(uint64_t pages);
+	/*
 	 * Read ahead on sequential faults: a fault at the page after the
 	 * last one (or just past what was read ahead) brings back the next
 	 * 2, 4, then 8 spilled pages too.  Any other fault that is a refault

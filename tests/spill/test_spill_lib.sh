@@ -208,6 +208,44 @@ sed -n '/^built$/,/^looped$/p' "$T/bg.err" | grep -q "background reclaim stops" 
 echo "$TEST_NAME: thrashing: $(sed -n '/^built$/,/^looped$/p' "$T/bg.err" | grep -c "background reclaim stops") stops of the background in 1.5 s"
 CHECKS=$((CHECKS + 1))
 
+# spill_hold_high=1: the same python3 reading its strings back twice
+# holds memory.high while they come back (the handler thread spills what
+# they take the group over, a charge batch at a time); the default lets
+# the group pass it while the background stops.  memory.current is looked
+# at while it reads.
+for hold in 1 0; do
+	start "scope=/hold$hold,spill=1,high=40M,spill_hold_high=$hold" /usr/bin/python3 -c "$STRINGS_PY"'
+print("built", file=sys.stderr, flush=True)
+for _ in range(2):
+    n = sum(len(s) for s in data)
+print("read", file=sys.stderr, flush=True)
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.02)' "$T/go-hold$hold"
+	reach built
+	top=0
+	i=0
+	while ! grep -qx read "$T/bg.err" && [ $i -lt 2000 ]; do
+		cur=$(value /hold$hold memory.current)
+		[ "$cur" -gt "$top" ] && top=$cur
+		i=$((i + 1))
+	done
+	back=$(value /hold$hold memory.stat zswpin)
+	# (Its teardown touches every string: not under the limit.)
+	ok "$CGMCTL" --hierarchy "$H" set /hold$hold memory.high max
+	touch "$T/go-hold$hold"
+	finish
+	[ "$ST" = 0 ] || fail "spill_hold_high=$hold: python3 exited $ST: $(head -3 "$T/bg.err")"
+	if [ "$hold" = 1 ]; then
+		[ "$back" -ge $((40 * MIB / 4096)) ] || fail "spill_hold_high=1: only $back pages came back"
+		[ "$top" -le $((48 * MIB)) ] ||
+			fail "spill_hold_high=1: memory.current reached $(mib "$top") over memory.high=40M ($back pages came back)"
+		top1=$top
+	else
+		echo "$TEST_NAME: reading back under memory.high=40M: memory.current at most $(mib "$top1") with spill_hold_high=1, $(mib "$top") without"
+	fi
+done
+CHECKS=$((CHECKS + 1))
+
 # memory.zswap.max: the pool stops there (no backing file), and with one
 # the oldest pages are written back to it (memory.swap.current) and still
 # come back right.
