@@ -555,7 +555,7 @@ static void sp_range_put(struct spill_engine *e, uint32_t id)
 	r->end = 0;
 	r->next_free = e->free_range;
 	e->free_range = id;
-	atomic_fetch_sub_explicit(&e->nr_ranges, 1, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&e->nr_ranges, 1, memory_order_release);
 	pthread_mutex_unlock(&e->reg_lock);
 }
 
@@ -661,7 +661,8 @@ static struct sp_entry *sp_claim(struct spill_engine *e, uintptr_t page)
 static void sp_release(struct spill_engine *e, zp_entry_t zent)
 {
 	zp_invalidate(e->pool, zent);
-	atomic_fetch_sub_explicit(&e->in_pool, 1, memory_order_relaxed);
+	/* Release: what was counted for the page before is seen with it (spill_stats). */
+	atomic_fetch_sub_explicit(&e->in_pool, 1, memory_order_release);
 }
 
 /*
@@ -705,10 +706,11 @@ static int sp_restore(struct spill_engine *e, uintptr_t page, void *bounce,
 	sp_remove(e, sp_lookup(e, page));
 	pthread_cond_broadcast(&e->changed);
 	pthread_mutex_unlock(&e->lock);
-	sp_release(e, zent);
+	/* Counted before it leaves the pool: a reader that sees it gone sees it counted. */
 	atomic_fetch_add_explicit(counter, 1, memory_order_relaxed);
 	if (counter == &e->refaulted)
 		sp_refaulted_at(e, page, seq);
+	sp_release(e, zent);
 	sp_range_put(e, range);
 	return 1;
 }
@@ -732,8 +734,8 @@ static int sp_forget(struct spill_engine *e, uintptr_t page)
 	sp_remove(e, ent);
 	pthread_cond_broadcast(&e->changed);
 	pthread_mutex_unlock(&e->lock);
-	sp_release(e, zent);
 	atomic_fetch_add_explicit(&e->forgotten, 1, memory_order_relaxed);
+	sp_release(e, zent);
 	sp_range_put(e, range);
 	return 1;
 }
@@ -858,11 +860,11 @@ static void sp_read_span(struct spill_engine *e, uintptr_t from, uintptr_t to)
 		}
 		pthread_cond_broadcast(&e->changed);
 		pthread_mutex_unlock(&e->lock);
+		atomic_fetch_add_explicit(&e->readahead, loaded, memory_order_relaxed);
 		for (unsigned i = 0; i < loaded; i++) {
 			sp_release(e, run[i].zent);
 			sp_range_put(e, run[i].range);
 		}
-		atomic_fetch_add_explicit(&e->readahead, loaded, memory_order_relaxed);
 		if (loaded < n)
 			return;
 		from += (uintptr_t)n * SP_PAGE;
@@ -1720,14 +1722,21 @@ long spill_written(struct spill_engine *e, const void *addr, size_t len,
 
 void spill_stats(struct spill_engine *e, struct spill_stats *st)
 {
+	/*
+	 * The ranges and the pages in the pool first, with acquire: a page
+	 * that left the pool, and a range that went, were counted before
+	 * (refaulted, restored, readahead, forgotten), so a reader that sees
+	 * them gone sees those counts too.  Read after the counts, they could
+	 * show a page gone whose count was read before it was made.
+	 */
+	st->ranges = atomic_load_explicit(&e->nr_ranges, memory_order_acquire);
+	st->in_pool = atomic_load_explicit(&e->in_pool, memory_order_acquire);
 	st->spilled = atomic_load_explicit(&e->spilled, memory_order_relaxed);
 	st->refaulted = atomic_load_explicit(&e->refaulted, memory_order_relaxed);
 	st->restored = atomic_load_explicit(&e->restored, memory_order_relaxed);
 	st->skipped = atomic_load_explicit(&e->skipped, memory_order_relaxed);
 	st->store_failed = atomic_load_explicit(&e->store_failed, memory_order_relaxed);
 	st->stored_bytes = st->spilled * SP_PAGE;
-	st->in_pool = atomic_load_explicit(&e->in_pool, memory_order_relaxed);
-	st->ranges = atomic_load_explicit(&e->nr_ranges, memory_order_relaxed);
 	st->skipped_hot = atomic_load_explicit(&e->skipped_hot, memory_order_relaxed);
 	st->refaulted_hot = atomic_load_explicit(&e->refaulted_hot, memory_order_relaxed);
 	st->forgotten = atomic_load_explicit(&e->forgotten, memory_order_relaxed);

@@ -37,10 +37,10 @@
  * written is sent to the disk at once (sync_file_range, not waited for),
  * and the next writeback drops those pages, clean by then, from the cache
  * (POSIX_FADV_DONTNEED, which leaves a page still dirty where it is:
- * nothing is lost).  A load drops the pages it read.  At most the last
- * batch's pages (256 entries, at most 1 MiB) stay cached after the last
- * writeback, until the kernel writes and evicts them.  On tmpfs the file
- * is memory whatever is done (the advice does nothing there).
+ * nothing is lost).  A load drops the pages it read.  What the last
+ * writeback wrote stays cached until the next one, or until the kernel
+ * evicts it.  On tmpfs the file is memory whatever is done (the advice
+ * does nothing there).
  *
  * Without io_uring (kernel too old, or forbidden by seccomp/sysctl) the
  * same paths use pwrite/pread, and say so once.
@@ -100,8 +100,8 @@ struct zp_wb {
 	uint64_t backoff_ns;		/* current delay; 0: healthy (lock) */
 	bool probe;			/* start with one write (lock) */
 
-	/* Bytes of the file written since the last drop from the page cache (lock). */
-	uint64_t cached_lo, cached_hi;
+	/* Written since the last drop from the page cache (lock). */
+	bool undropped;
 
 	_Atomic unsigned fail_count;
 	_Atomic int fail_err;
@@ -129,9 +129,9 @@ static void drop_cached(struct zp_wb *wb, uint64_t lo, uint64_t hi)
  */
 static void drop_written(struct zp_wb *wb)
 {
-	if (wb->cached_hi > wb->cached_lo)
+	if (wb->undropped)
 		(void)posix_fadvise(wb->fd, 0, 0, POSIX_FADV_DONTNEED);
-	wb->cached_lo = wb->cached_hi = 0;
+	wb->undropped = false;
 }
 
 /*
@@ -154,15 +154,7 @@ static void start_disk_write(struct zp_wb *wb, unsigned n)
 	if (hi <= lo)
 		return;
 	(void)sync_file_range(wb->fd, (off_t)lo, (off_t)(hi - lo), SYNC_FILE_RANGE_WRITE);
-	if (wb->cached_hi <= wb->cached_lo) {
-		wb->cached_lo = lo;
-		wb->cached_hi = hi;
-		return;
-	}
-	if (lo < wb->cached_lo)
-		wb->cached_lo = lo;
-	if (hi > wb->cached_hi)
-		wb->cached_hi = hi;
+	wb->undropped = true;
 }
 
 static uint64_t now_ns(void)
