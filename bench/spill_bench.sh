@@ -152,7 +152,7 @@ MISMATCHES=$(awk '$1 == "mismatches" { n += $2 } END { print n + 0 }' "$RAW")
 	done
 	echo
 	echo "With readahead, a fault at the page after the last one (or just past"
-	echo "what was read ahead) also brings back the next 2, 4, then 8 spilled"
+	echo "what was read ahead) also brings back the next 2, 4, 8, 16, then 32 spilled"
 	echo "pages, as the kernel's swap readahead does (the counters above say how"
 	echo "many came back that way).  Its rows time every touch, the ones that did"
 	echo "not fault included; a walk in random order gets the plain lz4 rows."

@@ -989,6 +989,40 @@ START_TEST(test_readahead_run_split)
 }
 END_TEST
 
+/*
+ * A walk through spilled pages in order: the second fault opens a window
+ * of 2 pages read ahead, each fault just past what was read ahead doubles
+ * it, up to 32.  200 pages:
+ * faults at pages 0, 1, 4, 9, 18, 35, 68, 101, 134 and 167, the other 190
+ * read ahead (with a ceiling of 8 it took 25 faults).
+ */
+START_TEST(test_sequential_readahead)
+{
+	enum { N = 200 };
+	unsigned char *p = map_pages(N), *ref = malloc(N * PG);
+	struct spill_stats st;
+	unsigned sum = 0;
+
+	ck_assert_ptr_nonnull(ref);
+	setup_opts((struct spill_options){ .readahead = true });
+	fill_pages(p, N);
+	memcpy(ref, p, N * PG);
+	ck_assert_int_eq(spill_out(eng, p, N), N);
+	/* One read a page, in order (volatile: each must happen). */
+	for (int i = 0; i < N; i++)
+		sum += ((volatile unsigned char *)p)[(size_t)i * PG];
+	settle(&st, 0);
+	ck_assert_uint_eq(st.refaulted, 10);
+	ck_assert_uint_eq(st.readahead, N - 10);
+	ck_assert_int_eq(memcmp(p, ref, N * PG), 0);
+	ck_assert_uint_eq(st.spilled, st.refaulted + st.readahead + st.restored + st.forgotten + st.in_pool);
+	(void)sum;
+	teardown();
+	munmap(p, N * PG);
+	free(ref);
+}
+END_TEST
+
 static atomic_uint idle_calls, idle_wrong;
 static pthread_t idle_test_thread;
 
@@ -1572,6 +1606,7 @@ int main(void)
 	tcase_add_test(tc, test_hot_distance_zero);
 	tcase_add_test(tc, test_cluster_readahead);
 	tcase_add_test(tc, test_readahead_run_split);
+	tcase_add_test(tc, test_sequential_readahead);
 	tcase_add_test(tc, test_idle);
 	tcase_add_test(tc, test_idle_off);
 	/*

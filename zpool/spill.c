@@ -131,8 +131,8 @@ struct sp_range {
  * how many faults ago a cluster's last one may be.
  */
 #define SP_SEEN_SLOTS	4096
-/* Most pages one readahead copy places: a cluster (SP_CLUSTER), more than a window. */
-#define SP_SPAN_MAX	16
+/* Most pages one readahead copy places: a window (SP_RA_MAX), more than a cluster (SP_CLUSTER). */
+#define SP_SPAN_MAX	32
 #define SP_SEEN_FAULTS	4096
 
 struct spill_engine {
@@ -764,8 +764,15 @@ static void sp_serve(struct spill_engine *e, uintptr_t page)
 
 /* ---- readahead ---- */
 
-/* Most pages read ahead after a fault: each costs the handler a load and a copy. */
-#define SP_RA_MAX	8
+/*
+ * Most pages read ahead after a fault: 128 KiB, the most the kernel's
+ * readahead of swap by address reads (with vm.page-cluster 5; 8 pages at
+ * its default 3).  A walk through spilled pages faults once per window,
+ * and a fault costs the walker a round trip to the handler (25 us here,
+ * against a few for a page read ahead); the pages of a window go with
+ * one copy (sp_read_span).
+ */
+#define SP_RA_MAX	32
 
 /* A readahead page claimed for its run: what its bookkeeping needs once placed. */
 struct sp_claimed {
@@ -917,7 +924,7 @@ static void sp_cluster_readahead(struct spill_engine *e, uintptr_t page)
 /*
  * After serving a fault at @page: a program walking its spilled pages in
  * order faults at the next page, or just past what was read ahead for it;
- * then the window doubles (2, 4, 8) and the pages after @page that are
+ * then the window doubles (2, 4, ... 32) and the pages after @page that are
  * spilled come back before they are touched, as the kernel's swap
  * readahead does.  Any other fault closes the window.
  */

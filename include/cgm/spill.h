@@ -100,7 +100,7 @@ struct spill_options {
 	/*
 	 * Read ahead on sequential faults: a fault at the page after the
 	 * last one (or just past what was read ahead) brings back the next
-	 * 2, 4, then 8 spilled pages too.  Any other fault that is a refault
+	 * 2, 4, 8, 16, then 32 spilled pages too.  Any other fault that is a refault
 	 * within the hot distance brings back the rest of its aligned
 	 * 16-page cluster.  Off in a zeroed struct.
 	 */
@@ -130,7 +130,7 @@ struct spill_stats {
 	uint64_t refaulted_hot;	/* refaults within the hot distance */
 	uint64_t forgotten;	/* spilled pages the program discarded */
 	uint64_t readahead;	/* pages brought back ahead of a fault: faults
-				 * at consecutive pages read the next 2, 4, 8;
+				 * at consecutive pages read the next 2 to 32;
 				 * a hot refault, its 16-page cluster */
 	uint64_t misreported;	/* pages a move said it left in place but
 				 * moved all the same (a kernel bug: see
