@@ -1023,6 +1023,72 @@ START_TEST(test_sequential_readahead)
 }
 END_TEST
 
+/* Lines of /proc/self/maps: the mappings this process has. */
+static long count_maps(void)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	long n = 0;
+	int c;
+
+	ck_assert_ptr_nonnull(f);
+	while ((c = fgetc(f)) != EOF)
+		n += c == '\n';
+	fclose(f);
+	return n;
+}
+
+/*
+ * Every open range is a mapping of the kernel's, and a process at its
+ * vm.max_map_count cannot split a mapping any more (malloc then fails):
+ * the engine keeps a quarter of the count, beyond the mappings the
+ * process had when it opened, to the program.  The process here first
+ * makes most of the count itself, so that the engine's share is small;
+ * then it spills every other page, one at a time, until the engine
+ * refuses, and the program can still split a mapping.
+ */
+START_TEST(test_range_budget)
+{
+	long max = 65530, have, pad, n, spilled = 0, r = 0;
+	FILE *f = fopen("/proc/sys/vm/max_map_count", "r");
+	unsigned char *many, *p, *q;
+
+	if (f) {
+		ck_assert_int_eq(fscanf(f, "%ld", &max), 1);
+		fclose(f);
+	}
+	/* Leave the engine room for about 2000 ranges: pad the count with mappings of our own. */
+	have = count_maps();
+	pad = max - max / 4 - have - 4000;
+	ck_assert_int_gt(pad, 1000);
+	many = mmap(NULL, (size_t)pad * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ck_assert_ptr_ne(many, MAP_FAILED);
+	for (long i = 1; i < pad; i += 2)
+		ck_assert_int_eq(mprotect(many + i * PG, PG, PROT_READ), 0);
+	ck_assert_int_ge(count_maps(), have + pad - 2);
+	setup();
+	n = 2 * 4000;
+	p = map_pages((size_t)n);
+	fill_pages(p, (size_t)n);
+	for (long i = 0; i < n; i += 2) {
+		r = spill_out(eng, p + i * PG, 1);
+		if (r != 1)
+			break;
+		spilled++;
+	}
+	ck_assert_int_eq(r, -ENOSPC);
+	ck_assert_int_gt(spilled, 1000);
+	ck_assert_int_le(count_maps(), max - max / 4 + 16);
+	/* The program can still split a mapping. */
+	q = mmap(NULL, 3 * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ck_assert_ptr_ne(q, MAP_FAILED);
+	ck_assert_int_eq(mprotect(q + PG, PG, PROT_READ), 0);
+	munmap(q, 3 * PG);
+	teardown();
+	munmap(p, (size_t)n * PG);
+	munmap(many, (size_t)pad * PG);
+}
+END_TEST
+
 static atomic_uint idle_calls, idle_wrong;
 static pthread_t idle_test_thread;
 
@@ -1607,6 +1673,7 @@ int main(void)
 	tcase_add_test(tc, test_cluster_readahead);
 	tcase_add_test(tc, test_readahead_run_split);
 	tcase_add_test(tc, test_sequential_readahead);
+	tcase_add_test(tc, test_range_budget);
 	tcase_add_test(tc, test_idle);
 	tcase_add_test(tc, test_idle_off);
 	/*

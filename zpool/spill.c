@@ -35,6 +35,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
@@ -1064,6 +1065,60 @@ static void *sp_handler(void *arg)
 
 /* ---- opening ---- */
 
+/* A number from /proc or /sys (a decimal at the start of the file), or @dflt. */
+static long sp_read_long(const char *path, long dflt)
+{
+	char buf[32];
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return dflt;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return dflt;
+	buf[n] = '\0';
+	return buf[0] >= '0' && buf[0] <= '9' ? strtol(buf, NULL, 10) : dflt;
+}
+
+/* The mappings this process has now (the lines of /proc/self/maps), or 0. */
+static long sp_count_maps(void)
+{
+	char buf[8192];
+	long lines = 0;
+	ssize_t n;
+	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return 0;
+	while ((n = read(fd, buf, sizeof(buf))) > 0)
+		for (ssize_t i = 0; i < n; i++)
+			lines += buf[i] == '\n';
+	close(fd);
+	return lines;
+}
+
+/*
+ * The most ranges the engine keeps open.  Each is a mapping of its own
+ * in the kernel (its registration splits the program's mapping around
+ * it): up to two more towards the process's vm.max_map_count (65530 by
+ * default).  A process at that count can no longer mmap, mprotect or
+ * munmap in the middle of a mapping, and malloc returns NULL: spilling
+ * every other page of 800 MB, one page a call, made 32,741 ranges and
+ * 65,531 mappings, after which malloc(64 MiB) failed.  So the ranges stay
+ * within what leaves the program a quarter of the count on top of the
+ * mappings it has at the start; past that, spill_out() says -ENOSPC
+ * until ranges close.
+ */
+static uint32_t sp_range_budget(void)
+{
+	long max = sp_read_long("/proc/sys/vm/max_map_count", 65530);
+	long room = max - sp_count_maps() - max / 4;
+
+	return room < 2 ? 1 : room / 2 > UINT32_MAX ? UINT32_MAX : (uint32_t)(room / 2);
+}
+
 /* A uffd that serves system calls too, with @features; -errno on failure. */
 static int sp_uffd_new(uint64_t features)
 {
@@ -1186,6 +1241,7 @@ int spill_open(const struct spill_options *opt, struct spill_engine **enginep)
 	struct uffdio_register reg;
 	sigset_t all, old;
 	size_t nslots;
+	uint32_t budget;
 	int err;
 
 	if (!opt || !opt->pool || !enginep)
@@ -1211,6 +1267,9 @@ int spill_open(const struct spill_options *opt, struct spill_engine **enginep)
 	nslots = e->max_slots < SP_TABLE_START ? e->max_slots : SP_TABLE_START;
 	e->mask = nslots - 1;
 	e->max_ranges = opt->max_ranges ? (uint32_t)opt->max_ranges : 1u << 16;
+	budget = sp_range_budget();
+	if (e->max_ranges > budget)
+		e->max_ranges = budget;
 	e->free_range = SP_NO_RANGE;
 	e->slots = sp_map(nslots * sizeof(*e->slots));
 	e->ranges = sp_map((size_t)e->max_ranges * sizeof(*e->ranges));
