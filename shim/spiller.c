@@ -383,6 +383,9 @@ static bool pool_room(int64_t pages)
 	return false;
 }
 
+/* The last spill_out() of a lap found no room for another run (spill_open's range budget). */
+static bool ranges_full;
+
 /*
  * Spill the resident pages of [start, end) (at most CHUNK_PAGES), in runs
  * that bridge small gaps.  Returns the pages spilled; *scanned counts
@@ -438,6 +441,11 @@ static int64_t spill_chunk(uintptr_t start, uintptr_t end, int64_t want, uint64_
 
 			if (r > 0)
 				got += r;
+			/* The engine has as many runs out as the process's mappings allow: the lap ends. */
+			if (r == -ENOSPC) {
+				ranges_full = true;
+				break;
+			}
 		}
 		i = last + 1;
 	}
@@ -452,6 +460,7 @@ static int64_t spill_lap(int64_t want, uint64_t *scanned)
 
 	if (!n)
 		return 0;
+	ranges_full = false;
 	while (first < n && spans[first].end <= hand)
 		first++;
 	for (size_t k = 0; k <= n && got < want; k++) {
@@ -476,6 +485,8 @@ static int64_t spill_lap(int64_t want, uint64_t *scanned)
 			got += spill_chunk(pos, end, want - got, scanned, tracked);
 			pos = end;
 			hand = pos;
+			if (ranges_full)
+				return got;
 		}
 	}
 	return got;
