@@ -720,6 +720,42 @@ START_TEST(test_writeback_leaves_no_cache)
 }
 END_TEST
 
+/* A backing file in memory (tmpfs) saves nothing: the pool says so once, and works. */
+START_TEST(test_backing_in_memory_said)
+{
+	struct zp_options o = { .backing = NULL };
+	unsigned char page[ZPT_PAGE], out[ZPT_PAGE];
+	char path[] = "/dev/shm/zpool-test-shm-XXXXXX", err[2048];
+	struct zp_pool *pool;
+	struct capture c;
+	struct statfs fs;
+	uint64_t rng = 41;
+	zp_entry_t e;
+	int fd = mkstemp(path);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(fstatfs(fd, &fs), 0);
+	close(fd);
+	if (fs.f_type != TMPFS_MAGIC) {
+		unlink(path);
+		fprintf(stderr, "test_backing_in_memory_said: /dev/shm is not tmpfs; not run\n");
+		return;
+	}
+	o.backing = path;
+	capture_start(&c);
+	pool = new_pool(&o);
+	capture_end(&c, err, sizeof(err));
+	ck_assert_ptr_nonnull(strstr(err, "is in memory (tmpfs)"));
+	zpt_page_mixed(&rng, page);
+	ck_assert_int_eq(zp_store(pool, page, &e), 0);
+	ck_assert_int_eq(zp_writeback(pool, 1), 1);
+	ck_assert_int_eq(zp_load(pool, e, out), 0);
+	ck_assert_int_eq(memcmp(out, page, ZPT_PAGE), 0);
+	zp_destroy_pool(pool);
+	unlink(path);
+}
+END_TEST
+
 START_TEST(test_limit_without_backing)
 {
 	struct zp_options o = { .max_bytes = 64 * ZPT_PAGE };
@@ -891,6 +927,7 @@ int main(void)
 	tcase_add_test(tc, test_writeback_and_reuse);
 	tcase_add_test(tc, test_release_freed);
 	tcase_add_test(tc, test_writeback_leaves_no_cache);
+	tcase_add_test(tc, test_backing_in_memory_said);
 	tcase_add_test(tc, test_limit_without_backing);
 	tcase_add_test(tc, test_limit_writes_back);
 	tcase_add_test(tc, test_limit_exact);

@@ -47,8 +47,10 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -309,6 +311,16 @@ int zp_wb_init(struct zp_pool *pool)
 		cgm_log("zpool: cannot open backing file %s: %s",
 			pool->backing_path, zp_strerror(-ret));
 		return ret;
+	}
+	/* A file in memory saves no memory: say so once (the pool works all the same). */
+	{
+		struct statfs fs;
+
+		if (fstatfs(wb->fd, &fs) == 0 &&
+		    (fs.f_type == TMPFS_MAGIC || fs.f_type == RAMFS_MAGIC))
+			cgm_log("zpool: backing file %s is in memory (tmpfs): what is written "
+				"back there still takes memory; put it on a disk",
+				pool->backing_path);
 	}
 	/*
 	 * Loads read a few hundred bytes here and there: no read-ahead, so a
