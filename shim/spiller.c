@@ -383,16 +383,15 @@ static bool pool_room(int64_t pages)
 	return false;
 }
 
-/* The last spill_out() of a lap found no room for another run (spill_open's range budget). */
-static bool ranges_full;
-
 /*
  * Spill the resident pages of [start, end) (at most CHUNK_PAGES), in runs
  * that bridge small gaps.  Returns the pages spilled; *scanned counts
- * the resident ones looked at.
+ * the resident ones looked at; *full is set when the engine refused
+ * another run (as many out as the process's mappings allow: spill_open's
+ * range budget).
  */
 static int64_t spill_chunk(uintptr_t start, uintptr_t end, int64_t want, uint64_t *scanned,
-			   bool tracked)
+			   bool tracked, bool *full)
 {
 	unsigned char vec[CHUNK_PAGES];
 	size_t n = (end - start) / PAGE, i = 0;
@@ -441,9 +440,8 @@ static int64_t spill_chunk(uintptr_t start, uintptr_t end, int64_t want, uint64_
 
 			if (r > 0)
 				got += r;
-			/* The engine has as many runs out as the process's mappings allow: the lap ends. */
 			if (r == -ENOSPC) {
-				ranges_full = true;
+				*full = true;
 				break;
 			}
 		}
@@ -457,10 +455,10 @@ static int64_t spill_lap(int64_t want, uint64_t *scanned)
 {
 	size_t n = cgm_regions_spans(spans, MAX_SPANS), first = 0;
 	int64_t got = 0;
+	bool full = false;
 
 	if (!n)
 		return 0;
-	ranges_full = false;
 	while (first < n && spans[first].end <= hand)
 		first++;
 	for (size_t k = 0; k <= n && got < want; k++) {
@@ -482,10 +480,11 @@ static int64_t spill_lap(int64_t want, uint64_t *scanned)
 
 			if (!pool_room(end - pos > PAGE ? (int64_t)((end - pos) / PAGE) : 1))
 				return got;
-			got += spill_chunk(pos, end, want - got, scanned, tracked);
+			got += spill_chunk(pos, end, want - got, scanned, tracked, &full);
 			pos = end;
 			hand = pos;
-			if (ranges_full)
+			/* No room for another run: the rest of the lap would be refused too. */
+			if (full)
 				return got;
 		}
 	}

@@ -190,8 +190,8 @@ static void settle_ranges(struct spill_stats *st, uint64_t ranges)
 /* Every page stored has left the pool one way, or is still in it. */
 static void assert_accounted(const struct spill_stats *st)
 {
-	ck_assert_uint_eq(st->spilled,
-			  st->refaulted + st->restored + st->forgotten + st->in_pool);
+	ck_assert_uint_eq(st->spilled, st->refaulted + st->readahead + st->restored +
+					       st->forgotten + st->in_pool);
 }
 
 /* Is @page mapped?  Asked without touching it. */
@@ -201,6 +201,20 @@ static bool resident(const unsigned char *page)
 
 	ck_assert_int_eq(mincore((void *)page, PG, &v), 0);
 	return v & 1;
+}
+
+/* The first @cl-page-aligned cluster inside mapping @m (of 2 * @cl pages at least). */
+static unsigned char *cluster_in(unsigned char *m, size_t cl)
+{
+	return (unsigned char *)(((uintptr_t)m + cl * PG - 1) & ~(uintptr_t)(cl * PG - 1));
+}
+
+/* Every page of [@p, @p + @n pages) is mapped again, with @ref's bytes. */
+static void assert_back(const unsigned char *p, const unsigned char *ref, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		ck_assert_msg(resident(p + i * PG), "page %zu not back", i);
+	ck_assert_int_eq(memcmp(p, ref, n * PG), 0);
 }
 
 /* Does @page read as zeros?  Touches it. */
@@ -906,7 +920,7 @@ START_TEST(test_cluster_readahead)
 	struct spill_stats st;
 
 	/* Two 64 KiB-aligned clusters inside the mapping. */
-	c = (unsigned char *)(((uintptr_t)m + CL * PG - 1) & ~(uintptr_t)(CL * PG - 1));
+	c = cluster_in(m, CL);
 	c2 = c + CL * PG;
 	setup_opts((struct spill_options){ .readahead = true });
 	fill_pages(c, 2 * CL);
@@ -926,9 +940,7 @@ START_TEST(test_cluster_readahead)
 	ck_assert_uint_eq(st.refaulted, 2);
 	ck_assert_uint_eq(st.refaulted_hot, 0);
 	ck_assert_uint_eq(st.readahead, CL - 2);
-	for (int i = 0; i < CL; i++)
-		ck_assert(resident(c + i * PG));
-	ck_assert_int_eq(memcmp(c, ref, CL * PG), 0);
+	assert_back(c, ref, CL);
 
 	/* Hot, the other cluster's first fault: spilled 16 pages ago, back now, and its cluster with it. */
 	spill_set_hot_distance(eng, 1000);
@@ -938,10 +950,8 @@ START_TEST(test_cluster_readahead)
 	ck_assert_uint_eq(st.refaulted, 3);
 	ck_assert_uint_eq(st.refaulted_hot, 1);
 	ck_assert_uint_eq(st.readahead, 2 * CL - 3);
-	for (int i = 0; i < CL; i++)
-		ck_assert(resident(c2 + i * PG));
-	ck_assert_int_eq(memcmp(c2, ref + CL * PG, CL * PG), 0);
-	ck_assert_uint_eq(st.spilled, st.refaulted + st.readahead + st.restored + st.forgotten + st.in_pool);
+	assert_back(c2, ref + CL * PG, CL);
+	assert_accounted(&st);
 	teardown();
 	munmap(m, 3 * CL * PG);
 	free(ref);
@@ -961,7 +971,7 @@ START_TEST(test_readahead_run_split)
 	struct spill_stats st;
 
 	ck_assert_ptr_nonnull(ref);
-	c = (unsigned char *)(((uintptr_t)m + CL * PG - 1) & ~(uintptr_t)(CL * PG - 1));
+	c = cluster_in(m, CL);
 	setup_opts((struct spill_options){ .readahead = true });
 	/*
 	 * Pages 8.. of the cluster in a mapping of their own: other flags
@@ -979,10 +989,8 @@ START_TEST(test_readahead_run_split)
 	settle(&st, 0);
 	ck_assert_uint_eq(st.refaulted, 1);
 	ck_assert_uint_eq(st.readahead, CL - 1);
-	for (int i = 0; i < CL; i++)
-		ck_assert_msg(resident(c + i * PG), "page %d not back", i);
-	ck_assert_int_eq(memcmp(c, ref, CL * PG), 0);
-	ck_assert_uint_eq(st.spilled, st.refaulted + st.readahead + st.restored + st.forgotten + st.in_pool);
+	assert_back(c, ref, CL);
+	assert_accounted(&st);
 	teardown();
 	munmap(m, 3 * CL * PG);
 	free(ref);
@@ -1001,7 +1009,6 @@ START_TEST(test_sequential_readahead)
 	enum { N = 200 };
 	unsigned char *p = map_pages(N), *ref = malloc(N * PG);
 	struct spill_stats st;
-	unsigned sum = 0;
 
 	ck_assert_ptr_nonnull(ref);
 	setup_opts((struct spill_options){ .readahead = true });
@@ -1009,14 +1016,13 @@ START_TEST(test_sequential_readahead)
 	memcpy(ref, p, N * PG);
 	ck_assert_int_eq(spill_out(eng, p, N), N);
 	/* One read a page, in order (volatile: each must happen). */
-	for (int i = 0; i < N; i++)
-		sum += ((volatile unsigned char *)p)[(size_t)i * PG];
+	for (size_t i = 0; i < N; i++)
+		(void)((volatile unsigned char *)p)[i * PG];
 	settle(&st, 0);
 	ck_assert_uint_eq(st.refaulted, 10);
 	ck_assert_uint_eq(st.readahead, N - 10);
 	ck_assert_int_eq(memcmp(p, ref, N * PG), 0);
-	ck_assert_uint_eq(st.spilled, st.refaulted + st.readahead + st.restored + st.forgotten + st.in_pool);
-	(void)sum;
+	assert_accounted(&st);
 	teardown();
 	munmap(p, N * PG);
 	free(ref);

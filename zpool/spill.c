@@ -901,6 +901,8 @@ static void sp_read_span(struct spill_engine *e, uintptr_t from, uintptr_t to)
  * 17,272 -> 3,701 -> 1,883 (python3).
  */
 #define SP_CLUSTER	16
+_Static_assert(SP_RA_MAX <= SP_SPAN_MAX && SP_CLUSTER <= SP_SPAN_MAX,
+	       "a window or a cluster goes back with one copy");
 
 static bool sp_cluster_seen(struct spill_engine *e, uintptr_t base)
 {
