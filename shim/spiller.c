@@ -305,14 +305,14 @@ void cgm_spill_publish(void)
 	acct_spill_publish(&cgm_acct, &st);
 }
 
-uint64_t cgm_spill_refaults(void)
+uint64_t cgm_spill_back_hot(void)
 {
 	struct spill_stats ss;
 
 	if (!engine)
 		return 0;
 	spill_stats(engine, &ss);
-	return ss.refaulted + ss.readahead;
+	return ss.back_hot;
 }
 
 int cgm_spill_report(char *buf, size_t len)
