@@ -963,6 +963,62 @@ START_TEST(test_cluster_readahead)
 }
 END_TEST
 
+/* What the served hook was told, call by call (the handler thread's). */
+static _Atomic unsigned served_calls;
+static _Atomic uint64_t served_pages[64];
+
+static void record_served(uint64_t pages)
+{
+	unsigned i = atomic_fetch_add(&served_calls, 1);
+
+	if (i < 64)
+		atomic_store(&served_pages[i], pages);
+}
+
+/*
+ * A cluster's readahead waits until no fault does, and then goes 8 pages
+ * at a time, looking for a fault between steps: the served hook hears of
+ * the fault alone, then of each step -- never of the whole cluster at
+ * once, which a fault coming meanwhile would have waited for.
+ */
+START_TEST(test_cluster_readahead_steps)
+{
+	enum { CL = 16, STEP = 8 };
+	unsigned char *m = map_pages(2 * CL), *c = cluster_in(m, CL), *ref = malloc(CL * PG);
+	struct spill_stats st;
+	uint64_t sum = 0;
+	unsigned calls;
+
+	atomic_store(&served_calls, 0);
+	setup_opts((struct spill_options){ .readahead = true, .served = record_served });
+	spill_set_hot_distance(eng, 1000);
+	fill_pages(c, CL);
+	memcpy(ref, c, CL * PG);
+	ck_assert_int_eq(spill_out(eng, c, CL), CL);
+	/* Hot (16 spills ago): its cluster comes back behind it. */
+	ck_assert_int_eq(memcmp(c + 5 * PG, ref + 5 * PG, PG), 0);
+	settle(&st, 0);
+	ck_assert_uint_eq(st.refaulted, 1);
+	ck_assert_uint_eq(st.readahead, CL - 1);
+	assert_back(c, ref, CL);
+	/* The hook runs after the counts: wait for its last call. */
+	for (int i = 0; i < 2000 && atomic_load(&served_calls) < 3; i++)
+		usleep(1000);
+	calls = atomic_load(&served_calls);
+	ck_assert_uint_eq(calls, 3);
+	ck_assert_uint_eq(atomic_load(&served_pages[0]), 1);
+	for (unsigned i = 0; i < calls; i++) {
+		ck_assert_uint_le(atomic_load(&served_pages[i]), STEP);
+		sum += atomic_load(&served_pages[i]);
+	}
+	ck_assert_uint_eq(sum, CL);
+	assert_accounted(&st);
+	teardown();
+	munmap(m, 2 * CL * PG);
+	free(ref);
+}
+END_TEST
+
 /*
  * Readahead places each run of spilled pages with one copy.  A run that
  * crosses into another mapping (the kernel's copy stays within one) goes
@@ -1682,6 +1738,7 @@ int main(void)
 	tcase_add_test(tc, test_hot_pages);
 	tcase_add_test(tc, test_hot_distance_zero);
 	tcase_add_test(tc, test_cluster_readahead);
+	tcase_add_test(tc, test_cluster_readahead_steps);
 	tcase_add_test(tc, test_readahead_run_split);
 	tcase_add_test(tc, test_sequential_readahead);
 	tcase_add_test(tc, test_range_budget);
