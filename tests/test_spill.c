@@ -1090,6 +1090,44 @@ START_TEST(test_sequential_readahead)
 }
 END_TEST
 
+/*
+ * Two walks in turn (as threads each walking their own pages fault):
+ * each keeps its readahead window.  One walk of 100 pages faults 7 times;
+ * with one window for both, each fault broke the other's.
+ */
+START_TEST(test_interleaved_readahead)
+{
+	enum { N = 100 };
+	unsigned char *a = map_pages(N), *b = map_pages(N), *ref = malloc(2 * N * PG);
+	struct spill_stats st;
+
+	ck_assert_ptr_nonnull(ref);
+	setup_opts((struct spill_options){ .readahead = true });
+	fill_pages(a, N);
+	fill_pages(b, N);
+	memcpy(ref, a, N * PG);
+	memcpy(ref + N * PG, b, N * PG);
+	ck_assert_int_eq(spill_out(eng, a, N), N);
+	ck_assert_int_eq(spill_out(eng, b, N), N);
+	for (size_t i = 0; i < N; i++) {
+		(void)((volatile unsigned char *)a)[i * PG];
+		(void)((volatile unsigned char *)b)[i * PG];
+	}
+	settle(&st, 0);
+	fprintf(stderr, "test_spill: two walks of %d pages in turn: %llu faults, %llu pages read ahead\n",
+		N, (unsigned long long)st.refaulted, (unsigned long long)st.readahead);
+	ck_assert_uint_le(st.refaulted, 2 * 8);
+	ck_assert_uint_eq(st.refaulted + st.readahead, 2 * N);
+	ck_assert_int_eq(memcmp(a, ref, N * PG), 0);
+	ck_assert_int_eq(memcmp(b, ref + N * PG, N * PG), 0);
+	assert_accounted(&st);
+	teardown();
+	munmap(a, N * PG);
+	munmap(b, N * PG);
+	free(ref);
+}
+END_TEST
+
 /* Lines of /proc/self/maps: the mappings this process has. */
 static long count_maps(void)
 {
@@ -1741,6 +1779,7 @@ int main(void)
 	tcase_add_test(tc, test_cluster_readahead_steps);
 	tcase_add_test(tc, test_readahead_run_split);
 	tcase_add_test(tc, test_sequential_readahead);
+	tcase_add_test(tc, test_interleaved_readahead);
 	tcase_add_test(tc, test_range_budget);
 	tcase_add_test(tc, test_idle);
 	tcase_add_test(tc, test_idle_off);

@@ -141,6 +141,8 @@ struct sp_range {
  */
 #define SP_RA_PENDING	8
 #define SP_RA_STEP	8
+/* Sequential walks followed at once (threads each walking its own pages). */
+#define SP_STREAMS	8
 
 struct spill_engine {
 	struct zp_pool *pool;
@@ -180,10 +182,17 @@ struct spill_engine {
 	int idle_ms;
 	void (*serving)(bool start);
 	void (*served)(uint64_t pages);
-	/* Readahead (the handler's alone): the last fault, the end of what it read ahead, the window. */
+	/*
+	 * Readahead (the handler's alone): streams of faults at consecutive
+	 * pages, each with its last fault, the end of what was read ahead for
+	 * it, its window, and when it last faulted (the least recent goes).
+	 */
 	bool ra_on;
-	uintptr_t ra_last, ra_end;
-	unsigned ra_window;
+	struct sp_stream {
+		uintptr_t last, end;
+		unsigned window;
+		uint64_t fault;
+	} streams[SP_STREAMS];
 	/* Clusters that faulted lately (sp_cluster_readahead), and the faults so far. */
 	struct sp_seen {
 		uintptr_t base;
@@ -991,29 +1000,46 @@ static void sp_cluster_readahead(struct spill_engine *e, uintptr_t page)
  * order faults at the next page, or just past what was read ahead for it;
  * then the window doubles (2, 4, ... 32) and the pages after @page that are
  * spilled come back before they are touched, as the kernel's swap
- * readahead does.  Any other fault closes the window.
+ * readahead does.  Walks are followed as streams, eight at once: threads
+ * walking their own pages fault in turn, and each keeps its window (with
+ * one, every fault broke the other's: bench/spill_bench's four walking
+ * threads faulted three times as often once cluster readahead no longer
+ * covered for it).  A fault that continues no stream starts one, in
+ * place of the stream that faulted least recently, and reads its cluster.
  */
 static void sp_readahead(struct spill_engine *e, uintptr_t page)
 {
+	struct sp_stream *s = NULL, *old = &e->streams[0];
 	uintptr_t from, to;
 
 	e->faults++;
-	if (page == e->ra_last + SP_PAGE || (e->ra_end && page == e->ra_end))
-		e->ra_window = e->ra_window ? 2 * e->ra_window : 2;
-	else
-		e->ra_window = 0;
-	if (e->ra_window > SP_RA_MAX)
-		e->ra_window = SP_RA_MAX;
-	e->ra_last = page;
-	if (!e->ra_window) {
-		e->ra_end = 0;
+	for (unsigned i = 0; i < SP_STREAMS && !s; i++) {
+		struct sp_stream *c = &e->streams[i];
+
+		if (c->fault && (page == c->last + SP_PAGE || (c->end && page == c->end)))
+			s = c;
+		else if (c->fault < old->fault)
+			old = c;
+	}
+	if (s) {
+		s->window = s->window ? 2 * s->window : 2;
+		if (s->window > SP_RA_MAX)
+			s->window = SP_RA_MAX;
+	} else {
+		s = old;
+		s->window = 0;
+		s->end = 0;
+	}
+	s->last = page;
+	s->fault = e->faults;
+	if (!s->window) {
 		sp_cluster_readahead(e, page);
 		return;
 	}
-	from = page + SP_PAGE > e->ra_end ? page + SP_PAGE : e->ra_end;
-	to = page + (e->ra_window + 1) * SP_PAGE;
+	from = page + SP_PAGE > s->end ? page + SP_PAGE : s->end;
+	to = page + (s->window + 1) * SP_PAGE;
 	sp_read_span(e, from, to);
-	e->ra_end = to;
+	s->end = to;
 }
 
 /* ---- the handler thread ---- */
