@@ -11,7 +11,7 @@
 set -eu
 
 B=${1:-build}
-ROUNDS=${2:-3}
+ROUNDS=${2:-5}
 LIB=$(cd "$B" && pwd)/libcgmalloc.so
 CGMCTL=$B/cgmctl
 PY=/usr/bin/python3
@@ -399,6 +399,7 @@ figures() {
 			if ($13 != "verified") checks[$13]++
 			if ($4 == "ok") {
 				add(c "t", $10); add(c "h1", $11); add(c "h2", $12)
+				rt[c, $3] = $10
 				add(c "data", B[1] - R[1]); add(c "base", R[1])
 				n[c]++
 			} else if ($4 ~ /^work-over/) {
@@ -413,7 +414,15 @@ figures() {
 			if ($14 > 0) add(c "ratio", $14)
 		}
 		END {
-			printf "n_a=%d n_b=%d capped_b=%d stalled_b=%d failed_a=%d failed_b=%d hung_b=%d skipped_b=%d",
+			# Each round ran (a) and (b) back to back: their ratio is
+			# the slowdown under the machine of that moment.
+			for (k in rt) {
+				split(k, kk, SUBSEP)
+				if (kk[1] == "b" && ("a", kk[2]) in rt && rt["a", kk[2]] > 0)
+					add("bpair", rt["b", kk[2]] / rt["a", kk[2]])
+			}
+			printf "pair=%s pair_lo=%s pair_hi=%s", med(L["bpair"]), lo(L["bpair"]), hi(L["bpair"])
+			printf " n_a=%d n_b=%d capped_b=%d stalled_b=%d failed_a=%d failed_b=%d hung_b=%d skipped_b=%d",
 			       n["a"], n["b"], capped["b"], stalled["b"], failed["a"], failed["b"], hung["b"], skipped["b"]
 			nk = 0
 			for (k in checks) nk++
@@ -468,6 +477,7 @@ cell() {
 }
 range_s() { printf '%s (%s–%s)' "$(num "$(get "$1")" %.2f)" "$(num "$(get "$1_lo")" %.2f)" "$(num "$(get "$1_hi")" %.2f)"; }
 range_mib() { printf '%s (%s–%s)' "$(mib "$(get "$1")")" "$(mib "$(get "$1_lo")")" "$(mib "$(get "$1_hi")")"; }
+pair() { printf '%s (%s–%s)' "$(num "$(get pair)" %.2f)" "$(num "$(get pair_lo)" %.2f)" "$(num "$(get pair_hi)" %.2f)"; }
 halves() { printf '%s, %s' "$(ratio "$(get b_h1)" "$(get a_h1)")" "$(ratio "$(get b_h2)" "$(get a_h2)")"; }
 refaults() { printf '%s (%s MiB; %s within the working set)' "$(num "$(get b_in)" %.0f)" "$(mib "$(awk -v n="$(get b_in)" 'BEGIN { print n == "nan" ? "nan" : n * 4096 }')")" "$(num "$(get b_inhot)" %.0f)"; }
 runs_ok() {
@@ -516,6 +526,7 @@ SUMMARY="spill-workload: python3 dict: $pct_py of cold bytes saved, slowdown $sl
 	row "(a) working phase, s" "$(cell py range_s a_t)" "$(cell sql range_s a_t)"
 	row "(b) working phase, s" "$(cell py range_s b_t)" "$(cell sql range_s b_t)"
 	row "**slowdown** (b) / (a) (goal ≤ $GOAL_SLOWDOWN)" "$slow_py" "$slow_sql"
+	row "slowdown of each round, (b) / (a) run back to back: median (least–greatest)" "$(cell py pair)" "$(cell sql pair)"
 	row "slowdown of the first half, of the second half" "$(cell py halves)" "$(cell sql halves)"
 	row "(b) refaults in the working phase (zswpin)" "$(cell py refaults)" "$(cell sql refaults)"
 	row "(b) pages spilled in the working phase (zswpout)" "$(cell py num "$(cell py get b_out)" %.0f)" "$(cell sql num "$(cell sql get b_out)" %.0f)"
