@@ -599,12 +599,48 @@ int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked, bool thorough)
  * at most, until the group is under or nothing more goes.  Returns the
  * pages spilled.
  */
+/*
+ * The background reclaim is in the middle of a batch: wait for it to end
+ * (about 2 ms at most).  True if this thread waited.
+ */
+static bool spill_wait_background(void)
+{
+	sigset_t all, old;
+	bool waited = false;
+
+	if (!engine || spilling || on_handler || !cgm_bg_reclaim_busy())
+		return false;
+	/* As a spill: a signal handler's malloc must not find the lock held by this thread. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	if (pthread_mutex_trylock(&spill_lock) != 0) {
+		if (pthread_mutex_lock(&spill_lock) != 0)
+			goto out;
+		waited = true;
+	}
+	pthread_mutex_unlock(&spill_lock);
+out:
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return waited;
+}
+
 int64_t cgm_spill_over_limit(int64_t want, uint64_t *looked, bool thorough)
 {
 	int64_t got, total = 0;
 
 	for (int round = 0; round < 8; round++) {
-		int64_t excess = acct_reclaim_excess(&cgm_acct);
+		int64_t excess;
+
+		/*
+		 * Pressure while the background reclaim spills: what is over
+		 * is looked at again after its batch, which may have covered
+		 * it -- a program thread's own reclaim is the program's time.
+		 * (Before, the thread waited for the batch and then spilled
+		 * what had been over before it.)
+		 */
+		if (!thorough && spill_wait_background())
+			cgm_resident_sample();
+		excess = acct_reclaim_excess(&cgm_acct);
 
 		/* The pool takes about a third of what it is given back: ask half as much again. */
 		if (excess > 0 && excess + excess / 2 + cgm_acct.batch_pages > want)

@@ -140,7 +140,7 @@ data = [os.urandom(32).hex() * 7 for _ in range(150000)]'
 
 # Background reclaim (spill_background=1, the default): python3 making
 # 100 MB of strings under memory.high=40M.  A thread of its own does a
-# large part of the spilling (the exit report's "background" pages: 48-75%
+# large part of the spilling (the exit report's "background" pages: 73-86%
 # in this short build, 0.5 s), so the program's thread reclaims less; with
 # spill_background=0 there is no such thread and the program's thread
 # does it all.  (The limit is lifted before the
