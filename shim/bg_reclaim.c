@@ -15,10 +15,9 @@
  * pool), which no slow path sees: while usage is above limit - limit/16
  * the thread looks every 10 ms (doubling, up to 0.64 s, while its looks
  * find nothing to spill); below it, it sleeps until an allocation
- * path's sample wakes it.  When pages come back within the working set
- * (their refault distance) as fast as it spills, the program's working
- * set does not fit below its target: it stops for half a second rather
- * than make the program thrash.
+ * path's sample wakes it.  When pages come back by faults as fast as it
+ * spills, the program's working set does not fit below its target: it
+ * stops for half a second rather than make the program thrash.
  *
  * A memory.reclaim, or a limit written below usage, is asked of each
  * process of the group through its slot in the hierarchy; the writer
@@ -55,16 +54,11 @@
 /* A batch got nothing (every page hot or written): wait before the next. */
 #define BG_BACKOFF_NS	(20 * 1000000L)
 /*
- * Thrashing: more pages brought back within the working set (by faults
- * or read ahead) while it spilled than half of what it spilled, and 4 MiB
- * at least (a program growing an array it made long ago brings back a few
- * hundred pages once) -- the program is working on what is spilled, and
- * spilling below the limit would only bring more of it back.  A program
- * whose working set fits but moves (python3 taking up again records that
- * went out while it built the rest) brings pages back at a fraction of
- * the rate they go: counting every page back, a quarter stopped the
- * thread a second into python3's move in bench/spill_workload.sh (9,217
- * back of 36,809 spilled), which its allocation paths then finished.  Reclaim is left to memory.high
+ * Thrashing: more pages brought back by faults while it spilled than a
+ * quarter of what it spilled, and 4 MiB at least (a program growing an
+ * array it made long ago brings back a few hundred pages once) -- the
+ * program is working on what is spilled, and spilling below the limit
+ * would only bring more of it back.  Reclaim is left to memory.high
  * itself (the allocating threads) for this long.
  */
 #define BG_THRASH_NS	(500 * 1000000L)
@@ -112,21 +106,14 @@ static void bg_answer(void)
 }
 
 /*
- * Since the window began (@back_from pages back then, @spilled pages
- * reclaimed since), have pages come back within the working set as fast
- * as the thread spilled?  Only those say that the working set does not
- * fit, as the kernel's workingset refaults do: a page back after more
- * spills than the process has pages resident could not have stayed in
- * any case -- the program has moved on to other data (python3 taking up
- * again the records it built first, spilled long ago), which spilling
- * what it no longer uses makes room for.  Stopping then would leave that
- * work to the program's own allocation paths.
+ * Since the window began (@back_from faults' pages, @spilled pages
+ * reclaimed since), have pages come back as fast as the thread spilled?
  */
 static bool bg_thrashing(uint64_t back_from, int64_t spilled)
 {
-	uint64_t back = cgm_spill_back_hot() - back_from;
+	uint64_t back = cgm_spill_refaults() - back_from;
 
-	return spilled > 0 && back >= BG_THRASH_MIN && (int64_t)back * 2 > spilled;
+	return spilled > 0 && back >= BG_THRASH_MIN && (int64_t)back * 4 > spilled;
 }
 
 static void *bg_main(void *arg)
@@ -153,14 +140,14 @@ static void *bg_main(void *arg)
 		cgm_resident_sample();
 		wait_ns = 0;
 		if (!win_spilled)
-			win_back = cgm_spill_back_hot();
+			win_back = cgm_spill_refaults();
 		while ((want = acct_reclaim_excess_below(&cgm_acct, BG_TARGET_SHIFT)) > 0) {
 			if (bg_thrashing(win_back, win_spilled)) {
 				if (cgm_conf.verbose)
 					cgm_log("spill: background reclaim stops for 0.5 s: %llu pages "
-						"came back within the working set while it spilled %lld "
-						"(the program works on what is spilled)",
-						(unsigned long long)(cgm_spill_back_hot() - win_back),
+						"came back while it spilled %lld (the program works on "
+						"what is spilled)",
+						(unsigned long long)(cgm_spill_refaults() - win_back),
 						(long long)win_spilled);
 				__atomic_add_fetch(&thrash_stops, 1, __ATOMIC_RELAXED);
 				wait_ns = BG_THRASH_NS;

@@ -174,8 +174,7 @@ static void spill_serving(bool start)
  * them as the faulting task does in the kernel -- here at about ten times
  * the kernel's cost a page, so a program that reads much of what was
  * spilled thrashes: off by default.  Off, the background reclaim stops
- * while pages come back within the working set at half the rate it
- * spills (shim/bg_reclaim.c), and the group passes its
+ * while pages come back as fast as it spills, and the group passes its
  * memory.high meanwhile (sqlite3 of bench/spill_workload.sh reading its
  * whole cache back at a commit: twice its memory.high).  The background
  * reclaim, when it is spilling, is left to it.
@@ -306,14 +305,14 @@ void cgm_spill_publish(void)
 	acct_spill_publish(&cgm_acct, &st);
 }
 
-uint64_t cgm_spill_back_hot(void)
+uint64_t cgm_spill_refaults(void)
 {
 	struct spill_stats ss;
 
 	if (!engine)
 		return 0;
 	spill_stats(engine, &ss);
-	return ss.back_hot;
+	return ss.refaulted + ss.readahead;
 }
 
 int cgm_spill_report(char *buf, size_t len)

@@ -210,7 +210,7 @@ struct spill_engine {
 
 	atomic_uint_fast64_t spilled, refaulted, restored, skipped,
 		store_failed, in_pool, nr_ranges, skipped_hot, refaulted_hot,
-		forgotten, readahead, misreported, back_hot;
+		forgotten, readahead, misreported;
 };
 
 #define SP_NO_RANGE	UINT32_MAX
@@ -273,17 +273,6 @@ static bool sp_is_hot(struct spill_engine *e, uintptr_t page)
 	return atomic_load_explicit(&h->page, memory_order_relaxed) == page &&
 	       sp_seq_now(e) - atomic_load_explicit(&h->seq, memory_order_relaxed) < window &&
 	       sp_ms_now() - atomic_load_explicit(&h->ms, memory_order_relaxed) < SP_HOT_MS;
-}
-
-/*
- * A page that left at spill count @seq came back, by a fault or read
- * ahead: count it in back_hot if its refault distance is within the hot
- * distance.
- */
-static void sp_back_at(struct spill_engine *e, uint32_t seq)
-{
-	if (sp_seq_now(e) - seq < atomic_load_explicit(&e->hot_distance, memory_order_relaxed))
-		atomic_fetch_add_explicit(&e->back_hot, 1, memory_order_relaxed);
 }
 
 void spill_set_hot_distance(struct spill_engine *e, size_t pages)
@@ -740,10 +729,8 @@ static int sp_restore(struct spill_engine *e, uintptr_t page, void *bounce,
 	pthread_mutex_unlock(&e->lock);
 	/* Counted before it leaves the pool: a reader that sees it gone sees it counted. */
 	atomic_fetch_add_explicit(counter, 1, memory_order_relaxed);
-	if (counter == &e->refaulted) {
+	if (counter == &e->refaulted)
 		sp_refaulted_at(e, page, seq);
-		sp_back_at(e, seq);
-	}
 	sp_release(e, zent);
 	sp_range_put(e, range);
 	return 1;
@@ -812,7 +799,6 @@ static void sp_serve(struct spill_engine *e, uintptr_t page)
 struct sp_claimed {
 	zp_entry_t zent;
 	uint32_t range;
-	uint32_t seq;
 };
 
 /*
@@ -835,7 +821,6 @@ static unsigned sp_claim_run(struct spill_engine *e, uintptr_t page, uintptr_t t
 		ent->state = SP_LOADING;
 		run[n].zent = ent->zent;
 		run[n].range = ent->range;
-		run[n].seq = ent->seq;
 	}
 	pthread_mutex_unlock(&e->lock);
 	return n;
@@ -905,7 +890,6 @@ static void sp_read_span(struct spill_engine *e, uintptr_t from, uintptr_t to)
 		pthread_mutex_unlock(&e->lock);
 		atomic_fetch_add_explicit(&e->readahead, loaded, memory_order_relaxed);
 		for (unsigned i = 0; i < loaded; i++) {
-			sp_back_at(e, run[i].seq);
 			sp_release(e, run[i].zent);
 			sp_range_put(e, run[i].range);
 		}
@@ -1921,7 +1905,6 @@ void spill_stats(struct spill_engine *e, struct spill_stats *st)
 	st->forgotten = atomic_load_explicit(&e->forgotten, memory_order_relaxed);
 	st->readahead = atomic_load_explicit(&e->readahead, memory_order_relaxed);
 	st->misreported = atomic_load_explicit(&e->misreported, memory_order_relaxed);
-	st->back_hot = atomic_load_explicit(&e->back_hot, memory_order_relaxed);
 	st->staged = 0;
 	for (unsigned lane = 0; lane < SP_LANES; lane++)
 		st->staged += __atomic_load_n(&e->lane_used[lane], __ATOMIC_RELAXED);

@@ -138,10 +138,6 @@ struct spill_stats {
 				 * sp_check_left()); stored like the others */
 	uint64_t staged;	/* staging slots holding copies not yet cleared
 				 * (63 a lane at most; spill_stage_clear()) */
-	uint64_t back_hot;	/* pages brought back, by a fault or read
-				 * ahead, within the hot distance of their
-				 * spill: refaulted_hot and the pages read
-				 * ahead that were as recent */
 };
 
 /*

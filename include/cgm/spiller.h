@@ -88,12 +88,8 @@ void cgm_bg_reclaim_forked(void);
 uint64_t cgm_bg_reclaim_pages(void);
 /* Times it stopped because what it spilled came back (thrashing). */
 uint64_t cgm_bg_reclaim_thrash_stops(void);
-/*
- * Pages brought back so far, by faults or read ahead, within the working
- * set: fewer pages were spilled between their spill and their return than
- * the process has resident (0: no engine).
- */
-uint64_t cgm_spill_back_hot(void);
+/* Pages brought back by faults so far, read ahead included (0: no engine). */
+uint64_t cgm_spill_refaults(void);
 
 /* Publish the pool's figures and the spill counts for the next sample (resident.c). */
 void cgm_spill_publish(void);
