@@ -591,14 +591,6 @@ int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked, bool thorough)
 }
 
 /*
- * Spill @want pages (what memory.reclaim asked of this process), or what
- * is still over the lower of memory.high and memory.max (a charge batch
- * beyond it: room for the charge that asked), whichever is more.  The
- * pool grows by the compressed copies, so it spills again, eight rounds
- * at most, until the group is under or nothing more goes.  Returns the
- * pages spilled.
- */
-/*
  * The background reclaim is in the middle of a batch: wait for it to end
  * (about 2 ms at most).  True if this thread waited.
  */
@@ -623,6 +615,14 @@ out:
 	return waited;
 }
 
+/*
+ * Spill @want pages (what memory.reclaim asked of this process), or what
+ * is still over the lower of memory.high and memory.max (a charge batch
+ * beyond it: room for the charge that asked), whichever is more.  The
+ * pool grows by the compressed copies, so it spills again, eight rounds
+ * at most, until the group is under or nothing more goes.  Returns the
+ * pages spilled.
+ */
 int64_t cgm_spill_over_limit(int64_t want, uint64_t *looked, bool thorough)
 {
 	int64_t got, total = 0;

@@ -111,6 +111,13 @@ static void fill_pages(unsigned char *p, size_t n)
 	}
 }
 
+/* Fill @n pages at @p and keep a copy of them at @ref. */
+static void fill_keep(unsigned char *p, size_t n, unsigned char *ref)
+{
+	fill_pages(p, n);
+	memcpy(ref, p, n * PG);
+}
+
 /* Userfaultfd-registered VMAs ("um" in VmFlags) overlapping [p, p+len). */
 static int registered_vmas(const void *p, size_t len)
 {
@@ -244,8 +251,7 @@ START_TEST(test_roundtrip)
 	size_t bad = 0;
 
 	setup();
-	fill_pages(p, N);
-	memcpy(ref, p, N * PG);
+	fill_keep(p, N, ref);
 	ck_assert_int_eq(spill_out(eng, p, N), N);
 	spill_stats(eng, &st);
 	ck_assert_uint_eq(st.spilled, N);
@@ -275,8 +281,7 @@ START_TEST(test_roundtrip)
 		"p50 %.1f us, p99 %.1f us\n", N, lat[N / 2], lat[N * 99 / 100]);
 
 	/* A second round over the same memory, written in between. */
-	fill_pages(p, N);
-	memcpy(ref, p, N * PG);
+	fill_keep(p, N, ref);
 	ck_assert_int_eq(spill_out(eng, p, N), N);
 	ck_assert_int_eq(memcmp(p, ref, N * PG), 0);
 	free(ref);
@@ -298,8 +303,7 @@ START_TEST(test_table_grows)
 
 	ck_assert_ptr_nonnull(ref);
 	setup_opts((struct spill_options){ .max_pages = CAP });
-	fill_pages(p, N);
-	memcpy(ref, p, (size_t)N * PG);
+	fill_keep(p, N, ref);
 	ck_assert_int_eq(spill_out(eng, p, N), CAP);
 	spill_stats(eng, &st);
 	ck_assert_uint_eq(st.in_pool, CAP);
@@ -311,8 +315,7 @@ START_TEST(test_table_grows)
 	ck_assert_uint_eq(st.refaulted, CAP);
 	ck_assert_uint_eq(st.in_pool, 0);
 
-	fill_pages(p, AGAIN);
-	memcpy(ref, p, (size_t)AGAIN * PG);
+	fill_keep(p, AGAIN, ref);
 	ck_assert_int_eq(spill_out(eng, p, AGAIN), AGAIN);
 	ck_assert_int_eq(memcmp(p, ref, (size_t)AGAIN * PG), 0);
 	munmap(p, (size_t)N * PG);
@@ -549,8 +552,7 @@ START_TEST(test_close_restores)
 
 	setup();
 	ck_assert_int_eq(count_dir("/proc/self/task"), threads0 + 1);
-	fill_pages(p, N);
-	memcpy(ref, p, N * PG);
+	fill_keep(p, N, ref);
 	ck_assert_int_eq(spill_out(eng, p, N), N);
 	for (size_t i = 0; i < N; i += 5)
 		ck_assert_int_eq(memcmp(p + i * PG, ref + i * PG, PG), 0);
@@ -635,8 +637,7 @@ START_TEST(test_forget_range)
 	/* Nothing spilled there: nothing forgotten, the memory untouched. */
 	memset(q, 0x77, 2 * PG);
 	ck_assert_int_eq(spill_forget_range(eng, q, 2 * PG), 0);
-	fill_pages(p, N);
-	memcpy(ref, p, N * PG);
+	fill_keep(p, N, ref);
 	ck_assert_int_eq(spill_out(eng, p, N), N);
 	ck_assert_int_eq(spill_forget_range(eng, q, 2 * PG), 0);
 	ck_assert_uint_eq(q[0], 0x77);
@@ -700,8 +701,7 @@ START_TEST(test_restore_range)
 	struct spill_stats st;
 
 	setup();
-	fill_pages(p, N);
-	memcpy(ref, p, N * PG);
+	fill_keep(p, N, ref);
 	ck_assert_int_eq(spill_restore_range(eng, p, N * PG), 0);
 	ck_assert_int_eq(spill_out(eng, p, N), N);
 	for (size_t i = 0; i < N; i++)
@@ -753,10 +753,8 @@ START_TEST(test_restore_all)
 
 	setup();
 	ck_assert_int_eq(spill_restore_range(eng, NULL, SIZE_MAX), 0);
-	fill_pages(a, N);
-	fill_pages(b, N);
-	memcpy(ref, a, N * PG);
-	memcpy(ref + N * PG, b, N * PG);
+	fill_keep(a, N, ref);
+	fill_keep(b, N, ref + N * PG);
 	ck_assert_int_eq(spill_out(eng, a, N), N);
 	ck_assert_int_eq(spill_out(eng, b, N / 2), N / 2);
 	ck_assert_int_eq(spill_out(eng, b + N / 2 * PG, N / 2), N / 2);
@@ -809,10 +807,8 @@ START_TEST(test_hot_pages)
 
 	setup();
 	spill_set_hot_distance(eng, D);
-	fill_pages(h4, 4);
-	fill_pages(f, FN);
-	memcpy(ref, h4, 4 * PG);
-	memcpy(ref + 4 * PG, f, FN * PG);
+	fill_keep(h4, 4, ref);
+	fill_keep(f, FN, ref + 4 * PG);
 
 	/* Leaves at spilled count 0, back at 1: hot. */
 	ck_assert_int_eq(spill_out(eng, h, 1), 1);
@@ -923,8 +919,7 @@ START_TEST(test_cluster_readahead)
 	c = cluster_in(m, CL);
 	c2 = c + CL * PG;
 	setup_opts((struct spill_options){ .readahead = true });
-	fill_pages(c, 2 * CL);
-	memcpy(ref, c, 2 * CL * PG);
+	fill_keep(c, 2 * CL, ref);
 
 	/* Not hot (distance 0), the cluster's first fault: page 5 comes back alone. */
 	ck_assert_int_eq(spill_out(eng, c, CL), CL);
@@ -987,8 +982,7 @@ START_TEST(test_cluster_readahead_steps)
 	atomic_store(&served_calls, 0);
 	setup_opts((struct spill_options){ .readahead = true, .served = record_served });
 	spill_set_hot_distance(eng, 1000);
-	fill_pages(c, CL);
-	memcpy(ref, c, CL * PG);
+	fill_keep(c, CL, ref);
 	ck_assert_int_eq(spill_out(eng, c, CL), CL);
 	/* Hot (16 spills ago): its cluster comes back behind it. */
 	ck_assert_int_eq(memcmp(c + 5 * PG, ref + 5 * PG, PG), 0);
@@ -1034,8 +1028,7 @@ START_TEST(test_readahead_run_split)
 	 * split it there (map_pages() has made it all MADV_NOHUGEPAGE).
 	 */
 	ck_assert_int_eq(madvise(c + 8 * PG, 8 * PG, MADV_RANDOM), 0);
-	fill_pages(c, CL);
-	memcpy(ref, c, CL * PG);
+	fill_keep(c, CL, ref);
 	spill_set_hot_distance(eng, 1000);
 	/* (spill_out() stops where a mapping ends.) */
 	ck_assert_int_eq(spill_out(eng, c, CL / 2), CL / 2);
@@ -1068,8 +1061,7 @@ START_TEST(test_sequential_readahead)
 
 	ck_assert_ptr_nonnull(ref);
 	setup_opts((struct spill_options){ .readahead = true });
-	fill_pages(p, N);
-	memcpy(ref, p, N * PG);
+	fill_keep(p, N, ref);
 	ck_assert_int_eq(spill_out(eng, p, N), N);
 	/* One read a page, in order (volatile: each must happen). */
 	for (size_t i = 0; i < N; i++)
@@ -1098,10 +1090,8 @@ START_TEST(test_interleaved_readahead)
 
 	ck_assert_ptr_nonnull(ref);
 	setup_opts((struct spill_options){ .readahead = true });
-	fill_pages(a, N);
-	fill_pages(b, N);
-	memcpy(ref, a, N * PG);
-	memcpy(ref + N * PG, b, N * PG);
+	fill_keep(a, N, ref);
+	fill_keep(b, N, ref + N * PG);
 	ck_assert_int_eq(spill_out(eng, a, N), N);
 	ck_assert_int_eq(spill_out(eng, b, N), N);
 	for (size_t i = 0; i < N; i++) {

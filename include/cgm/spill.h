@@ -93,8 +93,9 @@ struct spill_options {
 	 * Called on the handler thread after it served a batch of faults,
 	 * with the pages that batch brought back (faults and readahead), and
 	 * after each step of a cluster's readahead (which waits until no
-	 * fault does), when it brought any back (NULL: not called).  The faulting threads are
-	 * awake again; what it does delays the service of the next fault.
+	 * fault does), when it brought any back (NULL: not called).  The
+	 * faulting threads are awake again; what it does delays the service
+	 * of the next fault.
 	 * It must not touch memory that can be spilled (as idle).
 	 */
 	void (*served)(uint64_t pages);
