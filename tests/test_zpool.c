@@ -500,33 +500,47 @@ static void make_backing(void)
 	close(fd);
 }
 
-/* Resident pages of this process (/proc/self/statm). */
+/*
+ * Anonymous resident pages of this process, from /proc/self/smaps_rollup,
+ * which the kernel counts by walking the page tables.  Not statm: it adds
+ * file pages, and check's forked child faults its libc text back in as it
+ * runs (fork copies no page table of a file mapping), 40-80 pages during
+ * this test; and Linux 6.2 on reads its counters per CPU without summing
+ * them, off by up to 32 pages a CPU.  A make check failed on that here.
+ */
 static long resident_pages(void)
 {
-	FILE *f = fopen("/proc/self/statm", "r");
-	long size = 0, res = 0;
+	FILE *f = fopen("/proc/self/smaps_rollup", "r");
+	char line[256];
+	long kib = -1;
 
 	ck_assert_ptr_nonnull(f);
-	ck_assert_int_eq(fscanf(f, "%ld %ld", &size, &res), 2);
+	while (kib < 0 && fgets(line, sizeof(line), f))
+		if (sscanf(line, "Anonymous: %ld kB", &kib) != 1)
+			kib = -1;
 	fclose(f);
-	return res;
+	ck_assert_int_ge(kib, 0);
+	return kib / (ZPT_PAGE / 1024);
 }
 
 /*
  * Freed zspages go back to the OS 16 runs at a time, and the rest when
  * zp_release_freed() is called: every page of an emptied pool leaves
- * memory.  (Slack: this process's own pages move a little meanwhile;
- * under ASan its shadow memory moves by a few dozen.)
+ * memory.  (Slack: this process's own pages move a little meanwhile --
+ * the free runs' descriptors take 6 pages; under ASan its shadow memory
+ * moves by a few dozen.)  2,990 pages: their last zspages leave 44-45
+ * pages pending (at 3,000 there happened to be none, and the test passed
+ * without zp_release_freed()).
  */
 #if defined(__SANITIZE_ADDRESS__)
 #define RELEASE_SLACK 512
 #else
-#define RELEASE_SLACK 32
+#define RELEASE_SLACK 16
 #endif
 
 START_TEST(test_release_freed)
 {
-	enum { N = 3000, SLACK = RELEASE_SLACK };
+	enum { N = 2990, SLACK = RELEASE_SLACK };
 	static unsigned char page[ZPT_PAGE];
 	static zp_entry_t e[N];
 	struct zp_pool *pool = new_pool(NULL);
