@@ -87,6 +87,12 @@ const struct cgm_conf_key cgm_conf_keys[] = {
 	  "0: the background reclaim stops while pages come back as fast as it spills, and the "
 	  "group may pass memory.high meanwhile",
 	  NULL, 0, 0 },
+	{ "spill_cpu_latency", CGM_CONF_BOOL, FIELD(spill_cpu_latency), "1",
+	  "while the handler serves a burst of faults, ask idle CPUs to poll instead of halting "
+	  "(a CPU latency request of 0 on /dev/cpu_dma_latency, root only; machine-wide while "
+	  "held): a thread waiting on a refault wakes at once, where a halted CPU takes 10-15 us "
+	  "to wake on a KVM guest",
+	  NULL, 0, 0 },
 	{ "stats", CGM_CONF_ENUM, FIELD(stats), "none",
 	  "exit: print the group's memory.stat and memory.events at exit",
 	  stats_names, 0, 0 },

@@ -18,6 +18,8 @@ GOAL_US=15
 # The scattered spills in a process of their own (see make_steps()).
 if ! grep -q '^unavailable' "$RAW"; then
 	"$BIN" "$PAGEFILE" "$B" "$ROUNDS" "$PAGES" scattered >> "$RAW" 2>> "$ERR"
+	# Without the CPU latency request, in a process of its own (see sides[]).
+	"$BIN" "$PAGEFILE" "$B" "$ROUNDS" "$PAGES" halting >> "$RAW" 2>> "$ERR"
 fi
 
 machine="$(nproc) vCPUs, kernel $(uname -r), clocksource $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null || echo unknown); $(date -u +%Y-%m-%d)"
@@ -60,9 +62,17 @@ P50_2=$(lat spill-lz4 2 5)
 P50_4=$(lat spill-lz4 4 5)
 RA_1=$(lat spill-lz4+readahead 1 5)
 verdict=$(awk -v p="$P50_1" -v g="$GOAL_US" 'BEGIN { print (p <= g) ? "met" : "not met" }')
-SUMMARY="spill: refault p50 with lz4 $P50_1 us (1 thread), $P50_2 us (2), $P50_4 us (4): goal p50 <= $GOAL_US us $verdict; with readahead on sequential faults (the library's setting) $RA_1 us"
-# Both runs print theirs.
+HALT_1=$(lat spill-lz4-halting 1 5)
+SUMMARY="spill: refault p50 with lz4 $P50_1 us (1 thread), $P50_2 us (2), $P50_4 us (4): goal p50 <= $GOAL_US us $verdict; with readahead on sequential faults (the library's setting) $RA_1 us; without the CPU latency request (idle CPUs halting) $HALT_1 us"
+# Every run prints its own.
 MISMATCHES=$(awk '$1 == "mismatches" { n += $2 } END { print n + 0 }' "$RAW")
+SETTLE_TIMEOUTS=$(awk '$1 == "settle_timeouts" { n += $2 } END { print n + 0 }' "$RAW")
+QOS_ERR=$(val cpu_latency_err)
+if [ "${QOS_ERR:-0}" = 0 ]; then
+	QOS="held in fault bursts (the library's spill_cpu_latency=1)"
+else
+	QOS="not held: /dev/cpu_dma_latency could not be opened (errno $QOS_ERR; root only)"
+fi
 
 {
 	echo "# Spill engine benchmark"
@@ -76,6 +86,7 @@ MISMATCHES=$(awk '$1 == "mismatches" { n += $2 } END { print n + 0 }' "$RAW")
 	echo "real heap pages of a Python program (\`$PAGEFILE\`, the zpool benchmark's),"
 	echo "shifted every round; lz4 ratio $(val 'ratio lz4'), zstd $(val 'ratio zstd')."
 	echo "Every page that came back was compared with what left: $MISMATCHES differed."
+	echo "CPU latency request (idle CPUs poll instead of halting): $QOS."
 	echo
 	echo "## Refault latency seen by the faulting thread (µs; goal: p50 <= $GOAL_US with lz4)"
 	echo
@@ -91,6 +102,7 @@ MISMATCHES=$(awk '$1 == "mismatches" { n += $2 } END { print n + 0 }' "$RAW")
 	for t in 1 2 4; do lat_row "spill, lz4" spill-lz4 $t; done
 	for t in 1 2 4; do lat_row "spill, zstd" spill-zstd $t; done
 	for t in 1 2 4; do lat_row "spill, lz4, readahead on sequential faults (the library's setting)" spill-lz4+readahead $t; done
+	for t in 1 2 4; do lat_row "spill, lz4, idle CPUs halting (no CPU latency request: spill_cpu_latency=0)" spill-lz4-halting $t; done
 	lat_row "kernel: page-cache hit (private file mapping, PTE dropped by MADV_DONTNEED)" kernel-pagecache 1
 	if [ "$(val swap)" = none ]; then
 		echo "| kernel: swap-in after MADV_PAGEOUT | | not available: no swap or zram device (\`/proc/swaps\` lists none) | | | | | |"
@@ -102,15 +114,17 @@ MISMATCHES=$(awk '$1 == "mismatches" { n += $2 } END { print n + 0 }' "$RAW")
 	lat_row "kernel: first write to an untouched anonymous page (zero-fill)" kernel-zerofill 1
 	lat_row "no fault: read of a resident page (the timing's own cost)" resident 1
 	echo
+	echo "Spill rows other than the halting ones: while the handler serves a"
+	echo "burst of faults it holds a CPU latency request of 0 (PM QoS,"
+	echo "\`/dev/cpu_dma_latency\`), so idle CPUs poll instead of halting and the"
+	echo "thread it wakes runs at once.  Halting rows: without it, in a process"
+	echo "of its own (next to the others, its p50 came out lower than alone)."
 	if [ "$halt_poll" = 0 ]; then
-		echo "This guest halts an idle vCPU at once (guest_halt_poll_ns 0): the"
-		echo "faulting thread's vCPU halts while the handler works, and waking it"
-		echo "takes about 13 us of each refault.  With the kernel's default poll"
-		echo "window (200000 ns) the same runs measured lz4 p50 13.6-13.7 us and"
-		echo "zstd 18-20 us against 20-22 and 35-43 (spill_bench 3 rounds of 2048"
-		echo "pages, two interleaved pairs, 2026-12-01)."
-		echo
+		echo "This guest halts an idle vCPU at once (guest_halt_poll_ns 0): without"
+		echo "the request, the faulting thread's vCPU halts while the handler works,"
+		echo "and waking it is about half of each refault."
 	fi
+	echo
 	echo "## Throughput (MB/s of 4 KiB pages; median, least–greatest round)"
 	echo
 	echo "Spill: one \`spill_out\` of all $(val pages) pages (move, compress, store), one"
@@ -127,6 +141,9 @@ MISMATCHES=$(awk '$1 == "mismatches" { n += $2 } END { print n + 0 }' "$RAW")
 		set -- $(val "vs_raw $c")
 		echo "| $c | $(tput_cell spill-$c) | $(tput_cell raw-compress-$c) | $1% | $(tput_cell refault-$c) | $(tput_cell raw-decompress-$c) | $2% |"
 	done
+	echo
+	echo "The lz4 refault walk with idle CPUs halting (no CPU latency request, a"
+	echo "process of its own): $(tput_cell refault-lz4-halting) MB/s."
 	echo
 	echo "Scattered spill: \`spill_out\` of every other page, one call per page, while"
 	echo "another thread of the process runs (reclaim's common case: single pages"
@@ -169,7 +186,7 @@ MISMATCHES=$(awk '$1 == "mismatches" { n += $2 } END { print n + 0 }' "$RAW")
 	echo "  spans two threads (the faulting one and the handler), and what a"
 	echo "  program waits for is wall time.  The mean latency column is what"
 	echo "  the refault walk's MB/s follows; the p50 is the typical fault."
-	echo "- $(val settle_timeouts) waits for the handler's bookkeeping (entries and ranges of"
+	echo "- $SETTLE_TIMEOUTS waits for the handler's bookkeeping (entries and ranges of"
 	echo "  pages already back) ran past 2 s."
 	echo
 	echo "## Command"
@@ -177,6 +194,8 @@ MISMATCHES=$(awk '$1 == "mismatches" { n += $2 } END { print n + 0 }' "$RAW")
 	echo '```'
 	echo "make bench-spill B=$B        # runs what follows"
 	echo "$BIN $PAGEFILE $B $ROUNDS $PAGES"
+	echo "$BIN $PAGEFILE $B $ROUNDS $PAGES scattered"
+	echo "$BIN $PAGEFILE $B $ROUNDS $PAGES halting"
 	echo '```'
 } > "$OUT"
 echo "$SUMMARY"

@@ -228,6 +228,7 @@ static bool open_engine(void)
 						  .serving = spill_serving,
 						  .served = cgm_conf.spill_hold_high ? spill_served : NULL,
 						  .readahead = true,
+						  .cpu_latency = cgm_conf.spill_cpu_latency,
 						  .create_thread = cgm_pthread_create_raw },
 			 &engine);
 	if (err) {
@@ -271,11 +272,20 @@ void cgm_spill_init(void)
 	if (!open_engine())
 		return;
 	pthread_atfork(spill_prepare, spill_parent, spill_child);
-	if (cgm_conf.verbose)
+	if (cgm_conf.verbose) {
+		struct spill_stats st;
+
+		spill_stats(engine, &st);
 		cgm_log("spill: on, %s pool%s%s%s",
 			cgm_conf.spill_codec == CGM_SPILL_ZSTD ? "zstd" : "lz4",
 			recompress ? ", idle pages recompressed with zstd" : "",
 			cgm_conf.spill_backing[0] ? ", writeback to " : "", cgm_conf.spill_backing);
+		if (cgm_conf.spill_cpu_latency)
+			cgm_log("spill: %s%s", st.cpu_latency_err ?
+				"no CPU latency request in fault bursts: /dev/cpu_dma_latency: " :
+				"idle CPUs poll during fault bursts (/dev/cpu_dma_latency)",
+				st.cpu_latency_err ? cgm_strerror(st.cpu_latency_err) : "");
+	}
 }
 
 /* ---- figures ---- */

@@ -1008,6 +1008,126 @@ START_TEST(test_cluster_readahead_steps)
 }
 END_TEST
 
+/* The machine's CPU latency target in us (/dev/cpu_dma_latency), or -1 if it cannot be read. */
+static int32_t cpu_latency_now(void)
+{
+	int32_t us = -1;
+	int fd = open("/dev/cpu_dma_latency", O_RDONLY | O_CLOEXEC);
+
+	if (fd >= 0) {
+		if (read(fd, &us, sizeof(us)) != (ssize_t)sizeof(us))
+			us = -1;
+		close(fd);
+	}
+	return us;
+}
+
+/* The target the served hook saw, the handler being in its burst. */
+static _Atomic int32_t latency_in_burst;
+
+static void record_latency(uint64_t pages)
+{
+	(void)pages;
+	atomic_store(&latency_in_burst, cpu_latency_now());
+}
+
+/*
+ * Touch one spilled page of a fresh engine (@cpu_latency as asked) and
+ * return what the served hook saw the CPU latency target at, while the
+ * handler was serving that fault.
+ */
+static int32_t latency_seen_in_burst(bool cpu_latency, struct spill_stats *st)
+{
+	unsigned char *m = map_pages(1), ref[PG];
+
+	atomic_store(&latency_in_burst, -2);
+	setup_opts((struct spill_options){ .served = record_latency, .cpu_latency = cpu_latency });
+	fill_keep(m, 1, ref);
+	ck_assert_int_eq(spill_out(eng, m, 1), 1);
+	ck_assert_int_eq(memcmp(m, ref, PG), 0);
+	for (int i = 0; i < 2000 && atomic_load(&latency_in_burst) == -2; i++)
+		usleep(1000);
+	spill_stats(eng, st);
+	teardown();
+	munmap(m, PG);
+	return atomic_load(&latency_in_burst);
+}
+
+/*
+ * While the handler serves a burst of faults, with cpu_latency, it holds
+ * a CPU latency request of 0 (idle CPUs poll instead of halting), and
+ * lets it go when it sleeps again; without, it never asks.  The target
+ * is the machine's: where another process holds it at 0 already, or it
+ * cannot be read (root only), only the counts are checked.
+ */
+START_TEST(test_cpu_latency_in_bursts)
+{
+	int32_t before = cpu_latency_now(), seen, after = -1;
+	struct spill_stats st;
+
+	seen = latency_seen_in_burst(true, &st);
+	ck_assert_uint_ge(st.bursts, 1);
+	if (st.cpu_latency_err) {
+		/* No request could be made: none counted, and said why. */
+		ck_assert_uint_eq(st.bursts_polled, 0);
+		fprintf(stderr, "test_cpu_latency_in_bursts: no request (%s): counts only\n",
+			strerror(st.cpu_latency_err));
+	} else {
+		ck_assert_uint_eq(st.bursts_polled, st.bursts);
+	}
+	if (before > 0 && !st.cpu_latency_err) {
+		ck_assert_int_eq(seen, 0);
+		/* Closed with the engine, the request is gone. */
+		for (int i = 0; i < 2000 && (after = cpu_latency_now()) == 0; i++)
+			usleep(1000);
+		ck_assert_int_gt(after, 0);
+	} else {
+		fprintf(stderr, "test_cpu_latency_in_bursts: target %d before: counts only\n",
+			(int)before);
+	}
+
+	seen = latency_seen_in_burst(false, &st);
+	ck_assert_uint_ge(st.bursts, 1);
+	ck_assert_uint_eq(st.bursts_polled, 0);
+	ck_assert_int_eq(st.cpu_latency_err, 0);
+	if (before > 0)
+		ck_assert_int_ne(seen, -2);	/* the hook ran */
+}
+END_TEST
+
+/*
+ * The request goes as soon as the handler sleeps, not with the engine:
+ * after a burst, the target is back while the engine is still open.
+ */
+START_TEST(test_cpu_latency_released)
+{
+	unsigned char *m = map_pages(1), ref[PG];
+	int32_t before = cpu_latency_now(), now = -1;
+	struct spill_stats st;
+
+	setup_opts((struct spill_options){ .cpu_latency = true });
+	spill_stats(eng, &st);
+	if (before <= 0 || st.cpu_latency_err) {
+		fprintf(stderr, "test_cpu_latency_released: target %d, request error %d: not checked\n",
+			(int)before, st.cpu_latency_err);
+		teardown();
+		munmap(m, PG);
+		return;
+	}
+	fill_keep(m, 1, ref);
+	ck_assert_int_eq(spill_out(eng, m, 1), 1);
+	ck_assert_int_eq(memcmp(m, ref, PG), 0);
+	/* The handler spins 50 us after a lone fault, then sleeps. */
+	for (int i = 0; i < 2000 && (now = cpu_latency_now()) == 0; i++)
+		usleep(1000);
+	ck_assert_int_gt(now, 0);
+	spill_stats(eng, &st);
+	ck_assert_uint_eq(st.bursts_polled, 1);
+	teardown();
+	munmap(m, PG);
+}
+END_TEST
+
 /*
  * Readahead places each run of spilled pages with one copy.  A run that
  * crosses into another mapping (the kernel's copy stays within one) goes
@@ -1765,6 +1885,8 @@ int main(void)
 	tcase_add_test(tc, test_hot_distance_zero);
 	tcase_add_test(tc, test_cluster_readahead);
 	tcase_add_test(tc, test_cluster_readahead_steps);
+	tcase_add_test(tc, test_cpu_latency_in_bursts);
+	tcase_add_test(tc, test_cpu_latency_released);
 	tcase_add_test(tc, test_readahead_run_split);
 	tcase_add_test(tc, test_sequential_readahead);
 	tcase_add_test(tc, test_interleaved_readahead);

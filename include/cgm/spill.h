@@ -108,6 +108,16 @@ struct spill_options {
 	 */
 	bool readahead;
 	/*
+	 * While the handler serves a burst of faults -- from the fault that
+	 * wakes it until it goes back to sleep -- hold a CPU latency request
+	 * of 0 (/dev/cpu_dma_latency, PM QoS): idle CPUs poll instead of
+	 * halting, so the thread the handler wakes runs at once.  Machine-wide
+	 * while held, as any such request is.  The device is root's: without
+	 * it, nothing is held (spill_stats' cpu_latency_err says why).  Off in
+	 * a zeroed struct.
+	 */
+	bool cpu_latency;
+	/*
 	 * How to start the handler thread (NULL: pthread_create).  Whatever
 	 * it runs before sp_handler must not touch spillable memory: the
 	 * thread that would bring it back is this one.
@@ -139,6 +149,11 @@ struct spill_stats {
 				 * sp_check_left()); stored like the others */
 	uint64_t staged;	/* staging slots holding copies not yet cleared
 				 * (63 a lane at most; spill_stage_clear()) */
+	uint64_t bursts;	/* times the handler woke from sleep to a fault */
+	uint64_t bursts_polled;	/* of them, served with idle CPUs polling */
+	int cpu_latency_err;	/* why no CPU latency request can be held
+				 * (errno of opening /dev/cpu_dma_latency), or
+				 * 0: held in bursts, or not asked for */
 };
 
 /*
