@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -1128,6 +1129,73 @@ START_TEST(test_cpu_latency_released)
 }
 END_TEST
 
+/* The descriptor this process has open on @path (/proc/self/fd), or -1. */
+static int fd_open_on(const char *path)
+{
+	char link[64], target[256];
+
+	for (int fd = 3; fd < 1024; fd++) {
+		ssize_t n;
+
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+		n = readlink(link, target, sizeof(target) - 1);
+		if (n < 0)
+			continue;
+		target[n] = '\0';
+		if (!strcmp(target, path))
+			return fd;
+	}
+	return -1;
+}
+
+/*
+ * A program that closes the engine's descriptor for the request and opens
+ * a file of its own under that number: the engine writes nothing into the
+ * file, stops asking, and says why (EBADF).
+ */
+START_TEST(test_cpu_latency_fd_taken)
+{
+	unsigned char *m = map_pages(1), ref[PG];
+	char path[] = "/tmp/cgm-qos-XXXXXX";
+	struct spill_stats st;
+	struct stat fst;
+	int qos, file;
+
+	setup_opts((struct spill_options){ .cpu_latency = true });
+	spill_stats(eng, &st);
+	qos = fd_open_on("/dev/cpu_dma_latency");
+	if (st.cpu_latency_err || qos < 0) {
+		fprintf(stderr, "test_cpu_latency_fd_taken: no request (%s): not checked\n",
+			strerror(st.cpu_latency_err));
+		teardown();
+		munmap(m, PG);
+		return;
+	}
+	file = mkstemp(path);
+	ck_assert_int_ge(file, 0);
+	unlink(path);
+	ck_assert_int_eq(dup2(file, qos), qos);	/* closes the device, takes its number */
+	fill_keep(m, 1, ref);
+	ck_assert_int_eq(spill_out(eng, m, 1), 1);
+	ck_assert_int_eq(memcmp(m, ref, PG), 0);
+	settle(&st, 0);
+	for (int i = 0; i < 2000 && !st.cpu_latency_err; i++) {
+		usleep(1000);
+		spill_stats(eng, &st);
+	}
+	ck_assert_int_eq(st.cpu_latency_err, EBADF);
+	ck_assert_uint_eq(st.bursts_polled, 0);
+	ck_assert_int_eq(fstat(qos, &fst), 0);
+	ck_assert_int_eq(fst.st_size, 0);
+	teardown();
+	/* The engine left the program's descriptor open. */
+	ck_assert_int_eq(fcntl(qos, F_GETFD), 0);
+	close(qos);
+	close(file);
+	munmap(m, PG);
+}
+END_TEST
+
 /*
  * Readahead places each run of spilled pages with one copy.  A run that
  * crosses into another mapping (the kernel's copy stays within one) goes
@@ -1887,6 +1955,7 @@ int main(void)
 	tcase_add_test(tc, test_cluster_readahead_steps);
 	tcase_add_test(tc, test_cpu_latency_in_bursts);
 	tcase_add_test(tc, test_cpu_latency_released);
+	tcase_add_test(tc, test_cpu_latency_fd_taken);
 	tcase_add_test(tc, test_readahead_run_split);
 	tcase_add_test(tc, test_sequential_readahead);
 	tcase_add_test(tc, test_interleaved_readahead);

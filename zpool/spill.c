@@ -40,6 +40,7 @@
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -216,6 +217,7 @@ struct spill_engine {
 	int qos_fd;
 	int qos_err;
 	bool in_burst;
+	dev_t qos_rdev;		/* the device qos_fd was opened on */
 
 	atomic_uint_fast64_t spilled, refaulted, restored, skipped,
 		store_failed, in_pool, nr_ranges, skipped_hot, refaulted_hot,
@@ -1077,8 +1079,21 @@ static int64_t sp_now_ns(void)
 #define SP_QOS_POLL	0
 #define SP_QOS_NONE	2000000000	/* the kernel's default: no constraint */
 
+/*
+ * Before each write, a look that the descriptor is still the device: a
+ * program that closed it (closing every descriptor it did not open, as
+ * daemons do) may have opened a file of its own under that number, and
+ * the write would go into the file.  Then the engine leaves it alone.
+ */
 static void sp_qos_set(struct spill_engine *e, int32_t us)
 {
+	struct stat st;
+
+	if (fstat(e->qos_fd, &st) || !S_ISCHR(st.st_mode) || st.st_rdev != e->qos_rdev) {
+		__atomic_store_n(&e->qos_err, EBADF, __ATOMIC_RELAXED);
+		e->qos_fd = -1;		/* not ours any more: not closed */
+		return;
+	}
 	if (write(e->qos_fd, &us, sizeof(us)) != (ssize_t)sizeof(us)) {
 		/* Refused now (it never is once open): ask no more. */
 		__atomic_store_n(&e->qos_err, errno ? errno : EIO, __ATOMIC_RELAXED);
@@ -1480,8 +1495,12 @@ int spill_open(const struct spill_options *opt, struct spill_engine **enginep)
 	}
 	/* Opened, the request asks nothing yet (the default: no constraint). */
 	if (opt->cpu_latency) {
+		struct stat st;
+
 		e->qos_fd = open("/dev/cpu_dma_latency", O_WRONLY | O_CLOEXEC);
 		e->qos_err = e->qos_fd < 0 ? errno : 0;
+		if (e->qos_fd >= 0 && !fstat(e->qos_fd, &st))
+			e->qos_rdev = st.st_rdev;
 	}
 
 	/* The handler starts with every signal blocked: a signal handler
