@@ -454,6 +454,15 @@ static int64_t spill_chunk(uintptr_t start, uintptr_t end, int64_t want, uint64_
 				*full = true;
 				break;
 			}
+			if (r == -EBADF) {
+				/* The program closed the engine's descriptors: what is spilled is still served. */
+				static int said;
+
+				cgm_log_once(&said, "spill: the program closed the engine's descriptors: "
+					     "no more pages spill (those spilled still come back)");
+				*full = true;
+				break;
+			}
 		}
 		i = last + 1;
 	}

@@ -1196,6 +1196,49 @@ START_TEST(test_cpu_latency_fd_taken)
 }
 END_TEST
 
+/* CPU time of this process, in ms. */
+static double process_cpu_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/*
+ * A program that closes the engine's userfaultfds (closing every
+ * descriptor it did not open) ends their registrations: a spilled page
+ * then reads as zeros (README, Spill; not repaired), no spill goes out
+ * (EBADF), and the handler, finding the descriptor closed, stops instead
+ * of spinning on it (it did: a second of CPU a second).
+ */
+START_TEST(test_uffd_closed_by_program)
+{
+	unsigned char *m = map_pages(2), ref[2 * PG];
+	double cpu;
+	int closed = 0, fd;
+
+	setup();
+	fill_keep(m, 2, ref);
+	ck_assert_int_eq(spill_out(eng, m, 1), 1);
+	while ((fd = fd_open_on("anon_inode:[userfaultfd]")) >= 0) {
+		close(fd);
+		closed++;
+	}
+	ck_assert_int_eq(closed, 2);
+	(void)*(volatile unsigned char *)m;	/* returns: no thread waits for ever */
+	ck_assert_int_eq(spill_out(eng, m + PG, 1), -EBADF);
+	ck_assert_int_eq(memcmp(m + PG, ref + PG, PG), 0);
+	usleep(50000);
+	cpu = process_cpu_ms();
+	usleep(300000);
+	cpu = process_cpu_ms() - cpu;
+	ck_assert_msg(cpu < 100, "%.0f ms of CPU in 300 ms with nothing to do", cpu);
+	teardown();
+	munmap(m, 2 * PG);
+}
+END_TEST
+
 /*
  * Readahead places each run of spilled pages with one copy.  A run that
  * crosses into another mapping (the kernel's copy stays within one) goes
@@ -1956,6 +1999,7 @@ int main(void)
 	tcase_add_test(tc, test_cpu_latency_in_bursts);
 	tcase_add_test(tc, test_cpu_latency_released);
 	tcase_add_test(tc, test_cpu_latency_fd_taken);
+	tcase_add_test(tc, test_uffd_closed_by_program);
 	tcase_add_test(tc, test_readahead_run_split);
 	tcase_add_test(tc, test_sequential_readahead);
 	tcase_add_test(tc, test_interleaved_readahead);

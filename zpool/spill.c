@@ -152,6 +152,9 @@ struct spill_engine {
 	int stop_fd;
 	pthread_t thread;
 	atomic_bool closing;
+	/* The identity of stop_fd, looked at before it is written. */
+	dev_t stop_dev;
+	ino_t stop_ino;
 
 	pthread_mutex_t lock;
 	pthread_cond_t changed;
@@ -1195,6 +1198,17 @@ static void *sp_handler(void *arg)
 				continue;	/* EINTR cannot happen (signals blocked) */
 			if (pfd[1].revents)
 				break;
+			if (pfd[0].revents & POLLNVAL) {
+				/*
+				 * The program closed the userfaultfd (closing every
+				 * descriptor it did not open): its registrations are
+				 * gone, and the pages spilled read as zeros (README).
+				 * Nothing is left to serve; the handler spun here.
+				 */
+				cgm_log("spill: the program closed the engine's userfaultfd: the pages "
+					"it had spilled read as zeros; the handler stops");
+				break;
+			}
 			if (n == 0)
 				more = e->idle();
 			continue;
@@ -1492,6 +1506,14 @@ int spill_open(const struct spill_options *opt, struct spill_engine **enginep)
 	if (e->stop_fd < 0) {
 		err = -errno;
 		goto fail;
+	}
+	{
+		struct stat st;
+
+		if (!fstat(e->stop_fd, &st)) {
+			e->stop_dev = st.st_dev;
+			e->stop_ino = st.st_ino;
+		}
 	}
 	/* Opened, the request asks nothing yet (the default: no constraint). */
 	if (opt->cpu_latency) {
@@ -2039,6 +2061,22 @@ void spill_close(struct spill_engine *e)
 	 * the handler has stopped; until then it must serve the program. */
 	if (bounce)
 		sp_restore_all(e, bounce);
+	{
+		struct stat st;
+
+		/*
+		 * The program closed its copy of stop_fd (and may have opened
+		 * something else under its number): the handler cannot be told
+		 * to stop.  Everything is back; it is left waiting, and its
+		 * memory with it, rather than written to a file of the program.
+		 */
+		if (fstat(e->stop_fd, &st) || st.st_dev != e->stop_dev || st.st_ino != e->stop_ino) {
+			cgm_log("spill: the engine's stop descriptor was closed by the program: "
+				"its handler thread is left waiting");
+			sp_unmap(bounce, SP_PAGE);
+			return;
+		}
+	}
 	eventfd_write(e->stop_fd, 1);
 	pthread_join(e->thread, NULL);
 	if (!bounce)
