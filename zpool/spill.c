@@ -1074,10 +1074,10 @@ static int64_t sp_now_ns(void)
  * poll instead (the request is machine-wide), and the woken thread runs
  * at once: lz4 p50 11-12 us, zstd 19-21 against 46-48, the refault walk
  * 343-355 MB/s against 131 (spill_bench 3 rounds of 2048 pages, two
- * interleaved pairs); python3's working phase of bench/spill_workload.sh
- * 3.18 s against 3.41 (medians of 5 interleaved pairs, shorter in each).
- * Each change of the request costs a write and wakes the idle CPUs once,
- * off the faulting thread's path.
+ * interleaved pairs).  python3's working phase of bench/spill_workload.sh
+ * shows no difference above the noise: medians 3.11 s against 3.19 over
+ * 12 interleaved pairs, shorter in 6.  Each change of the request costs a
+ * write and wakes the idle CPUs once, off the faulting thread's path.
  */
 #define SP_QOS_POLL	0
 #define SP_QOS_NONE	2000000000	/* the kernel's default: no constraint */
