@@ -73,19 +73,28 @@ program() {
 	case $high in
 	*%) high=$((peak * ${high%\%} / 100)) ;;
 	esac
-	start=$(date +%s)
-	in_work "$T/$name.spill" env LD_PRELOAD="$CGM_LIB" \
-		CGMALLOC_CONF="hierarchy=$H,group=/$name,spill=1,high=$high" "$@"
-	took=$(($(date +%s) - start))
-	[ "$ST" = 0 ] && cmp -s "$T/$name.plain" "$T/$name.spill" || keep "$name"
-	[ "$ST" != 137 ] || fail "$name: still ran after 120 s under memory.high $high (killed)"
-	[ "$ST" = 0 ] || fail "$name: exits $ST under spill=1, memory.high $high"
-	cmp -s "$T/$name.plain" "$T/$name.spill" ||
-		fail "$name: prints something else under spill=1, memory.high $high: $(diff "$T/$name.plain" "$T/$name.spill" | head -3)"
-	out=$(value "/$name" memory.stat zswpout)
-	in=$(value "/$name" memory.stat zswpin)
-	[ "$out" -ge 100 ] || fail "$name: $out pages spilled under memory.high $high (peak $peak)"
-	[ "$in" -ge 1 ] || fail "$name: no page came back of $out spilled"
+	# Whether a spilled page is touched again is up to the program: the
+	# C++ one once spilled 1,173 pages of which none came back.  A run
+	# that brings none back is run once more, in a group of its own.
+	for try in 1 2; do
+		g=$name
+		[ "$try" = 1 ] || g=$name-again
+		start=$(date +%s)
+		in_work "$T/$name.spill" env LD_PRELOAD="$CGM_LIB" \
+			CGMALLOC_CONF="hierarchy=$H,group=/$g,spill=1,high=$high" "$@"
+		took=$(($(date +%s) - start))
+		[ "$ST" = 0 ] && cmp -s "$T/$name.plain" "$T/$name.spill" || keep "$name"
+		[ "$ST" != 137 ] || fail "$name: still ran after 120 s under memory.high $high (killed)"
+		[ "$ST" = 0 ] || fail "$name: exits $ST under spill=1, memory.high $high"
+		cmp -s "$T/$name.plain" "$T/$name.spill" ||
+			fail "$name: prints something else under spill=1, memory.high $high: $(diff "$T/$name.plain" "$T/$name.spill" | head -3)"
+		out=$(value "/$g" memory.stat zswpout)
+		in=$(value "/$g" memory.stat zswpin)
+		[ "$out" -ge 100 ] || fail "$name: $out pages spilled under memory.high $high (peak $peak)"
+		[ "$in" -ge 1 ] && break
+		[ "$try" = 1 ] || fail "$name: no page came back of $out spilled, in two runs"
+		echo "$TEST_NAME: $name: no page came back of $out spilled: once more"
+	done
 	echo "$TEST_NAME: $name: same output under memory.high $high" \
 		"(peak $((peak / 1024)) KiB): $out pages spilled, $in brought back, ${took} s"
 	CHECKS=$((CHECKS + 1))
