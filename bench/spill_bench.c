@@ -770,7 +770,6 @@ static void report(void)
 
 		if (c->halting)
 			continue;
-
 		snprintf(name, sizeof(name), "spill-%s", c->name);
 		for (size_t k = 0; k < NR_THREAD_COUNTS; k++)
 			lat_print(&c->lat[k], name, thread_counts[k]);
@@ -791,7 +790,6 @@ static void report(void)
 
 		if (c->halting)
 			continue;
-
 		snprintf(name, sizeof(name), "spill-%s", c->name);
 		tput_print(&c->spill, name);
 		snprintf(name, sizeof(name), "refault-%s", c->name);

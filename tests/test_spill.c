@@ -1079,7 +1079,7 @@ START_TEST(test_cpu_latency_in_bursts)
 	}
 	if (before > 0 && !st.cpu_latency_err) {
 		ck_assert_int_eq(seen, 0);
-		/* Closed with the engine, the request is gone. */
+		/* The engine closed, no request of it is left. */
 		for (int i = 0; i < 2000 && (after = cpu_latency_now()) == 0; i++)
 			usleep(1000);
 		ck_assert_int_gt(after, 0);

@@ -145,6 +145,32 @@ struct sp_range {
 /* Sequential walks followed at once (threads each walking its own pages). */
 #define SP_STREAMS	8
 
+/*
+ * What a descriptor of the engine was opened on, to look before writing
+ * to it: a program that closes every descriptor it did not open (as
+ * daemons do) may have opened a file of its own under that number, and
+ * the write would go into the file.
+ */
+struct sp_fd_id {
+	dev_t dev;
+	ino_t ino;
+};
+
+static void sp_fd_note(int fd, struct sp_fd_id *id)
+{
+	struct stat st;
+
+	if (!fstat(fd, &st))
+		*id = (struct sp_fd_id){ st.st_dev, st.st_ino };
+}
+
+static bool sp_fd_still(int fd, const struct sp_fd_id *id)
+{
+	struct stat st;
+
+	return !fstat(fd, &st) && st.st_dev == id->dev && st.st_ino == id->ino;
+}
+
 struct spill_engine {
 	struct zp_pool *pool;
 	int uffd;		/* program ranges; read by the handler */
@@ -152,9 +178,7 @@ struct spill_engine {
 	int stop_fd;
 	pthread_t thread;
 	atomic_bool closing;
-	/* The identity of stop_fd, looked at before it is written. */
-	dev_t stop_dev;
-	ino_t stop_ino;
+	struct sp_fd_id stop_id;	/* looked at before stop_fd is written */
 
 	pthread_mutex_t lock;
 	pthread_cond_t changed;
@@ -220,7 +244,7 @@ struct spill_engine {
 	int qos_fd;
 	int qos_err;
 	bool in_burst;
-	dev_t qos_rdev;		/* the device qos_fd was opened on */
+	struct sp_fd_id qos_id;
 
 	atomic_uint_fast64_t spilled, refaulted, restored, skipped,
 		store_failed, in_pool, nr_ranges, skipped_hot, refaulted_hot,
@@ -1082,17 +1106,10 @@ static int64_t sp_now_ns(void)
 #define SP_QOS_POLL	0
 #define SP_QOS_NONE	2000000000	/* the kernel's default: no constraint */
 
-/*
- * Before each write, a look that the descriptor is still the device: a
- * program that closed it (closing every descriptor it did not open, as
- * daemons do) may have opened a file of its own under that number, and
- * the write would go into the file.  Then the engine leaves it alone.
- */
+/* Not the device any more (sp_fd_still): the engine leaves the descriptor alone. */
 static void sp_qos_set(struct spill_engine *e, int32_t us)
 {
-	struct stat st;
-
-	if (fstat(e->qos_fd, &st) || !S_ISCHR(st.st_mode) || st.st_rdev != e->qos_rdev) {
+	if (!sp_fd_still(e->qos_fd, &e->qos_id)) {
 		__atomic_store_n(&e->qos_err, EBADF, __ATOMIC_RELAXED);
 		e->qos_fd = -1;		/* not ours any more: not closed */
 		return;
@@ -1507,22 +1524,13 @@ int spill_open(const struct spill_options *opt, struct spill_engine **enginep)
 		err = -errno;
 		goto fail;
 	}
-	{
-		struct stat st;
-
-		if (!fstat(e->stop_fd, &st)) {
-			e->stop_dev = st.st_dev;
-			e->stop_ino = st.st_ino;
-		}
-	}
+	sp_fd_note(e->stop_fd, &e->stop_id);
 	/* Opened, the request asks nothing yet (the default: no constraint). */
 	if (opt->cpu_latency) {
-		struct stat st;
-
 		e->qos_fd = open("/dev/cpu_dma_latency", O_WRONLY | O_CLOEXEC);
 		e->qos_err = e->qos_fd < 0 ? errno : 0;
-		if (e->qos_fd >= 0 && !fstat(e->qos_fd, &st))
-			e->qos_rdev = st.st_rdev;
+		if (e->qos_fd >= 0)
+			sp_fd_note(e->qos_fd, &e->qos_id);
 	}
 
 	/* The handler starts with every signal blocked: a signal handler
@@ -2061,21 +2069,18 @@ void spill_close(struct spill_engine *e)
 	 * the handler has stopped; until then it must serve the program. */
 	if (bounce)
 		sp_restore_all(e, bounce);
-	{
-		struct stat st;
-
-		/*
-		 * The program closed its copy of stop_fd (and may have opened
-		 * something else under its number): the handler cannot be told
-		 * to stop.  Everything is back; it is left waiting, and its
-		 * memory with it, rather than written to a file of the program.
-		 */
-		if (fstat(e->stop_fd, &st) || st.st_dev != e->stop_dev || st.st_ino != e->stop_ino) {
-			cgm_log("spill: the engine's stop descriptor was closed by the program: "
-				"its handler thread is left waiting");
-			sp_unmap(bounce, SP_PAGE);
-			return;
-		}
+	/*
+	 * The program closed its copy of stop_fd (and may have opened
+	 * something else under its number): the handler cannot be told to
+	 * stop.  It is left waiting, and its memory with it (it serves what
+	 * could not be brought back), rather than a file of the program
+	 * written to.
+	 */
+	if (!sp_fd_still(e->stop_fd, &e->stop_id)) {
+		cgm_log("spill: the engine's stop descriptor was closed by the program: "
+			"its handler thread is left waiting");
+		sp_unmap(bounce, SP_PAGE);
+		return;
 	}
 	eventfd_write(e->stop_fd, 1);
 	pthread_join(e->thread, NULL);
