@@ -10,5 +10,5 @@ for tool in "$cc" "$qemu"; do
 		{ echo "check-static-key-aarch64: $tool is not installed (scripts/install-deps)" >&2; exit 77; }
 done
 "$make" --no-print-directory "$bin"
-"$qemu" "$bin"
+"$qemu" "$bin" --emulated
 OBJDUMP=aarch64-linux-gnu-objdump "$(dirname "$0")/check-sites-objdump" "$bin" "$qemu" "$bin" --report

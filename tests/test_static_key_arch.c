@@ -75,25 +75,59 @@ static void check_sites(void)
 static unsigned long seq;
 static int stop;
 
+/* What one spinning thread saw once a toggle had returned. */
+struct spin_result {
+	unsigned long wrong;	/* the old side, and again on an immediate retry */
+	unsigned long stale;	/* the old side once, the new one on the retry */
+};
+
+/* How many of the two sites disagree with toggle state s (even: none in flight). */
+static int mismatches(unsigned long s)
+{
+	bool want = (s / 2) & 1;
+
+	return (false_unlikely() != want) + (refined() != 1 + (int)want);
+}
+
 static void *spin(void *arg)
 {
-	unsigned long *wrong = arg;
+	struct spin_result *res = arg;
 
 	while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) {
 		unsigned long s1 = __atomic_load_n(&seq, __ATOMIC_ACQUIRE);
-		bool u = false_unlikely();
-		int r = refined();
+		int bad = mismatches(s1);
 
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (s1 == __atomic_load_n(&seq, __ATOMIC_ACQUIRE) && !(s1 & 1))
-			*wrong += (u != (bool)((s1 / 2) & 1)) + (r != 1 + (int)((s1 / 2) & 1));
+		if (!bad || (s1 & 1) || s1 != __atomic_load_n(&seq, __ATOMIC_ACQUIRE))
+			continue;
+		/*
+		 * Ask again at once, still inside the same toggle state: a
+		 * site that stays on the old side was not rewritten before
+		 * the toggle returned.
+		 */
+		if (mismatches(s1) && s1 == __atomic_load_n(&seq, __ATOMIC_ACQUIRE))
+			res->wrong += bad;
+		else
+			res->stale += bad;
 	}
 	return NULL;
 }
 
 int main(int argc, char **argv)
 {
-	unsigned long wrong[2] = { 0, 0 };
+	struct spin_result res[2] = { { 0, 0 }, { 0, 0 } };
+	/*
+	 * Under qemu-user the new side is not always seen at once: qemu keeps
+	 * its own translations of guest code, which the rewrite invalidates
+	 * by a write fault, but a thread may still run a block translated
+	 * from the old bytes a moment later (seen about once in 150 runs with
+	 * every thread on one CPU, never twice in a row: the retry sees the
+	 * new side).  membarrier(SYNC_CORE), which settles this on hardware,
+	 * does not reach qemu's translations.  So, emulated, a few of those
+	 * are reported but allowed; a site still on the old side when asked
+	 * again fails everywhere.
+	 */
+	bool emulated = argc > 1 && strcmp(argv[1], "--emulated") == 0;
 	pthread_t th[2];
 	const char *reason;
 	enum static_keys_mode mode = static_keys_init(true);
@@ -129,7 +163,7 @@ int main(int argc, char **argv)
 	static_branch_disable(&arch_false);
 
 	for (int i = 0; i < 2; i++)
-		pthread_create(&th[i], NULL, spin, &wrong[i]);
+		pthread_create(&th[i], NULL, spin, &res[i]);
 	for (unsigned long k = 1; k <= 2000; k++) {
 		__atomic_store_n(&seq, 2 * k - 1, __ATOMIC_SEQ_CST);
 		if (k & 1)
@@ -141,7 +175,11 @@ int main(int argc, char **argv)
 	__atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
 	for (int i = 0; i < 2; i++)
 		pthread_join(th[i], NULL);
-	CHECK(wrong[0] == 0 && wrong[1] == 0);
+	if (res[0].stale + res[1].stale)
+		fprintf(stderr, "test_static_key_arch: %lu stale answer(s) after a toggle, "
+			"the new side on the retry\n", res[0].stale + res[1].stale);
+	CHECK(res[0].wrong == 0 && res[1].wrong == 0);
+	CHECK(res[0].stale + res[1].stale <= (emulated ? 4u : 0u));
 	check_agree();
 	if (failures)
 		return 1;
