@@ -6,8 +6,9 @@
  *                         the process must end when the worker does
  *   threads               "THREADS CHILD_THREADS": entries of /proc/self/task
  *                         here and in a forked child, after some malloc
- *   fork-in-handler SECS  a 1 ms timer whose handler forks (the child
- *                         mallocs and _exits) interrupts a malloc loop:
+ *   fork-in-handler SECS  a timer whose handler forks (the child mallocs
+ *                         and _exits) interrupts a malloc loop 1 ms after
+ *                         each handler returns:
  *                         "forks N" unless it deadlocks
  *   thread-churn N BYTES  N threads one after the other, each keeping a
  *                         BYTES block: "kept K nulls M"
@@ -103,7 +104,20 @@ static int threads_main(void)
 
 /* ---- fork-in-handler ---- */
 
-static volatile sig_atomic_t forks;
+static volatile sig_atomic_t forks, forks_stop;
+
+/*
+ * The timer is one-shot, armed again when the handler is done: a fork and
+ * its child take 0.8-1.5 ms on some machines, and a periodic 1 ms timer
+ * would then run the handler back to back, leaving the malloc loop no
+ * time to reach its end (a livelock, not the deadlock this looks for).
+ */
+static void arm_fork_timer(void)
+{
+	struct itimerval it = { { 0, 0 }, { 0, 1000 } };
+
+	setitimer(ITIMER_REAL, &it, NULL);
+}
 
 static void fork_handler(int sig)
 {
@@ -119,19 +133,21 @@ static void fork_handler(int sig)
 	}
 	if (pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && !WEXITSTATUS(status))
 		forks++;
+	if (!forks_stop)
+		arm_fork_timer();
 	errno = saved;
 }
 
 static int fork_in_handler_main(double secs)
 {
-	struct itimerval it = { { 0, 1000 }, { 0, 1000 } };
+	struct itimerval off = { { 0, 0 }, { 0, 0 } };
 	struct sigaction sa = { .sa_handler = fork_handler };
 	unsigned int seed = 1;
 	void *live[64] = { 0 };
 	double end = now() + secs;
 
 	sigaction(SIGALRM, &sa, NULL);
-	setitimer(ITIMER_REAL, &it, NULL);
+	arm_fork_timer();
 	while (now() < end) {
 		unsigned int i = (unsigned int)rand_r(&seed) % 64;
 		size_t n = rand_r(&seed) % 8 ? 16 + (size_t)rand_r(&seed) % 2000 :
@@ -140,8 +156,8 @@ static int fork_in_handler_main(double secs)
 		free(live[i]);
 		live[i] = alloc(n);
 	}
-	it.it_value.tv_usec = it.it_interval.tv_usec = 0;
-	setitimer(ITIMER_REAL, &it, NULL);
+	forks_stop = 1;
+	setitimer(ITIMER_REAL, &off, NULL);
 	for (int i = 0; i < 64; i++)
 		free(live[i]);
 	printf("forks %d\n", (int)forks);
