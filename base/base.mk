@@ -1,4 +1,6 @@
 # base/: what every module may use -- one-line diagnostics, sizes, and the
-# one table of CGMALLOC_CONF keys with its parser.  Depends on nothing.
-base_SRCS := base/log.c base/size.c base/config.c base/config_table.c base/proc_maps.c
+# one table of CGMALLOC_CONF keys with its parser, the descriptors the
+# library keeps for itself.  Depends on nothing.
+base_SRCS := base/log.c base/size.c base/config.c base/config_table.c base/proc_maps.c \
+	base/own_fds.c
 MODULES += base

@@ -13,8 +13,15 @@ $(T)/asan/test_config: tests/test_config.c $(call archives,asan,base)
 	$(CC) $(TEST_CFLAGS) $(TEST_DEPFLAGS) $(ASAN_FLAGS) $(CHECK_CFLAGS) -o $@ $< \
 		$(call archives,asan,base) $(CHECK_LIBS)
 
-check-unit: $(T)/test_interpose $(T)/test_config
+# The kept descriptors with the shim's guards of close() and dup2() linked in.
+$(T)/test_own_fds: tests/test_own_fds.c shim/fd_guard.c $(call archives,plain,base)
+	@mkdir -p $(T)
+	$(CC) $(TEST_CFLAGS) $(TEST_DEPFLAGS) $(CHECK_CFLAGS) -o $@ tests/test_own_fds.c shim/fd_guard.c \
+		$(call archives,plain,base) $(CHECK_LIBS)
+
+check-unit: $(T)/test_interpose $(T)/test_config $(T)/test_own_fds
 	$(RUN) $(T)/test_config
+	$(RUN) $(T)/test_own_fds
 	$(RUN) env CGMALLOC_CONF=$(TEST_CONF) $(T)/test_interpose
 
 # The library's own unit tests under valgrind: no invalid access in the shim.

@@ -46,6 +46,7 @@
 #include <unistd.h>
 
 #include "cgm/log.h"
+#include "cgm/own_fds.h"
 #include "cgm/spill.h"
 #include "cgm/uffd_abi.h"
 #include "cgm/zpool.h"
@@ -174,6 +175,7 @@ static bool sp_fd_still(int fd, const struct sp_fd_id *id)
 struct spill_engine {
 	struct zp_pool *pool;
 	int uffd;		/* program ranges; read by the handler */
+	atomic_bool uffd_lost;	/* closed behind our back: the number is not ours */
 	int stage_uffd;		/* staging area; issues the moves */
 	int stop_fd;
 	pthread_t thread;
@@ -1111,13 +1113,14 @@ static void sp_qos_set(struct spill_engine *e, int32_t us)
 {
 	if (!sp_fd_still(e->qos_fd, &e->qos_id)) {
 		__atomic_store_n(&e->qos_err, EBADF, __ATOMIC_RELAXED);
+		cgm_fd_forget(e->qos_fd);
 		e->qos_fd = -1;		/* not ours any more: not closed */
 		return;
 	}
 	if (write(e->qos_fd, &us, sizeof(us)) != (ssize_t)sizeof(us)) {
 		/* Refused now (it never is once open): ask no more. */
 		__atomic_store_n(&e->qos_err, errno ? errno : EIO, __ATOMIC_RELAXED);
-		close(e->qos_fd);
+		cgm_fd_close(e->qos_fd);
 		e->qos_fd = -1;
 	}
 }
@@ -1221,7 +1224,10 @@ static void *sp_handler(void *arg)
 				 * descriptor it did not open): its registrations are
 				 * gone, and the pages spilled read as zeros (README).
 				 * Nothing is left to serve; the handler spun here.
+				 * Only a raw close_range() gets past shim/fd_guard.c.
 				 */
+				atomic_store(&e->uffd_lost, true);
+				cgm_fd_forget(e->uffd);
 				cgm_log("spill: the program closed the engine's userfaultfd: the pages "
 					"it had spilled read as zeros; the handler stops");
 				break;
@@ -1414,14 +1420,11 @@ static size_t sp_stage_bytes(void)
 
 static void sp_free(struct spill_engine *e)
 {
-	if (e->uffd >= 0)
-		close(e->uffd);
-	if (e->stage_uffd >= 0)
-		close(e->stage_uffd);
-	if (e->stop_fd >= 0)
-		close(e->stop_fd);
-	if (e->qos_fd >= 0)
-		close(e->qos_fd);	/* the request goes with it */
+	if (!atomic_load(&e->uffd_lost))
+		cgm_fd_close(e->uffd);
+	cgm_fd_close(e->stage_uffd);
+	cgm_fd_close(e->stop_fd);
+	cgm_fd_close(e->qos_fd);	/* the request goes with it */
 	sp_unmap(e->slots, (e->mask + 1) * sizeof(*e->slots));
 	sp_unmap(e->ranges, (size_t)e->max_ranges * sizeof(*e->ranges));
 	sp_unmap(e->bucket, SP_BUCKETS * sizeof(*e->bucket));
@@ -1431,8 +1434,7 @@ static void sp_free(struct spill_engine *e)
 	sp_unmap(e->zeros, SP_PAGE);
 	sp_unmap(e->hot, SP_HOT_SLOTS * sizeof(*e->hot));
 	sp_unmap(e->tracked, SP_TRACK_MAX * sizeof(*e->tracked));
-	if (e->pagemap_fd >= 0)
-		close(e->pagemap_fd);
+	cgm_fd_close(e->pagemap_fd);
 	pthread_mutex_destroy(&e->lock);
 	pthread_cond_destroy(&e->changed);
 	pthread_mutex_destroy(&e->reg_lock);
@@ -1496,17 +1498,18 @@ int spill_open(const struct spill_options *opt, struct spill_engine **enginep)
 
 	/* Write tracking where the kernel has it (6.7); spilling works without. */
 	e->pagemap_fd = -1;
-	e->uffd = sp_uffd_quiet(UFFD_FEATURE_WP_ASYNC);
+	/* Each descriptor kept (cgm/own_fds.h): a program closing all of its own must not take them. */
+	e->uffd = cgm_fd_keep(sp_uffd_quiet(UFFD_FEATURE_WP_ASYNC));
 	if (e->uffd >= 0) {
-		e->pagemap_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+		e->pagemap_fd = cgm_fd_keep(open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC));
 		e->wp_async = e->pagemap_fd >= 0;
 	} else {
-		e->uffd = sp_uffd_new(0);
+		e->uffd = cgm_fd_keep(sp_uffd_new(0));
 	}
 	err = e->uffd;
 	if (err < 0)
 		goto fail;
-	err = e->stage_uffd = sp_uffd_new(UFFD_FEATURE_MOVE);
+	err = e->stage_uffd = cgm_fd_keep(sp_uffd_new(UFFD_FEATURE_MOVE));
 	if (err < 0)
 		goto fail;
 	reg = (struct uffdio_register){
@@ -1519,7 +1522,7 @@ int spill_open(const struct spill_options *opt, struct spill_engine **enginep)
 			cgm_strerror(errno));
 		goto fail;
 	}
-	e->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	e->stop_fd = cgm_fd_keep(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
 	if (e->stop_fd < 0) {
 		err = -errno;
 		goto fail;
@@ -1529,6 +1532,7 @@ int spill_open(const struct spill_options *opt, struct spill_engine **enginep)
 	if (opt->cpu_latency) {
 		e->qos_fd = open("/dev/cpu_dma_latency", O_WRONLY | O_CLOEXEC);
 		e->qos_err = e->qos_fd < 0 ? errno : 0;
+		e->qos_fd = cgm_fd_keep(e->qos_fd);
 		if (e->qos_fd >= 0)
 			sp_fd_note(e->qos_fd, &e->qos_id);
 	}

@@ -57,6 +57,7 @@
 #include <liburing.h>
 
 #include "cgm/log.h"
+#include "cgm/own_fds.h"
 #include "zp_types.h"
 
 #define ZP_SECTOR_SHIFT		8
@@ -304,8 +305,9 @@ int zp_wb_init(struct zp_pool *pool)
 	}
 	if (!wb->bitmap || !wb->bufs)
 		return -ENOMEM;
-	wb->fd = open(pool->backing_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC,
-		      0600);
+	/* Kept (cgm/own_fds.h): a number the program reused would get our pages. */
+	wb->fd = cgm_fd_keep(open(pool->backing_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC,
+				  0600));
 	if (wb->fd < 0) {
 		ret = -errno;
 		cgm_log("zpool: cannot open backing file %s: %s",
@@ -365,8 +367,7 @@ void zp_wb_destroy(struct zp_pool *pool)
 		for (unsigned i = 0; i < ZP_NR_RD; i++)
 			io_uring_queue_exit(&wb->rd[i].ring);
 	}
-	if (wb->fd >= 0)
-		close(wb->fd);
+	cgm_fd_close(wb->fd);
 	for (unsigned i = 0; i < ZP_NR_RD; i++)
 		zp_unmap(wb->rd[i].buf, ZP_PAGE_SIZE);
 	zp_unmap(wb->bufs, (size_t)wb->batch * ZP_PAGE_SIZE);

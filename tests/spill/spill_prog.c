@@ -13,6 +13,11 @@
  * same pages, a forked child reading them, and every byte at the end.
  * Each check prints "spill_prog: ok NAME"; a wrong byte prints
  * "spill_prog: FAIL ..." and the status is 1.
+ *
+ * With SPILL_PROG_CLOSE_ALL=1 in the environment it first closes every
+ * descriptor above stderr as a daemon does, three ways in turn (close()
+ * of each number below 1024, closefrom(3), close_range(3, ~0U, 0)), so
+ * that the checks after run on what is left.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -227,6 +232,13 @@ int main(int argc, char **argv)
 
 		free(p);
 		sleep_ms(2);
+	}
+	if (getenv("SPILL_PROG_CLOSE_ALL")) {
+		for (int fd = 3; fd < 1024; fd++)
+			close(fd);
+		closefrom(3);
+		close_range(3, ~0U, 0);
+		fprintf(stderr, "spill_prog: closed every descriptor above 2\n");
 	}
 	checks();
 	for (size_t o = 0; o < nsmall; o++)

@@ -12,8 +12,11 @@
 pre "scope=/probe,spill=1" /bin/true 2>"$T/probe" || true
 grep -q "spill=1 refused" "$T/probe" && skip "no userfaultfd for system calls: $(head -1 "$T/probe")"
 
-# memory.reclaim from cgmctl while the program idles in its loop.
-start "scope=/r,spill=1" "$SPILL_PROG" "$T/go"
+# memory.reclaim from cgmctl while the program idles in its loop.  Before
+# its checks the program closes every descriptor above stderr (close() of
+# each, closefrom, close_range): the engine's stay open, and the spilled
+# pages come back right.
+start "scope=/r,spill=1" env SPILL_PROG_CLOSE_ALL=1 "$SPILL_PROG" "$T/go"
 reach "spill_prog: ready"
 before=$(value /r memory.current)
 run "$CGMCTL" --hierarchy "$H" set /r memory.reclaim 200M
@@ -52,6 +55,14 @@ for c in signal write read dontneed mremap threads fork; do
 	CHECKS=$((CHECKS + 1))
 done
 grep -qx "spill_prog: verified" "$T/bg.err" || fail "spill_prog did not verify its bytes"
+CHECKS=$((CHECKS + 1))
+grep -qx "spill_prog: closed every descriptor above 2" "$T/bg.err" ||
+	fail "spill_prog did not close its descriptors"
+grep -q "which cgmalloc keeps for spilled memory: left open" "$T/bg.err" ||
+	fail "no line on the engine's descriptors the program closed: $(grep cgmalloc "$T/bg.err" | head -3)"
+! grep -q "closed the engine's" "$T/bg.err" ||
+	fail "the engine lost a descriptor: $(grep "closed the engine" "$T/bg.err")"
+echo "$TEST_NAME: every descriptor above stderr closed by the program: the engine's kept, every byte back"
 CHECKS=$((CHECKS + 1))
 
 # A process that does not allocate (python3 asleep) answers memory.reclaim:
