@@ -267,6 +267,9 @@ static uint32_t claim_proc_slot(struct cgm_hier *h)
 	static uint32_t cursor;
 	struct cgm_hier_header *hd = h->hdr;
 
+	/* Both maps are written below: one write fault each, not a read and a write one. */
+	hier_prefault(h, hd->exiting_map, sizeof(hd->exiting_map));
+	hier_prefault(h, hd->proc_map, sizeof(hd->proc_map));
 	/*
 	 * Each attach also frees the slot of one process that detached and
 	 * is gone, going round the table: processes that come and go (a

@@ -588,6 +588,8 @@ void cgm_accounted_fork_child(void)
 	cgm_resident_fork_child();
 	cgm_moving_fork_child();
 	if (p) {
+		/* Written before it is read: one fault, not a read and a write one (hier_lock()). */
+		hier_prefault(&cgm_acct.h, p, sizeof(*p));
 		join_group = __atomic_load_n(&p->group, __ATOMIC_RELAXED);
 		cgm_acct.proc = CGM_NONE;
 	}

@@ -37,6 +37,13 @@
 
 static pthread_mutex_t sample_lock = PTHREAD_MUTEX_INITIALIZER;
 static int64_t next_sample_ns;
+/*
+ * A forked child's small blocks wait this long for its first sample:
+ * until it maps memory of its own, all it has resident is what it shares
+ * with its parent, which is the parent's charge.  A child that runs a
+ * moment and exits (a shell's $(...)) then reads no statm and no pagemap.
+ */
+static int64_t small_sample_after_ns;
 /* Bytes of large blocks and mappings made since the last sample. */
 static int64_t unsampled_bytes;
 static int64_t last_collect_ns;
@@ -149,15 +156,18 @@ static CGM_KEYED void found_in_use(int64_t delta)
 
 void cgm_resident_tick(bool large)
 {
-	int64_t delta;
+	int64_t delta, now;
 
 	/* A thread's first slow path looks too: a process's first sample is there. */
 	if (!large && (++ticks % TICKS_PER_CLOCK) != 1)
 		return;
-	if (sampling || cgm_acct.proc == CGM_NONE ||
-	    cgm_now_ns() < __atomic_load_n(&next_sample_ns, __ATOMIC_RELAXED))
+	if (sampling || cgm_acct.proc == CGM_NONE)
 		return;
-	if (__atomic_load_n(&collect_until_ns, __ATOMIC_RELAXED) > cgm_now_ns())
+	now = cgm_now_ns();
+	if (now < __atomic_load_n(&next_sample_ns, __ATOMIC_RELAXED) ||
+	    (!large && now < small_sample_after_ns))
+		return;
+	if (__atomic_load_n(&collect_until_ns, __ATOMIC_RELAXED) > now)
 		collect_now();
 	/* Up before the lock: a signal handler's malloc here must not sample (and wait on it). */
 	sampling = true;
@@ -301,6 +311,7 @@ void cgm_resident_fork_child(void)
 	sampling = false;
 	exclusive_only = true;
 	next_sample_ns = 0;
+	small_sample_after_ns = cgm_now_ns() + SAMPLE_MIN_NS;
 	unsampled_bytes = 0;
 	collect_until_ns = 0;
 }
