@@ -455,11 +455,11 @@ static int64_t spill_chunk(uintptr_t start, uintptr_t end, int64_t want, uint64_
 				break;
 			}
 			if (r == -EBADF) {
-				/* The program closed the engine's descriptors: what is spilled is still served. */
+				/* Closed by a raw system call (shim/fd_guard.c sees the rest). */
 				static int said;
 
 				cgm_log_once(&said, "spill: the program closed the engine's descriptors: "
-					     "no more pages spill (those spilled still come back)");
+					     "no more pages spill");
 				*full = true;
 				break;
 			}

@@ -1208,9 +1208,9 @@ static double process_cpu_ms(void)
 }
 
 /*
- * A program that closes the engine's userfaultfds (closing every
- * descriptor it did not open) ends their registrations: a spilled page
- * then reads as zeros (README, Spill; not repaired), no spill goes out
+ * A program that closes the engine's userfaultfds behind the shim's
+ * guards (a raw close_range(), as here with no shim) ends their
+ * registrations: a spilled page then reads as zeros (README), no spill goes out
  * (EBADF), and the handler, finding the descriptor closed, stops instead
  * of spinning on it (it did: a second of CPU a second).
  */

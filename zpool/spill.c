@@ -172,15 +172,24 @@ static bool sp_fd_still(int fd, const struct sp_fd_id *id)
 	return !fstat(fd, &st) && st.st_dev == id->dev && st.st_ino == id->ino;
 }
 
+/* Close @fd if it is still what was opened; if not, the number is the program's: forget it. */
+static void sp_fd_drop(int fd, const struct sp_fd_id *id)
+{
+	if (sp_fd_still(fd, id))
+		cgm_fd_close(fd);
+	else
+		cgm_fd_forget(fd);
+}
+
 struct spill_engine {
 	struct zp_pool *pool;
 	int uffd;		/* program ranges; read by the handler */
-	atomic_bool uffd_lost;	/* closed behind our back: the number is not ours */
 	int stage_uffd;		/* staging area; issues the moves */
 	int stop_fd;
 	pthread_t thread;
 	atomic_bool closing;
-	struct sp_fd_id stop_id;	/* looked at before stop_fd is written */
+	/* What each descriptor was opened on: looked at before it is written or closed. */
+	struct sp_fd_id uffd_id, stage_id, stop_id, pagemap_id;
 
 	pthread_mutex_t lock;
 	pthread_cond_t changed;
@@ -1226,8 +1235,7 @@ static void *sp_handler(void *arg)
 				 * Nothing is left to serve; the handler spun here.
 				 * Only a raw close_range() gets past shim/fd_guard.c.
 				 */
-				atomic_store(&e->uffd_lost, true);
-				cgm_fd_forget(e->uffd);
+				cgm_fd_forget(e->uffd);	/* the guards leave a reused number alone */
 				cgm_log("spill: the program closed the engine's userfaultfd: the pages "
 					"it had spilled read as zeros; the handler stops");
 				break;
@@ -1420,11 +1428,11 @@ static size_t sp_stage_bytes(void)
 
 static void sp_free(struct spill_engine *e)
 {
-	if (!atomic_load(&e->uffd_lost))
-		cgm_fd_close(e->uffd);
-	cgm_fd_close(e->stage_uffd);
-	cgm_fd_close(e->stop_fd);
-	cgm_fd_close(e->qos_fd);	/* the request goes with it */
+	/* One closed behind our back may be a file of the program's by now. */
+	sp_fd_drop(e->uffd, &e->uffd_id);
+	sp_fd_drop(e->stage_uffd, &e->stage_id);
+	sp_fd_drop(e->stop_fd, &e->stop_id);
+	sp_fd_drop(e->qos_fd, &e->qos_id);	/* the request goes with it */
 	sp_unmap(e->slots, (e->mask + 1) * sizeof(*e->slots));
 	sp_unmap(e->ranges, (size_t)e->max_ranges * sizeof(*e->ranges));
 	sp_unmap(e->bucket, SP_BUCKETS * sizeof(*e->bucket));
@@ -1434,7 +1442,7 @@ static void sp_free(struct spill_engine *e)
 	sp_unmap(e->zeros, SP_PAGE);
 	sp_unmap(e->hot, SP_HOT_SLOTS * sizeof(*e->hot));
 	sp_unmap(e->tracked, SP_TRACK_MAX * sizeof(*e->tracked));
-	cgm_fd_close(e->pagemap_fd);
+	sp_fd_drop(e->pagemap_fd, &e->pagemap_id);
 	pthread_mutex_destroy(&e->lock);
 	pthread_cond_destroy(&e->changed);
 	pthread_mutex_destroy(&e->reg_lock);
@@ -1503,15 +1511,18 @@ int spill_open(const struct spill_options *opt, struct spill_engine **enginep)
 	if (e->uffd >= 0) {
 		e->pagemap_fd = cgm_fd_keep(open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC));
 		e->wp_async = e->pagemap_fd >= 0;
+		sp_fd_note(e->pagemap_fd, &e->pagemap_id);
 	} else {
 		e->uffd = cgm_fd_keep(sp_uffd_new(0));
 	}
 	err = e->uffd;
 	if (err < 0)
 		goto fail;
+	sp_fd_note(e->uffd, &e->uffd_id);
 	err = e->stage_uffd = cgm_fd_keep(sp_uffd_new(UFFD_FEATURE_MOVE));
 	if (err < 0)
 		goto fail;
+	sp_fd_note(e->stage_uffd, &e->stage_id);
 	reg = (struct uffdio_register){
 		.range = { .start = (uintptr_t)e->stage, .len = sp_stage_bytes() },
 		.mode = UFFDIO_REGISTER_MODE_MISSING,
