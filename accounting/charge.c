@@ -45,12 +45,12 @@ static bool over_high(const struct cgm_hier *h, uint32_t group)
 }
 
 /* Reclaim in an allocating thread: a memory stall (memory.pressure). */
-static void reclaim_stalled(struct cgm_acct *a)
+static void reclaim_stalled(struct cgm_acct *a, int64_t need)
 {
 	if (!a->reclaim)
 		return;
 	psi_memstall_enter(&a->h, a->proc);
-	a->reclaim();
+	a->reclaim(need);
 	psi_memstall_leave(&a->h, a->proc);
 }
 
@@ -81,7 +81,7 @@ static void handle_over_high(struct cgm_acct *a, struct cgm_thread_slot *t,
 	for_each_ancestor(h, idx, g)
 		if (page_counter_read(&g->memory) > __atomic_load_n(&g->memory.high, __ATOMIC_RELAXED))
 			group_event(h, idx, CGM_EV_HIGH);
-	reclaim_stalled(a);
+	reclaim_stalled(a, 0);
 	idx = group;
 	for_each_ancestor(h, idx, g) {
 		int64_t high = __atomic_load_n(&g->memory.high, __ATOMIC_RELAXED);
@@ -141,14 +141,18 @@ int acct_over_max(struct cgm_acct *a)
 		over = __atomic_load_n(&p->group, __ATOMIC_RELAXED);
 	group_event(h, over, CGM_EV_MAX);
 	acct_harvest_subtree(h, over);
-	/* Reclaim samples again: what came back makes room for what was short. */
-	reclaim_stalled(a);
+	/*
+	 * Reclaim samples again: what came back makes room for what was
+	 * short.  The shortfall is what reclaim must make room for: usage
+	 * itself stops at memory.max, so nothing is over it.
+	 */
+	reclaim_stalled(a, __atomic_load_n(&p->sample_short, __ATOMIC_RELAXED));
 	if (over_max(h, __atomic_load_n(&p->group, __ATOMIC_RELAXED)) == CGM_NONE &&
 	    !acct_sample_short(a))
 		return 0;
 	group_event(h, over, CGM_EV_OOM);
 	if (acct_out_of_memory(a, over) && a->reclaim) {
-		reclaim_stalled(a);
+		reclaim_stalled(a, __atomic_load_n(&p->sample_short, __ATOMIC_RELAXED));
 		if (over_max(h, __atomic_load_n(&p->group, __ATOMIC_RELAXED)) == CGM_NONE &&
 		    !acct_sample_short(a))
 			return 0;
@@ -221,13 +225,13 @@ struct charge_retry {
 };
 
 /*
- * Group @over refused a charge of exactly what @t lacks.  Reclaim and let
- * the caller retry while retries last, then apply the OOM policy once.
- * Returns 1 to retry, 0 when @t's stock no longer lacks anything, or
- * -ENOMEM when the allocation must fail.
+ * Group @over refused a charge of exactly what @t lacks (@nr_pages).
+ * Reclaim and let the caller retry while retries last, then apply the OOM
+ * policy once.  Returns 1 to retry, 0 when @t's stock no longer lacks
+ * anything, or -ENOMEM when the allocation must fail.
  */
 static int charge_refused(struct cgm_acct *a, struct cgm_thread_slot *t,
-			  struct cgm_group *over, struct charge_retry *r)
+			  struct cgm_group *over, int64_t nr_pages, struct charge_retry *r)
 {
 	struct cgm_hier *h = &a->h;
 	uint32_t idx = hier_group_index(h, over);
@@ -236,7 +240,12 @@ static int charge_refused(struct cgm_acct *a, struct cgm_thread_slot *t,
 	if (r->reclaims_left-- > 0) {
 		/* Reclaim: every process in the limited subtree returns its frees. */
 		acct_harvest_subtree(h, idx);
-		reclaim_stalled(a);
+		/*
+		 * Then room for the charge, as try_to_free_mem_cgroup_pages()
+		 * is asked for the pages the charge needs: usage is not over
+		 * the limit here, so "what is over it" would be nothing.
+		 */
+		reclaim_stalled(a, nr_pages);
 		/*
 		 * drain_all_stock(): this thread's precharge comes back now;
 		 * every other thread's at its next refill (it sees drain_gen
@@ -281,7 +290,7 @@ int acct_try_charge(struct cgm_acct *a, struct cgm_thread_slot *t, int64_t need,
 			batch = nr_pages;
 			continue;
 		}
-		err = charge_refused(a, t, over, &retry);
+		err = charge_refused(a, t, over, nr_pages, &retry);
 		if (err <= 0)
 			return err;
 		nr_pages = (stock_lack(t) + CGM_PAGE_SIZE - 1) / CGM_PAGE_SIZE;

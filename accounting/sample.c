@@ -322,6 +322,29 @@ int64_t acct_reclaim_excess_below(struct cgm_acct *a, unsigned int shift)
 	return excess;
 }
 
+int64_t acct_max_lack(struct cgm_acct *a, int64_t need)
+{
+	struct cgm_proc *p = hier_proc(&a->h, a->proc);
+	const struct cgm_group *g;
+	int64_t lack = 0;
+	uint32_t idx;
+
+	if (!p || need <= 0)
+		return 0;
+	idx = __atomic_load_n(&p->group, __ATOMIC_RELAXED);
+	for_each_ancestor(&a->h, idx, g) {
+		int64_t max = __atomic_load_n(&g->memory.max, __ATOMIC_RELAXED);
+		int64_t over;
+
+		if (max == PAGE_COUNTER_MAX)
+			continue;
+		over = page_counter_read(&g->memory) + need - max;
+		if (over > lack)
+			lack = over;
+	}
+	return lack;
+}
+
 int64_t acct_reclaim_excess(struct cgm_acct *a)
 {
 	return acct_reclaim_excess_below(a, 0);

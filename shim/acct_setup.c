@@ -26,10 +26,14 @@
 #include "cgm/shim.h"
 #include "cgm/spiller.h"
 
-/* Reclaim at a limit: what mimalloc keeps goes back, and the charge follows. */
-static void reclaim_heap(void)
+/*
+ * Reclaim at a limit: what mimalloc keeps goes back, and the charge
+ * follows; with spill=1, cold pages too, as many as a refused charge
+ * needs (@need).
+ */
+static void reclaim_heap(int64_t need)
 {
-	cgm_reclaim_self(false);
+	cgm_reclaim_for(need);
 }
 
 /* memory.reclaim written by this process: at once, whatever was collected just before. */

@@ -231,7 +231,19 @@ static void vmpressure_reclaimed(int64_t free_before, int64_t spilled, uint64_t 
 			   (purged > 0 ? purged : 0) + spilled);
 }
 
+static void reclaim_self(bool force, int64_t need);
+
 CGM_KEYED void cgm_reclaim_self(bool force)
+{
+	reclaim_self(force, 0);
+}
+
+CGM_KEYED void cgm_reclaim_for(int64_t need)
+{
+	reclaim_self(false, need);
+}
+
+static CGM_KEYED void reclaim_self(bool force, int64_t need)
 {
 	int64_t now = cgm_now_ns(), free_before = 0, spilled = 0;
 	struct cgm_thread_slot *t = own_slot();
@@ -258,10 +270,14 @@ CGM_KEYED void cgm_reclaim_self(bool force)
 	cgm_resident_sample();
 	/*
 	 * spill=1: what is still over the limit, or what memory.reclaim
-	 * asked of this process, is spilled, coldest first.
+	 * asked of this process, or the room a refused charge needs, is
+	 * spilled, coldest first.  For a refused charge every lap counts
+	 * (thorough): the charge fails, or kills, when reclaim comes back
+	 * empty.
 	 */
 	if (cgm_spill_on())
-		spilled = cgm_spill_over_limit(acct_reclaim_take(&cgm_acct), &looked, force);
+		spilled = cgm_spill_over_limit(acct_reclaim_take(&cgm_acct), need, &looked,
+					       force || need > 0);
 	if (static_branch_unlikely(&cgm_vmpressure_key))
 		vmpressure_reclaimed(free_before, spilled, looked);
 }

@@ -146,7 +146,7 @@ static bool spill_idle(void)
 int64_t cgm_spill_answer(struct cgm_proc *p)
 {
 	uint32_t asked = __atomic_load_n(&p->reclaim_asked, __ATOMIC_ACQUIRE);
-	int64_t got = cgm_spill_over_limit(acct_reclaim_take(&cgm_acct), NULL, true);
+	int64_t got = cgm_spill_over_limit(acct_reclaim_take(&cgm_acct), 0, NULL, true);
 
 	__atomic_store_n(&p->reclaim_done, asked, __ATOMIC_RELEASE);
 	return got;
@@ -637,12 +637,13 @@ out:
 /*
  * Spill @want pages (what memory.reclaim asked of this process), or what
  * is still over the lower of memory.high and memory.max (a charge batch
- * beyond it: room for the charge that asked), whichever is more.  The
- * pool grows by the compressed copies, so it spills again, eight rounds
- * at most, until the group is under or nothing more goes.  Returns the
- * pages spilled.
+ * beyond it: room for the charge that asked), or what must go before a
+ * refused charge of @need pages fits under memory.max, whichever is
+ * more.  The pool grows by the compressed copies, so it spills again,
+ * eight rounds at most, until the group is under or nothing more goes.
+ * Returns the pages spilled.
  */
-int64_t cgm_spill_over_limit(int64_t want, uint64_t *looked, bool thorough)
+int64_t cgm_spill_over_limit(int64_t want, int64_t need, uint64_t *looked, bool thorough)
 {
 	int64_t got, total = 0;
 
@@ -659,6 +660,12 @@ int64_t cgm_spill_over_limit(int64_t want, uint64_t *looked, bool thorough)
 		if (!thorough && spill_wait_background())
 			cgm_resident_sample();
 		excess = acct_reclaim_excess(&cgm_acct);
+		if (need > 0) {
+			int64_t lack = acct_max_lack(&cgm_acct, need);
+
+			if (lack > excess)
+				excess = lack;
+		}
 
 		/* The pool takes about a third of what it is given back: ask half as much again. */
 		if (excess > 0 && excess + excess / 2 + cgm_acct.batch_pages > want)

@@ -31,9 +31,11 @@ static struct cgm_acct ac;
 /* What the reclaim hook gives back: the next sample's anon, or -1 for nothing. */
 static int64_t anon_after_reclaim;
 static int reclaims;
+static int64_t last_need;	/* what the last reclaim was asked to make room for */
 
-static void fake_reclaim(void)
+static void fake_reclaim(int64_t need)
 {
+	last_need = need;
 	reclaims++;
 	if (anon_after_reclaim >= 0)
 		acct_sample_set(&ac, true, anon_after_reclaim, 0, 0);
@@ -48,6 +50,7 @@ static void setup(void)
 	ac.reclaim = fake_reclaim;
 	anon_after_reclaim = -1;
 	reclaims = 0;
+	last_need = -1;
 	acct_tmp_open(&tmp, &ac.h);
 }
 
@@ -172,10 +175,18 @@ START_TEST(test_sample_max_reclaims_then_refuses)
 	ck_assert_int_eq(usage_of("/m"), max_pages);
 	ck_assert(acct_sample_short(&ac));
 	ck_assert_int_ge(event_count("/m", CGM_EV_MAX), 1);
+	/* Usage is at the limit, not over it: what must go is the charge that is short. */
+	ck_assert_int_eq(acct_reclaim_excess(&ac), 0);
+	ck_assert_int_eq(acct_max_lack(&ac, 1), 1);
+	ck_assert_int_eq(acct_max_lack(&ac, 0), 0);
 	/* Reclaim brings it back under: allowed, the shortfall gone. */
 	anon_after_reclaim = held * PAGE + 16 * MIB;
 	ck_assert_int_eq(acct_over_max(&ac), 0);
 	ck_assert_int_eq(reclaims, 1);
+	/* Reclaim was asked for room for the whole shortfall (not for "what is over": 0). */
+	ck_assert_int_eq(last_need, held + 48 * MIB / PAGE - max_pages);
+	ck_assert_int_eq(acct_max_lack(&ac, 1), 0);
+	ck_assert_int_eq(acct_max_lack(&ac, max_pages), held + 16 * MIB / PAGE);
 	ck_assert(!acct_sample_short(&ac));
 	ck_assert_int_eq(usage_of("/m"), held + 16 * MIB / PAGE);
 	ck_assert_int_eq(event_count("/m", CGM_EV_OOM), 0);
@@ -186,6 +197,33 @@ START_TEST(test_sample_max_reclaims_then_refuses)
 	ck_assert_int_ge(reclaims, 2);
 	ck_assert_int_eq(event_count("/m", CGM_EV_OOM), 1);
 	ck_assert_int_le(usage_of("/m"), max_pages);
+}
+END_TEST
+
+/*
+ * A charge that memory.max refuses reclaims room for itself: at the limit
+ * nothing is over it, so reclaim is asked for the pages the charge needs
+ * (try_to_free_mem_cgroup_pages(nr_pages)), and the charge goes through
+ * once they are back.
+ */
+START_TEST(test_refused_charge_reclaims_its_pages)
+{
+	uint32_t slot;
+	int64_t held, max_pages = 32 * MIB / PAGE;
+
+	ck_assert_int_eq(acct_attach(&ac, "/c/x"), 0);
+	slot = acct_thread_register(&ac, (int)syscall(SYS_gettid));
+	ck_assert_uint_ne(slot, CGM_NONE);
+	set_file("/c", "memory.max", "32M");
+	held = me()->held_pages;
+	acct_sample_set(&ac, true, (max_pages - held) * PAGE, 0, 0);
+	ck_assert_int_eq(usage_of("/c"), max_pages);
+	ck_assert_int_eq(acct_max_lack(&ac, 3), 3);
+	anon_after_reclaim = 16 * MIB;
+	ck_assert_int_eq(acct_try_charge(&ac, &ac.h.threads[slot], 3 * PAGE, true), 0);
+	ck_assert_int_eq(reclaims, 1);
+	ck_assert_int_eq(last_need, 3);
+	ck_assert_int_le(usage_of("/c"), max_pages);
 }
 END_TEST
 
@@ -208,6 +246,8 @@ START_TEST(test_sample_high_reclaims_first)
 	anon_after_reclaim = held * PAGE + 25 * MIB;
 	acct_handle_high(&ac, &ac.h.threads[slot], MIB / PAGE);
 	ck_assert_int_eq(reclaims, 1);
+	/* memory.high reclaims what is over it: no room to make for a charge. */
+	ck_assert_int_eq(last_need, 0);
 	ck_assert_int_eq(event_count("/h", CGM_EV_HIGH), 1);
 	ck_assert_int_eq(usage_of("/h"), held + 25 * MIB / PAGE);
 	/* Under high now: no reclaim, no event. */
@@ -257,6 +297,7 @@ static void add_tests(TCase *tc, bool regressions)
 	tcase_add_test(tc, test_sample_alloc_mode_publishes_only);
 	tcase_add_test(tc, test_sample_base_not_charged);
 	tcase_add_test(tc, test_sample_max_reclaims_then_refuses);
+	tcase_add_test(tc, test_refused_charge_reclaims_its_pages);
 	tcase_add_test(tc, test_sample_high_reclaims_first);
 	tcase_add_test(tc, test_sample_reader_refreshes_stale);
 }

@@ -29,7 +29,13 @@ struct cgm_acct {
 	uint32_t proc;			/* our slot; CGM_NONE when detached */
 	int64_t batch_pages;		/* MEMCG_CHARGE_BATCH */
 	enum acct_oom_policy oom_policy;
-	void (*reclaim)(void);		/* give memory back to the OS (mi_collect) */
+	/*
+	 * Give memory back to the OS (mi_collect, spilling).  @need: the
+	 * pages a charge that memory.max refused lacks -- the room to make
+	 * below the limit, not only what is over it (0: pressure at
+	 * memory.high, or usage already over a limit).
+	 */
+	void (*reclaim)(int64_t need);
 };
 
 /* MAX_RECLAIM_RETRIES in the kernel. */
@@ -268,6 +274,11 @@ int64_t acct_reclaim_excess(struct cgm_acct *a);
  * marks (shim/bg_reclaim.c).
  */
 int64_t acct_reclaim_excess_below(struct cgm_acct *a, unsigned int shift);
+/*
+ * Pages that must go before a charge of @need pages fits under the
+ * memory.max of the process's group and each ancestor (0: it fits).
+ */
+int64_t acct_max_lack(struct cgm_acct *a, int64_t need);
 
 /* The anon of the coming sample per NUMA node (memory.numa_stat), bytes. */
 void acct_numa_publish(struct cgm_acct *a, const int64_t bytes[CGM_MAX_NODES]);

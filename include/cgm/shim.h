@@ -125,6 +125,12 @@ bool cgm_resident_refuse(int64_t bytes);
  * Repeated within a millisecond it only samples, unless @force.
  */
 void cgm_reclaim_self(bool force);
+/*
+ * Reclaim for a charge of @need pages that memory.max refused (0: for
+ * pressure): cgm_reclaim_self(false), and with spill=1 spilling until the
+ * charge would fit, not only what is over the limits.
+ */
+void cgm_reclaim_for(int64_t need);
 
 /*
  * shim/mi_purge.c: mimalloc's frees and collects with its decommit delays

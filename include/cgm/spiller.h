@@ -52,11 +52,12 @@ int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked, bool thorough);
 int64_t cgm_spill_answer(struct cgm_proc *p);
 
 /*
- * Spill @want pages, or what is over the group's limit if more, in rounds
- * until the group is under (the pool's growth counted).  Returns the pages
- * reclaimed.
+ * Spill @want pages, or what is over the group's limit if more, or what
+ * must go before a charge of @need pages fits under memory.max if more
+ * still, in rounds until the group is under (the pool's growth counted).
+ * Returns the pages reclaimed.
  */
-int64_t cgm_spill_over_limit(int64_t want, uint64_t *looked, bool thorough);
+int64_t cgm_spill_over_limit(int64_t want, int64_t need, uint64_t *looked, bool thorough);
 
 /*
  * The program discards [addr, addr + len) (munmap, MADV_DONTNEED, ...):

@@ -336,6 +336,38 @@ pre "group=/k,spill=1" /usr/bin/python3 -c 'print(sum(range(1000)))' >"$T/out" 2
 grep -qx 499500 "$T/out" || fail "python3 after a kill -9: $(cat "$T/out")"
 CHECKS=$((CHECKS + 1))
 
+# memory.max below what a program builds: the charge that would pass it
+# reclaims first, as the kernel's try_charge reclaims the pages it needs,
+# and the program goes on with its cold pages spilled.  Usage is not over
+# the limit when a charge is refused (and a sampled charge stops at it),
+# so reclaim must make room for the charge, not spill "what is over": it
+# spilled nothing, and python3 (blocks charged at malloc, with no
+# background reclaim) ended in MemoryError, perl (its hash's bucket
+# arrays, charged when sampled) in "Out of memory!" with or without it.
+PL_HASH='my %h; for my $i (0..200000) { $h{"key$i"} = "value" x (1 + $i % 13) . $i; }
+my $s = 0; for my $i (0..40000) { $s += length($h{"key$i"}); } print scalar(keys %h), " $s\n";'
+for c in "py 40M 0" "pl 30M 1" "pl 30M 0"; do
+	set -- $c
+	w=$1 lim=$2 conf="group=/max$1$3,spill=1,max=$2,spill_background=$3"
+	if [ "$w" = py ]; then
+		pre "$conf" /usr/bin/python3 -c "$STRINGS_PY"'
+print(len(data))' >"$T/out" 2>"$T/err" || fail "python3 under memory.max=$lim: $(tail -2 "$T/err")"
+		want=150000
+	else
+		pre "$conf" perl -e "$PL_HASH" >"$T/out" 2>"$T/err" ||
+			fail "perl under memory.max=$lim: $(tail -2 "$T/err")"
+		want="200001 1588930"
+	fi
+	what="$w under memory.max=$lim (spill_background=$3)"
+	[ "$(cat "$T/out")" = "$want" ] || fail "$what printed $(cat "$T/out")"
+	out=$(value /max$w$3 memory.stat zswpout)
+	peak=$(value /max$w$3 memory.peak)
+	[ "$out" -gt 0 ] || fail "$what: nothing spilled"
+	[ "$peak" -le $((${lim%M} * MIB)) ] || fail "$what: memory.peak $(mib "$peak")"
+	echo "$TEST_NAME: $what: $out pages spilled, memory.peak $(mib "$peak")"
+	CHECKS=$((CHECKS + 1))
+done
+
 # Without the privilege (uid 65534, vm.unprivileged_userfaultfd=0): one
 # line that says what to grant, and the program runs unspilled.
 if [ "$(id -u)" = 0 ] && [ "$(cat /proc/sys/vm/unprivileged_userfaultfd 2>/dev/null)" = 0 ] &&
