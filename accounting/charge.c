@@ -55,6 +55,37 @@ static void reclaim_stalled(struct cgm_acct *a, int64_t need)
 }
 
 /*
+ * This process's reclaim did not make room for @need pages under
+ * memory.max: ask the other processes of the subtree of the group at its
+ * limit (the lowest whose max is short, the kernel's mem_over_limit), as
+ * the kernel's reclaim for a charge scans every memcg below that one --
+ * an idle process's cold pages make room for one that allocates.  It
+ * waits for them, up to half a second, as a memory stall.  When they gave
+ * nothing, they are left alone for a second: a process that answers only
+ * at its own slow paths would make every charge wait.  True if they gave
+ * something.
+ */
+#define OTHERS_QUIET_NS	(1000 * 1000000LL)
+
+static bool reclaim_others(struct cgm_acct *a, int64_t need)
+{
+	static int64_t quiet_until;
+	uint32_t where;
+	int64_t lack, got;
+
+	if (!a->reclaim || (lack = acct_max_lack(a, need, &where)) <= 0 ||
+	    cgm_now_ns() < __atomic_load_n(&quiet_until, __ATOMIC_RELAXED))
+		return false;
+	psi_memstall_enter(&a->h, a->proc);
+	/* A batch more: the others' pools grow by what they spill. */
+	got = acct_reclaim_subtree(&a->h, where, lack + a->batch_pages, false);
+	psi_memstall_leave(&a->h, a->proc);
+	if (got <= 0)
+		__atomic_store_n(&quiet_until, cgm_now_ns() + OTHERS_QUIET_NS, __ATOMIC_RELAXED);
+	return got > 0;
+}
+
+/*
  * After a charge: the group and its ancestors over their memory.high
  * reclaim, and the thread is throttled by the largest penalty of what is
  * still over (mem_cgroup_handle_over_high).  The subtree's frees are
@@ -150,6 +181,18 @@ int acct_over_max(struct cgm_acct *a)
 	if (over_max(h, __atomic_load_n(&p->group, __ATOMIC_RELAXED)) == CGM_NONE &&
 	    !acct_sample_short(a))
 		return 0;
+	/*
+	 * Then the other processes of the group at its limit, while they
+	 * give something (a few rounds), each followed by a sample of what
+	 * that left.
+	 */
+	for (int round = 0; round < 4 &&
+	     reclaim_others(a, __atomic_load_n(&p->sample_short, __ATOMIC_RELAXED)); round++) {
+		reclaim_stalled(a, __atomic_load_n(&p->sample_short, __ATOMIC_RELAXED));
+		if (over_max(h, __atomic_load_n(&p->group, __ATOMIC_RELAXED)) == CGM_NONE &&
+		    !acct_sample_short(a))
+			return 0;
+	}
 	group_event(h, over, CGM_EV_OOM);
 	if (acct_out_of_memory(a, over) && a->reclaim) {
 		reclaim_stalled(a, __atomic_load_n(&p->sample_short, __ATOMIC_RELAXED));
@@ -224,6 +267,7 @@ struct charge_retry {
 	bool oomed;			/* the OOM policy has run once */
 };
 
+
 /*
  * Group @over refused a charge of exactly what @t lacks (@nr_pages).
  * Reclaim and let the caller retry while retries last, then apply the OOM
@@ -253,7 +297,10 @@ static int charge_refused(struct cgm_acct *a, struct cgm_thread_slot *t,
 		 */
 		acct_slot_unprecharge(t);
 		__atomic_add_fetch(&h->hdr->drain_gen, 1, __ATOMIC_RELEASE);
-		return t->stock >= 0 ? 0 : 1;
+		if (t->stock >= 0)
+			return 0;
+		reclaim_others(a, nr_pages);
+		return 1;
 	}
 	if (r->oomed)
 		return -ENOMEM;

@@ -133,8 +133,6 @@ static int parse_limit(const char *v, uint64_t *bytes, char *why, size_t whylen)
 	return -EINVAL;
 }
 
-static int64_t reclaim_subtree(struct cgm_hier *h, uint32_t group, int64_t want);
-
 /*
  * memory.max or memory.high written below the group's usage reclaims at
  * once, as the kernel's memory_max_write and memory_high_write do: the
@@ -154,7 +152,8 @@ static int write_limit(const struct cgm_file *f, struct cgm_hier *h, uint32_t gr
 	err = acct_set_limit(h, group, which, bytes);
 	if (!err && (which == CGM_LIMIT_MAX || which == CGM_LIMIT_HIGH) &&
 	    page_counter_read(&g->memory) > page_counter_pages(bytes))
-		reclaim_subtree(h, group, page_counter_read(&g->memory) - page_counter_pages(bytes));
+		acct_reclaim_subtree(h, group, page_counter_read(&g->memory) - page_counter_pages(bytes),
+				     true);
 	return err;
 }
 
@@ -354,110 +353,6 @@ bad:
 
 void (*cgm_files_reclaim_self)(void);
 
-/*
- * One reclaim pass: ask the processes of the subtree of @group whose
- * group has protection @level to give back what their allocators keep --
- * each does at its next allocation slow path (the caller's own process at
- * once) -- and wait up to half a second for them.  A group below its low
- * that is reclaimed gets a "low" event.  False if no process was asked.
- */
-static bool reclaim_pass(struct cgm_hier *h, uint32_t group, enum acct_protection level,
-			 int64_t want)
-{
-	struct cgm_group *g = hier_group(h, group);
-	int64_t usage = page_counter_read(&g->memory);
-	struct cgm_proc *p;
-	bool any = false, asked = false;
-	uint32_t i;
-
-	for_each_live_proc(h, i, p) {
-		uint32_t pg = __atomic_load_n(&p->group, __ATOMIC_RELAXED);
-		int64_t share;
-
-		if (!group_in_subtree(h, pg, group) || acct_reclaim_protection(h, group, pg) != level)
-			continue;
-		if (level == ACCT_PROT_LOW)
-			group_event(h, pg, CGM_EV_LOW);
-		asked = true;
-		/*
-		 * What a spilling process is asked for: its part of @want, by
-		 * its share of the group's usage (rounded up, one batch at
-		 * least), as the kernel's proportional reclaim scans each
-		 * memcg by its size.
-		 */
-		share = want > 0 && usage > 0 ?
-			(int64_t)((__int128)want * proc_charged_pages(p) / usage) : 0;
-		/* Spilling adds the pool's pages and its bookkeeping: an eighth more. */
-		share = share > 0 ? share + share / 8 + 32 : 0;
-		__atomic_store_n(&p->reclaim_want, share, __ATOMIC_RELAXED);
-		if (p->pid == (int32_t)getpid()) {
-			if (cgm_files_reclaim_self)
-				cgm_files_reclaim_self();
-			continue;
-		}
-		__atomic_add_fetch(&p->reclaim_asked, 1, __ATOMIC_RELEASE);
-		acct_proc_wake(p);
-		any = true;
-	}
-	if (any) {
-		hier_bump_epoch(h);
-		for (int t = 0; t < 100; t++) {
-			struct timespec ts = { 0, 5000000 };
-			bool waiting = false;
-
-			for_each_live_proc(h, i, p)
-				if (group_in_subtree(h, __atomic_load_n(&p->group, __ATOMIC_RELAXED), group) &&
-				    p->pid != (int32_t)getpid() && !acct_proc_gone(p) &&
-				    acct_reclaim_pending(p))
-					waiting = true;
-			if (!waiting)
-				break;
-			nanosleep(&ts, NULL);
-		}
-	}
-	acct_harvest_subtree(h, group);
-	return asked;
-}
-
-/*
- * Reclaim from the subtree of @group, @want pages (0: whatever the first
- * pass gives), as the kernel's reclaim honours memory.min and memory.low:
- * the unprotected groups first, then, if they did not give enough, the
- * groups within their low, never those within their min.  Returns the
- * pages by which the group's usage fell.
- */
-/*
- * Pages reclaimed from the subtree of @g since @usage and @zswap: the fall
- * of its usage, plus what the compressed copies of spilled pages put back
- * in it -- a spilled page is reclaimed, as the kernel counts a page
- * stored in zswap.
- */
-static int64_t reclaimed_since(struct cgm_hier *h, struct cgm_group *g, int64_t usage, int64_t zswap)
-{
-	rstat_flush(h);
-	return usage - page_counter_read(&g->memory) +
-	       (__atomic_load_n(&g->stat[CGM_STAT_ZSWAP], __ATOMIC_RELAXED) - zswap) / CGM_PAGE_SIZE;
-}
-
-static int64_t reclaim_subtree(struct cgm_hier *h, uint32_t group, int64_t want)
-{
-	struct cgm_group *g = hier_group(h, group);
-	int64_t before, zswap, got;
-
-	acct_reclaim_dead(h);
-	acct_harvest_subtree(h, group);
-	rstat_flush(h);
-	before = page_counter_read(&g->memory);
-	zswap = __atomic_load_n(&g->stat[CGM_STAT_ZSWAP], __ATOMIC_RELAXED);
-	reclaim_pass(h, group, ACCT_PROT_NONE, want);
-	got = reclaimed_since(h, g, before, zswap);
-	if (want > 0 && got < want) {
-		reclaim_pass(h, group, ACCT_PROT_LOW, want - got);
-		got = reclaimed_since(h, g, before, zswap);
-	}
-	return got;
-}
-
 /* -EAGAIN, as the kernel says it, when less than @bytes came back. */
 static int write_reclaim(const struct cgm_file *f, struct cgm_hier *h, uint32_t group,
 			 uint64_t bytes, char *why, size_t whylen)
@@ -466,7 +361,7 @@ static int write_reclaim(const struct cgm_file *f, struct cgm_hier *h, uint32_t 
 	char a[32], b[32];
 
 	(void)f;
-	got = reclaim_subtree(h, group, page_counter_pages(bytes));
+	got = acct_reclaim_subtree(h, group, page_counter_pages(bytes), true);
 	if (bytes == 0 || got >= page_counter_pages(bytes))
 		return 0;
 	snprintf(why, whylen, "reclaimed %s of the %s asked (a process reclaims at its next "

@@ -322,13 +322,15 @@ int64_t acct_reclaim_excess_below(struct cgm_acct *a, unsigned int shift)
 	return excess;
 }
 
-int64_t acct_max_lack(struct cgm_acct *a, int64_t need)
+int64_t acct_max_lack(struct cgm_acct *a, int64_t need, uint32_t *where)
 {
 	struct cgm_proc *p = hier_proc(&a->h, a->proc);
 	const struct cgm_group *g;
 	int64_t lack = 0;
 	uint32_t idx;
 
+	if (where)
+		*where = CGM_NONE;
 	if (!p || need <= 0)
 		return 0;
 	idx = __atomic_load_n(&p->group, __ATOMIC_RELAXED);
@@ -339,6 +341,8 @@ int64_t acct_max_lack(struct cgm_acct *a, int64_t need)
 		if (max == PAGE_COUNTER_MAX)
 			continue;
 		over = page_counter_read(&g->memory) + need - max;
+		if (over > 0 && where && *where == CGM_NONE)
+			*where = hier_group_index(&a->h, g);
 		if (over > lack)
 			lack = over;
 	}

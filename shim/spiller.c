@@ -661,7 +661,7 @@ int64_t cgm_spill_over_limit(int64_t want, int64_t need, uint64_t *looked, bool 
 			cgm_resident_sample();
 		excess = acct_reclaim_excess(&cgm_acct);
 		if (need > 0) {
-			int64_t lack = acct_max_lack(&cgm_acct, need);
+			int64_t lack = acct_max_lack(&cgm_acct, need, NULL);
 
 			if (lack > excess)
 				excess = lack;

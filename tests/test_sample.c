@@ -177,16 +177,16 @@ START_TEST(test_sample_max_reclaims_then_refuses)
 	ck_assert_int_ge(event_count("/m", CGM_EV_MAX), 1);
 	/* Usage is at the limit, not over it: what must go is the charge that is short. */
 	ck_assert_int_eq(acct_reclaim_excess(&ac), 0);
-	ck_assert_int_eq(acct_max_lack(&ac, 1), 1);
-	ck_assert_int_eq(acct_max_lack(&ac, 0), 0);
+	ck_assert_int_eq(acct_max_lack(&ac, 1, NULL), 1);
+	ck_assert_int_eq(acct_max_lack(&ac, 0, NULL), 0);
 	/* Reclaim brings it back under: allowed, the shortfall gone. */
 	anon_after_reclaim = held * PAGE + 16 * MIB;
 	ck_assert_int_eq(acct_over_max(&ac), 0);
 	ck_assert_int_eq(reclaims, 1);
 	/* Reclaim was asked for room for the whole shortfall (not for "what is over": 0). */
 	ck_assert_int_eq(last_need, held + 48 * MIB / PAGE - max_pages);
-	ck_assert_int_eq(acct_max_lack(&ac, 1), 0);
-	ck_assert_int_eq(acct_max_lack(&ac, max_pages), held + 16 * MIB / PAGE);
+	ck_assert_int_eq(acct_max_lack(&ac, 1, NULL), 0);
+	ck_assert_int_eq(acct_max_lack(&ac, max_pages, NULL), held + 16 * MIB / PAGE);
 	ck_assert(!acct_sample_short(&ac));
 	ck_assert_int_eq(usage_of("/m"), held + 16 * MIB / PAGE);
 	ck_assert_int_eq(event_count("/m", CGM_EV_OOM), 0);
@@ -218,7 +218,7 @@ START_TEST(test_refused_charge_reclaims_its_pages)
 	held = me()->held_pages;
 	acct_sample_set(&ac, true, (max_pages - held) * PAGE, 0, 0);
 	ck_assert_int_eq(usage_of("/c"), max_pages);
-	ck_assert_int_eq(acct_max_lack(&ac, 3), 3);
+	ck_assert_int_eq(acct_max_lack(&ac, 3, NULL), 3);
 	anon_after_reclaim = 16 * MIB;
 	ck_assert_int_eq(acct_try_charge(&ac, &ac.h.threads[slot], 3 * PAGE, true), 0);
 	ck_assert_int_eq(reclaims, 1);

@@ -275,10 +275,25 @@ int64_t acct_reclaim_excess(struct cgm_acct *a);
  */
 int64_t acct_reclaim_excess_below(struct cgm_acct *a, unsigned int shift);
 /*
+ * Reclaim from the subtree of @group, @want pages (0: whatever the first
+ * pass gives), as the kernel's reclaim honours memory.min and memory.low:
+ * the processes of unprotected groups are asked first, then, if they did
+ * not give enough, those of groups within their low (a "low" event),
+ * never those within their min; each gives back what it can at its next
+ * slow path, and the caller waits up to half a second for them.  This
+ * process reclaims at once if @ask_self, else is left out.  Returns the
+ * pages by which the group's usage fell (a spilled page counts, as a page
+ * stored in zswap does).  accounting/group_reclaim.c.
+ */
+int64_t acct_reclaim_subtree(struct cgm_hier *h, uint32_t group, int64_t want, bool ask_self);
+
+/*
  * Pages that must go before a charge of @need pages fits under the
  * memory.max of the process's group and each ancestor (0: it fits).
+ * *@where (if not NULL): the lowest group whose max it does not fit
+ * under -- the kernel's mem_over_limit -- or CGM_NONE.
  */
-int64_t acct_max_lack(struct cgm_acct *a, int64_t need);
+int64_t acct_max_lack(struct cgm_acct *a, int64_t need, uint32_t *where);
 
 /* The anon of the coming sample per NUMA node (memory.numa_stat), bytes. */
 void acct_numa_publish(struct cgm_acct *a, const int64_t bytes[CGM_MAX_NODES]);

@@ -1,0 +1,121 @@
+/*
+ * Reclaim from every process of a subtree, as the kernel's reclaim scans
+ * every memcg below the one it works for.  A process can only give back
+ * its own memory (what its allocator keeps, and with spill=1 its cold
+ * pages), so the others are asked through their slots in the hierarchy
+ * (reclaim_want, reclaim_asked, the futex word of acct_proc_wake) and
+ * answer at their next allocation slow path, or through their background
+ * reclaim thread; the asker waits up to half a second for them.
+ *
+ * Used by a write of memory.reclaim or of a limit below usage (cgmctl or
+ * the cgroupfs view; the writer's own process reclaims at once), and by a
+ * charge that memory.max refused after its own process could not make the
+ * room alone (shim's reclaim callback; it does not ask itself again).
+ */
+#include <time.h>
+#include <unistd.h>
+
+#include "cgm/acct.h"
+#include "cgm/files.h"
+
+/*
+ * One reclaim pass: ask the processes of the subtree of @group whose
+ * group has protection @level to give back what their allocators keep --
+ * each does at its next allocation slow path, the caller's own process at
+ * once if @ask_self, else not at all -- and wait up to half a second for
+ * them.  A group below its low that is reclaimed gets a "low" event.
+ * False if no process was asked.
+ */
+static bool reclaim_pass(struct cgm_hier *h, uint32_t group, enum acct_protection level,
+			 int64_t want, bool ask_self)
+{
+	struct cgm_group *g = hier_group(h, group);
+	int64_t usage = page_counter_read(&g->memory);
+	int32_t self = (int32_t)getpid();
+	struct cgm_proc *p;
+	bool any = false, asked = false;
+	uint32_t i;
+
+	for_each_live_proc(h, i, p) {
+		uint32_t pg = __atomic_load_n(&p->group, __ATOMIC_RELAXED);
+		int64_t share;
+
+		if (!group_in_subtree(h, pg, group) || acct_reclaim_protection(h, group, pg) != level)
+			continue;
+		if (p->pid == self && !ask_self)
+			continue;
+		if (level == ACCT_PROT_LOW)
+			group_event(h, pg, CGM_EV_LOW);
+		asked = true;
+		/*
+		 * What a spilling process is asked for: its part of @want, by
+		 * its share of the group's usage (rounded up, one batch at
+		 * least), as the kernel's proportional reclaim scans each
+		 * memcg by its size.
+		 */
+		share = want > 0 && usage > 0 ?
+			(int64_t)((__int128)want * proc_charged_pages(p) / usage) : 0;
+		/* Spilling adds the pool's pages and its bookkeeping: an eighth more. */
+		share = share > 0 ? share + share / 8 + 32 : 0;
+		__atomic_store_n(&p->reclaim_want, share, __ATOMIC_RELAXED);
+		if (p->pid == self) {
+			if (cgm_files_reclaim_self)
+				cgm_files_reclaim_self();
+			continue;
+		}
+		__atomic_add_fetch(&p->reclaim_asked, 1, __ATOMIC_RELEASE);
+		acct_proc_wake(p);
+		any = true;
+	}
+	if (any) {
+		hier_bump_epoch(h);
+		for (int t = 0; t < 100; t++) {
+			struct timespec ts = { 0, 5000000 };
+			bool waiting = false;
+
+			for_each_live_proc(h, i, p)
+				if (group_in_subtree(h, __atomic_load_n(&p->group, __ATOMIC_RELAXED), group) &&
+				    p->pid != self && !acct_proc_gone(p) && acct_reclaim_pending(p))
+					waiting = true;
+			if (!waiting)
+				break;
+			nanosleep(&ts, NULL);
+		}
+	}
+	acct_harvest_subtree(h, group);
+	return asked;
+}
+
+/*
+ * Pages reclaimed from the subtree of @g since @usage and @zswap: the fall
+ * of its usage, plus what the compressed copies of spilled pages put back
+ * in it -- a spilled page is reclaimed, as the kernel counts a page
+ * stored in zswap.
+ */
+static int64_t reclaimed_since(struct cgm_hier *h, struct cgm_group *g, int64_t usage, int64_t zswap)
+{
+	rstat_flush(h);
+	return usage - page_counter_read(&g->memory) +
+	       (__atomic_load_n(&g->stat[CGM_STAT_ZSWAP], __ATOMIC_RELAXED) - zswap) / CGM_PAGE_SIZE;
+}
+
+int64_t acct_reclaim_subtree(struct cgm_hier *h, uint32_t group, int64_t want, bool ask_self)
+{
+	struct cgm_group *g = hier_group(h, group);
+	int64_t before, zswap, got;
+
+	if (!g)
+		return 0;
+	acct_reclaim_dead(h);
+	acct_harvest_subtree(h, group);
+	rstat_flush(h);
+	before = page_counter_read(&g->memory);
+	zswap = __atomic_load_n(&g->stat[CGM_STAT_ZSWAP], __ATOMIC_RELAXED);
+	reclaim_pass(h, group, ACCT_PROT_NONE, want, ask_self);
+	got = reclaimed_since(h, g, before, zswap);
+	if (want > 0 && got < want) {
+		reclaim_pass(h, group, ACCT_PROT_LOW, want - got, ask_self);
+		got = reclaimed_since(h, g, before, zswap);
+	}
+	return got;
+}
