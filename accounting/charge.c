@@ -55,34 +55,41 @@ static void reclaim_stalled(struct cgm_acct *a, int64_t need)
 }
 
 /*
- * This process's reclaim did not make room for @need pages under
- * memory.max: ask the other processes of the subtree of the group at its
- * limit (the lowest whose max is short, the kernel's mem_over_limit), as
- * the kernel's reclaim for a charge scans every memcg below that one --
- * an idle process's cold pages make room for one that allocates.  It
- * waits for them, up to half a second, as a memory stall.  When they gave
- * nothing, they are left alone for a second: a process that answers only
- * at its own slow paths would make every charge wait.  True if they gave
- * something.
+ * This process's reclaim did not bring the group under its limit: ask the
+ * other processes of the subtree of @where (the group at its limit) for
+ * @want pages, as the kernel's reclaim scans every memcg below the one it
+ * reclaims for -- an idle process's cold pages make room for one that
+ * allocates.  It waits for them, up to half a second, as a memory stall.
+ * When they gave nothing, they are left alone for a second: a process
+ * that answers only at its own slow paths would make every charge wait.
+ * True if they gave something.
  */
 #define OTHERS_QUIET_NS	(1000 * 1000000LL)
 
-static bool reclaim_others(struct cgm_acct *a, int64_t need)
+static bool reclaim_others_in(struct cgm_acct *a, uint32_t where, int64_t want)
 {
 	static int64_t quiet_until;
-	uint32_t where;
-	int64_t lack, got;
+	int64_t got;
 
-	if (!a->reclaim || (lack = acct_max_lack(a, need, &where)) <= 0 ||
+	if (!a->reclaim || want <= 0 || where == CGM_NONE ||
 	    cgm_now_ns() < __atomic_load_n(&quiet_until, __ATOMIC_RELAXED))
 		return false;
 	psi_memstall_enter(&a->h, a->proc);
 	/* A batch more: the others' pools grow by what they spill. */
-	got = acct_reclaim_subtree(&a->h, where, lack + a->batch_pages, false);
+	got = acct_reclaim_subtree(&a->h, where, want + a->batch_pages, false);
 	psi_memstall_leave(&a->h, a->proc);
 	if (got <= 0)
 		__atomic_store_n(&quiet_until, cgm_now_ns() + OTHERS_QUIET_NS, __ATOMIC_RELAXED);
 	return got > 0;
+}
+
+/* ... for a charge of @need pages short under memory.max: the lowest group whose max is short (the kernel's mem_over_limit). */
+static bool reclaim_others(struct cgm_acct *a, int64_t need)
+{
+	uint32_t where;
+	int64_t lack = acct_max_lack(a, need, &where);
+
+	return lack > 0 && reclaim_others_in(a, where, lack);
 }
 
 /*
@@ -113,6 +120,17 @@ static void handle_over_high(struct cgm_acct *a, struct cgm_thread_slot *t,
 		if (page_counter_read(&g->memory) > __atomic_load_n(&g->memory.high, __ATOMIC_RELAXED))
 			group_event(h, idx, CGM_EV_HIGH);
 	reclaim_stalled(a, 0);
+	/* Still over: the other processes below the lowest group over its high, before the penalty. */
+	idx = group;
+	for_each_ancestor(h, idx, g) {
+		int64_t over = page_counter_read(&g->memory) - __atomic_load_n(&g->memory.high,
+									       __ATOMIC_RELAXED);
+
+		if (over > 0) {
+			reclaim_others_in(a, idx, over);
+			break;
+		}
+	}
 	idx = group;
 	for_each_ancestor(h, idx, g) {
 		int64_t high = __atomic_load_n(&g->memory.high, __ATOMIC_RELAXED);
