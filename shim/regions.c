@@ -230,19 +230,23 @@ CGM_KEYED CGM_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int
 
 	bool held = false;
 
-	/* A fixed mapping replaces what was there: spilled pages of it are gone. */
-	if ((flags & MAP_FIXED) && static_branch_unlikely(&cgm_spill_key) && !from_self(caller))
-		held = cgm_spill_discard_begin(addr, len);
-
+	/*
+	 * The charge first, with no lock held: it may reclaim, and reclaim
+	 * purges (mimalloc's madvise comes back through ours) and spills,
+	 * both of which take the spill lock.  Taken the other way round, a
+	 * runtime that commits its heap with MAP_FIXED (a JVM's metaspace)
+	 * hung for good under a limit, with every signal blocked.
+	 */
 	if (anon && owner == CGM_REGION_PROGRAM) {
 		charged = cgm_map_charge((int64_t)PAGE_UP(len));
 		if (charged < 0) {
-			if (held)
-				cgm_spill_release();
 			errno = ENOMEM;
 			return MAP_FAILED;
 		}
 	}
+	/* A fixed mapping replaces what was there: spilled pages of it are gone. */
+	if ((flags & MAP_FIXED) && static_branch_unlikely(&cgm_spill_key) && !from_self(caller))
+		held = cgm_spill_discard_begin(addr, len);
 	p = raw_mmap(addr, len, prot, flags, fd, off);
 	if (held)
 		cgm_spill_release();
@@ -320,23 +324,22 @@ CGM_KEYED CGM_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int
 	 * registration splits it: its spilled pages come back and its
 	 * registration goes first, and no spill runs until it has moved.
 	 */
-	if (static_branch_unlikely(&cgm_spill_key))
-		spill_held = cgm_spill_hold(old, old_len);
 	if (table_lock()) {
 		i = table_find((uintptr_t)old);
 		if (i < nr && tab[i].start <= (uintptr_t)old)
 			was = tab[i];
 		table_unlock();
 	}
+	/* The charge before the hold, as in mmap(): its reclaim takes the spill lock. */
 	if (was.owner == CGM_REGION_PROGRAM && grow > 0) {
 		charged = cgm_map_charge(grow);
 		if (charged < 0) {
-			if (spill_held)
-				cgm_spill_release();
 			errno = ENOMEM;
 			return MAP_FAILED;
 		}
 	}
+	if (static_branch_unlikely(&cgm_spill_key))
+		spill_held = cgm_spill_hold(old, old_len);
 	p = (void *)syscall(SYS_mremap, old, old_len, new_len, flags, want);
 	/* One of our mappings that spilling left in pieces: moved a piece at a time. */
 	if (p == MAP_FAILED && errno == EFAULT && spill_held && was.owner <= OWNER_UNKNOWN)

@@ -7,6 +7,7 @@
 . "$(cd "$(dirname "$0")/.." && pwd)/fidelity/lib.sh"
 : "${SPILL_PROG:?SPILL_PROG must name tests/spill/spill_prog (run through make)}"
 : "${HOTCOLD:?HOTCOLD must name tests/spill/hotcold.py (run through make)}"
+: "${SPILL_COMMIT:?SPILL_COMMIT must name tests/spill/spill_commit (run through make)}"
 
 # Skipped where this process cannot have a userfaultfd that serves system calls.
 pre "scope=/probe,spill=1" /bin/true 2>"$T/probe" || true
@@ -402,6 +403,20 @@ print(len(data))' >"$T/out" 2>"$T/err" ||
 		fail "two processes under memory.max=96M: memory.peak $(mib "$peak")"
 	[ "$thr" -lt 2000000 ] || fail "memory.$lim=96M: the allocating process was throttled $thr us"
 	echo "$TEST_NAME: two processes under memory.$lim=96M: the idle one $(mib "$a_before") -> $(mib "$a_after") for the allocating one, throttled $thr us"
+	CHECKS=$((CHECKS + 1))
+done
+
+# A program that commits its own heap as a JVM does -- mmap(MAP_FIXED)
+# over a PROT_NONE reservation, mremap() growth -- with mimalloc holding
+# pages to purge, under memory.high and memory.max: each commit's charge
+# reclaims.  It hung for good (java -Xmx512m under memory.high=100M, in
+# its metaspace commit): mmap() held the spill lock across the charge, and
+# the reclaim's madvise() waited for that lock, every signal blocked.
+for lim in high=32M max=48M; do
+	within 60 pre "group=/commit${lim%%=*},spill=1,$lim" "$SPILL_COMMIT" 96
+	[ "$ST" = 0 ] && grep -qx "spill_commit: ok" "$T/out" ||
+		fail "spill_commit under $lim: status $ST, $(cat "$T/out") $(tail -1 "$T/err")"
+	echo "$TEST_NAME: 96 MiB committed with mmap(MAP_FIXED) and mremap() under $lim, $(value /commit${lim%%=*} memory.stat zswpout) pages spilled"
 	CHECKS=$((CHECKS + 1))
 done
 
