@@ -290,14 +290,13 @@ void cgm_spill_init(void)
 
 /* ---- figures ---- */
 
-void cgm_spill_publish(void)
+/* What the engine and the pool say, for the group's figures. */
+static void spill_state(struct acct_spill_state *out)
 {
 	struct acct_spill_state st = { 0 };
 	struct spill_stats ss;
 	struct zp_stats zs;
 
-	if (!engine)
-		return;
 	spill_stats(engine, &ss);
 	zp_pool_stats(pool, &zs);
 	st.spilled_pages = (int64_t)ss.in_pool;
@@ -312,6 +311,16 @@ void cgm_spill_publish(void)
 	st.counts[CGM_STAT_WORKINGSET_REFAULT_ANON - CGM_STAT_SPILL0] = ss.refaulted_hot;
 	st.counts[CGM_STAT_PGSCAN - CGM_STAT_SPILL0] = __atomic_load_n(&pgscan, __ATOMIC_RELAXED);
 	st.counts[CGM_STAT_PGSTEAL - CGM_STAT_SPILL0] = ss.spilled;
+	*out = st;
+}
+
+void cgm_spill_publish(void)
+{
+	struct acct_spill_state st;
+
+	if (!engine)
+		return;
+	spill_state(&st);
 	acct_spill_publish(&cgm_acct, &st);
 }
 
@@ -729,6 +738,54 @@ bool cgm_spill_discard_begin(const void *addr, size_t len)
 		return false;
 	spill_forget_range(engine, addr, len);
 	return true;
+}
+
+/* ---- mlockall ---- */
+
+/*
+ * The program locks its memory (mlockall): locked pages are never
+ * reclaimed -- the kernel keeps them on its unevictable list, out of
+ * zswap's reach -- so spilling stops for this process, and what it spilled
+ * comes back first, as the kernel's mlockall faults swapped pages in.
+ * It must also go before the lock is taken: the pool's tables and the
+ * engine's are reserved address space that only becomes memory where it
+ * is touched (gigabytes of it), and mlockall(MCL_CURRENT) would make all
+ * of it resident -- a python3 that called it sat in the kernel for good,
+ * with 6.4 GiB locked.
+ */
+void cgm_spill_stop_locked(const char *why)
+{
+	sigset_t all, old;
+
+	if (!engine)
+		return;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_mutex_lock(&spill_lock);
+	if (engine) {
+		struct acct_spill_state st;
+
+		allowed = false;
+		static_branch_disable(&cgm_spill_key);
+		/*
+		 * The counts stay (every page in the pool comes back: zswpin);
+		 * the pool and what was in it leave the group's figures.
+		 */
+		spill_state(&st);
+		st.counts[CGM_STAT_ZSWPIN - CGM_STAT_SPILL0] += (uint64_t)st.spilled_pages;
+		st.spilled_pages = st.zswap = st.zswapped = st.swap = 0;
+		spill_close(engine);
+		engine = NULL;
+		zp_destroy_pool(pool);
+		pool = NULL;
+		acct_spill_publish(&cgm_acct, &st);
+	}
+	pthread_mutex_unlock(&spill_lock);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	cgm_log("spill: the program locked its memory (%s): locked pages are never reclaimed, "
+		"as in the kernel; spilling is off for this process, every spilled page brought "
+		"back", why);
+	cgm_resident_sample();
 }
 
 /* ---- fork ---- */

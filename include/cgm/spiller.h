@@ -52,6 +52,13 @@ int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked, bool thorough);
 int64_t cgm_spill_answer(struct cgm_proc *p);
 
 /*
+ * The program locks its memory (@why: which call): spilling stops for
+ * good in this process, every spilled page comes back and the pool goes,
+ * with one line on stderr.  Nothing without an engine.
+ */
+void cgm_spill_stop_locked(const char *why);
+
+/*
  * Spill @want pages, or what is over the group's limit if more, or what
  * must go before a charge of @need pages fits under memory.max if more
  * still, in rounds until the group is under (the pool's growth counted).
