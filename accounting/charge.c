@@ -83,7 +83,10 @@ static bool reclaim_others_in(struct cgm_acct *a, uint32_t where, int64_t want)
 	return got > 0;
 }
 
-/* ... for a charge of @need pages short under memory.max: the lowest group whose max is short (the kernel's mem_over_limit). */
+/*
+ * The same for a charge of @need pages short under memory.max, below the
+ * lowest group whose max is short (the kernel's mem_over_limit).
+ */
 static bool reclaim_others(struct cgm_acct *a, int64_t need)
 {
 	uint32_t where;
@@ -175,6 +178,19 @@ static uint32_t over_max(const struct cgm_hier *h, uint32_t group)
 	return found;
 }
 
+/* Pages the process's last sample found in use beyond what memory.max had room for. */
+static int64_t sample_short_pages(const struct cgm_proc *p)
+{
+	return __atomic_load_n(&p->sample_short, __ATOMIC_RELAXED);
+}
+
+/* Neither the process's group nor an ancestor over memory.max, and no shortfall. */
+static bool max_fits(struct cgm_acct *a, const struct cgm_proc *p)
+{
+	return over_max(&a->h, __atomic_load_n(&p->group, __ATOMIC_RELAXED)) == CGM_NONE &&
+	       !acct_sample_short(a);
+}
+
 int acct_over_max(struct cgm_acct *a)
 {
 	struct cgm_hier *h = &a->h;
@@ -195,27 +211,23 @@ int acct_over_max(struct cgm_acct *a)
 	 * short.  The shortfall is what reclaim must make room for: usage
 	 * itself stops at memory.max, so nothing is over it.
 	 */
-	reclaim_stalled(a, __atomic_load_n(&p->sample_short, __ATOMIC_RELAXED));
-	if (over_max(h, __atomic_load_n(&p->group, __ATOMIC_RELAXED)) == CGM_NONE &&
-	    !acct_sample_short(a))
+	reclaim_stalled(a, sample_short_pages(p));
+	if (max_fits(a, p))
 		return 0;
 	/*
 	 * Then the other processes of the group at its limit, while they
 	 * give something (a few rounds), each followed by a sample of what
 	 * that left.
 	 */
-	for (int round = 0; round < 4 &&
-	     reclaim_others(a, __atomic_load_n(&p->sample_short, __ATOMIC_RELAXED)); round++) {
-		reclaim_stalled(a, __atomic_load_n(&p->sample_short, __ATOMIC_RELAXED));
-		if (over_max(h, __atomic_load_n(&p->group, __ATOMIC_RELAXED)) == CGM_NONE &&
-		    !acct_sample_short(a))
+	for (int round = 0; round < 4 && reclaim_others(a, sample_short_pages(p)); round++) {
+		reclaim_stalled(a, sample_short_pages(p));
+		if (max_fits(a, p))
 			return 0;
 	}
 	group_event(h, over, CGM_EV_OOM);
 	if (acct_out_of_memory(a, over) && a->reclaim) {
-		reclaim_stalled(a, __atomic_load_n(&p->sample_short, __ATOMIC_RELAXED));
-		if (over_max(h, __atomic_load_n(&p->group, __ATOMIC_RELAXED)) == CGM_NONE &&
-		    !acct_sample_short(a))
+		reclaim_stalled(a, sample_short_pages(p));
+		if (max_fits(a, p))
 			return 0;
 	}
 	return -ENOMEM;
@@ -284,7 +296,6 @@ struct charge_retry {
 	int reclaims_left;		/* nr_retries */
 	bool oomed;			/* the OOM policy has run once */
 };
-
 
 /*
  * Group @over refused a charge of exactly what @t lacks (@nr_pages).

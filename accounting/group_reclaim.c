@@ -9,8 +9,9 @@
  *
  * Used by a write of memory.reclaim or of a limit below usage (cgmctl or
  * the cgroupfs view; the writer's own process reclaims at once), and by a
- * charge that memory.max refused after its own process could not make the
- * room alone (shim's reclaim callback; it does not ask itself again).
+ * charge that memory.max refused, or a group still over memory.high, after
+ * the charging process's own reclaim (accounting/charge.c; it does not ask
+ * itself again).
  */
 #include <time.h>
 #include <unistd.h>

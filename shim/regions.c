@@ -319,11 +319,6 @@ CGM_KEYED CGM_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int
 		want = va_arg(ap, void *);
 		va_end(ap);
 	}
-	/*
-	 * The uffd registration does not follow a moved mapping, and a
-	 * registration splits it: its spilled pages come back and its
-	 * registration goes first, and no spill runs until it has moved.
-	 */
 	if (table_lock()) {
 		i = table_find((uintptr_t)old);
 		if (i < nr && tab[i].start <= (uintptr_t)old)
@@ -338,6 +333,11 @@ CGM_KEYED CGM_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int
 			return MAP_FAILED;
 		}
 	}
+	/*
+	 * The uffd registration does not follow a moved mapping, and a
+	 * registration splits it: its spilled pages come back and its
+	 * registration goes first, and no spill runs until it has moved.
+	 */
 	if (static_branch_unlikely(&cgm_spill_key))
 		spill_held = cgm_spill_hold(old, old_len);
 	p = (void *)syscall(SYS_mremap, old, old_len, new_len, flags, want);

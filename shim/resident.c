@@ -231,18 +231,6 @@ static void vmpressure_reclaimed(int64_t free_before, int64_t spilled, uint64_t 
 			   (purged > 0 ? purged : 0) + spilled);
 }
 
-static void reclaim_self(bool force, int64_t need);
-
-CGM_KEYED void cgm_reclaim_self(bool force)
-{
-	reclaim_self(force, 0);
-}
-
-CGM_KEYED void cgm_reclaim_for(int64_t need)
-{
-	reclaim_self(false, need);
-}
-
 static CGM_KEYED void reclaim_self(bool force, int64_t need)
 {
 	int64_t now = cgm_now_ns(), free_before = 0, spilled = 0;
@@ -280,6 +268,16 @@ static CGM_KEYED void reclaim_self(bool force, int64_t need)
 					       force || need > 0);
 	if (static_branch_unlikely(&cgm_vmpressure_key))
 		vmpressure_reclaimed(free_before, spilled, looked);
+}
+
+CGM_KEYED void cgm_reclaim_self(bool force)
+{
+	reclaim_self(force, 0);
+}
+
+CGM_KEYED void cgm_reclaim_for(int64_t need)
+{
+	reclaim_self(false, need);
 }
 
 /* The delays after which mimalloc decommits what was freed: pages, then whole segments. */

@@ -740,6 +740,25 @@ bool cgm_spill_discard_begin(const void *addr, size_t len)
 	return true;
 }
 
+/* ---- the end of spilling in this process ---- */
+
+/*
+ * The engine (closed: every spilled page comes back; or, in a forked
+ * child, abandoned: its thread is the parent's), the pool and the key go.
+ * Spill lock held, or in a forked child, its only thread.
+ */
+static void spill_end(bool ours)
+{
+	if (ours)
+		spill_close(engine);
+	else
+		spill_abandon(engine);
+	engine = NULL;
+	zp_destroy_pool(pool);
+	pool = NULL;
+	static_branch_disable(&cgm_spill_key);
+}
+
 /* ---- mlockall ---- */
 
 /*
@@ -755,33 +774,21 @@ bool cgm_spill_discard_begin(const void *addr, size_t len)
  */
 void cgm_spill_stop_locked(const char *why)
 {
-	sigset_t all, old;
+	struct acct_spill_state st;
 
-	if (!engine)
+	if (!spill_hold_lock())
 		return;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pthread_mutex_lock(&spill_lock);
-	if (engine) {
-		struct acct_spill_state st;
-
-		allowed = false;
-		static_branch_disable(&cgm_spill_key);
-		/*
-		 * The counts stay (every page in the pool comes back: zswpin);
-		 * the pool and what was in it leave the group's figures.
-		 */
-		spill_state(&st);
-		st.counts[CGM_STAT_ZSWPIN - CGM_STAT_SPILL0] += (uint64_t)st.spilled_pages;
-		st.spilled_pages = st.zswap = st.zswapped = st.swap = 0;
-		spill_close(engine);
-		engine = NULL;
-		zp_destroy_pool(pool);
-		pool = NULL;
-		acct_spill_publish(&cgm_acct, &st);
-	}
-	pthread_mutex_unlock(&spill_lock);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	allowed = false;
+	/*
+	 * The counts stay (every page in the pool comes back: zswpin); the
+	 * pool and what was in it leave the group's figures.
+	 */
+	spill_state(&st);
+	st.counts[CGM_STAT_ZSWPIN - CGM_STAT_SPILL0] += (uint64_t)st.spilled_pages;
+	st.spilled_pages = st.zswap = st.zswapped = st.swap = 0;
+	spill_end(true);
+	acct_spill_publish(&cgm_acct, &st);
+	cgm_spill_release();
 	cgm_log("spill: the program locked its memory (%s): locked pages are never reclaimed, "
 		"as in the kernel; spilling is off for this process, every spilled page brought "
 		"back", why);
@@ -819,11 +826,6 @@ static void spill_child(void)
 	spill_lock = fresh;
 	fork_held = false;
 	cgm_bg_reclaim_forked();
-	if (engine) {
-		spill_abandon(engine);
-		engine = NULL;
-		zp_destroy_pool(pool);
-		pool = NULL;
-		static_branch_disable(&cgm_spill_key);
-	}
+	if (engine)
+		spill_end(false);
 }
