@@ -87,6 +87,14 @@ const struct cgm_conf_key cgm_conf_keys[] = {
 	  "0: the background reclaim stops while pages come back as fast as it spills, and the "
 	  "group may pass memory.high meanwhile",
 	  NULL, 0, 0 },
+	{ "spill_hold_max", CGM_CONF_BOOL, FIELD(spill_hold_max), "1",
+	  "memory.max holds while pages come back, as the kernel never lets a swap-in pass it: "
+	  "what a sample finds beyond memory.max is spilled by the handler thread before it "
+	  "serves the next fault, from pages that did not come back lately, and readahead "
+	  "pauses at the limit (a program that reads back more than the limit holds "
+	  "thrashes); 0: pages come back past memory.max until the program's next allocation "
+	  "reclaims",
+	  NULL, 0, 0 },
 	{ "spill_cpu_latency", CGM_CONF_BOOL, FIELD(spill_cpu_latency), "1",
 	  "while the handler serves a burst of faults, ask idle CPUs to poll instead of halting "
 	  "(a CPU latency request of 0 on /dev/cpu_dma_latency, root only; machine-wide while "

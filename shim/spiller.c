@@ -178,10 +178,31 @@ static void spill_serving(bool start)
  * memory.high meanwhile (sqlite3 of bench/spill_workload.sh reading its
  * whole cache back at a commit: twice its memory.high).  The background
  * reclaim, when it is spilling, is left to it.
+ *
+ * spill_hold_max=1 (the default): memory.max holds either way, as far
+ * as pages that did not come back lately allow.  It is the limit the
+ * kernel never lets a charge pass, and a swap-in at it reclaims (or
+ * fails) in the faulting task.  So what a sample finds beyond memory.max
+ * (the process's shortfall) is spilled here before the next fault is
+ * served, and readahead pauses meanwhile: every page brought back before
+ * it is asked for would push another out.  Without it a program reading
+ * back what was spilled went far past memory.max: python3 walking 160 MB
+ * of records under memory.max=48M had 158 MiB of anonymous memory
+ * resident while memory.current said 48M (now 49 MiB, at 8.7 s against
+ * 1.9 s: the price of a working set that does not fit).  Pages that
+ * refaulted lately are left, as in any reclaim but one that must make
+ * room for a charge: taking them too held perl's global destruction
+ * (which reads every value of its 200,000-key hash, 42 MiB, under
+ * memory.max=30M) at 32 MiB, but at 20 s instead of 1.9 s; left, the
+ * group stays over until the program's next charge reclaims.
  */
+/* The handler is spilling for what came back (spill_served). */
+static bool handler_reclaiming;
+
 static void spill_served(uint64_t pages)
 {
 	static uint64_t unsampled;
+	struct cgm_proc *p;
 	int64_t excess;
 
 	unsampled += pages;
@@ -189,12 +210,19 @@ static void spill_served(uint64_t pages)
 		return;
 	unsampled = 0;
 	cgm_resident_sample();
-	excess = acct_reclaim_excess(&cgm_acct);
+	p = hier_proc(&cgm_acct.h, cgm_acct.proc);
+	excess = p && cgm_conf.spill_hold_max ? __atomic_load_n(&p->sample_short, __ATOMIC_RELAXED) : 0;
+	/* At memory.max every page read ahead displaces one the program may want next. */
+	spill_pause_readahead(engine, excess > 0);
+	if (excess <= 0 && cgm_conf.spill_hold_high)
+		excess = acct_reclaim_excess(&cgm_acct);
 	if (excess <= 0)
 		return;
 	on_handler = true;
+	__atomic_store_n(&handler_reclaiming, true, __ATOMIC_RELAXED);
 	if (cgm_spill_reclaim(excess, NULL, false) > 0)
 		cgm_resident_sample();
+	__atomic_store_n(&handler_reclaiming, false, __ATOMIC_RELAXED);
 }
 
 static bool open_engine(void)
@@ -226,7 +254,8 @@ static bool open_engine(void)
 	err = spill_open(&(struct spill_options){ .pool = pool, .max_pages = MAX_SPILLED,
 						  .idle = spill_idle, .idle_ms = IDLE_MS,
 						  .serving = spill_serving,
-						  .served = cgm_conf.spill_hold_high ? spill_served : NULL,
+						  .served = cgm_conf.spill_hold_high || cgm_conf.spill_hold_max ?
+							    spill_served : NULL,
 						  .readahead = true,
 						  .cpu_latency = cgm_conf.spill_cpu_latency,
 						  .create_thread = cgm_pthread_create_raw },
@@ -368,38 +397,87 @@ int cgm_spill_report(char *buf, size_t len)
  * Room in memory.zswap.max for @pages more: true, after writing back the
  * oldest entries if the group allows it and there is a backing file.
  */
-static bool pool_room(int64_t pages)
+/*
+ * May the pool write back now: a backing file is configured, the group
+ * allows it (memory.zswap.writeback) and memory.swap.max has room for a
+ * batch.
+ */
+static bool writeback_allowed(void)
 {
 	struct cgm_proc *p = hier_proc(&cgm_acct.h, cgm_acct.proc);
 	struct cgm_group *g = p ? hier_group(&cgm_acct.h, p->group) : NULL;
+
+	return cgm_conf.spill_backing[0] && g && __atomic_load_n(&g->zswap_writeback, __ATOMIC_RELAXED) &&
+	       acct_zswap_room(&cgm_acct, true) >= WB_BATCH * (int64_t)PAGE;
+}
+
+/* The group's figures must see the pool change before the next look at them. */
+static void pool_republish(void)
+{
+	cgm_spill_publish();
+	rstat_fold_sampled(&cgm_acct.h, cgm_acct.proc);
+}
+
+static bool pool_room(int64_t pages)
+{
 	int64_t room;
 	long wrote;
 
 	/* The group's zswap as of now: this lap's stores included. */
-	cgm_spill_publish();
-	rstat_fold_sampled(&cgm_acct.h, cgm_acct.proc);
+	pool_republish();
 	room = acct_zswap_room(&cgm_acct, false);
 
 	/* A compressed page takes a third of a page or so: ask for half. */
 	if (room >= pages * (int64_t)PAGE / 2)
 		return true;
 	/* Past memory.zswap.max: the oldest entries go to the backing file, as far as swap.max lets them. */
-	if (!cgm_conf.spill_backing[0] || !g || !__atomic_load_n(&g->zswap_writeback, __ATOMIC_RELAXED) ||
-	    acct_zswap_room(&cgm_acct, true) < WB_BATCH * (int64_t)PAGE)
-		return false;
-	for (int i = 0; i < 16; i++) {
+	for (int i = 0; i < 16 && writeback_allowed(); i++) {
 		wrote = zp_writeback(pool, WB_BATCH);
 		if (wrote <= 0)
 			return false;
-		/* The group's figures must see the pool shrink before the next look. */
-		cgm_spill_publish();
-		rstat_fold_sampled(&cgm_acct.h, cgm_acct.proc);
+		pool_republish();
 		if (acct_zswap_room(&cgm_acct, false) >= pages * (int64_t)PAGE / 2)
 			return true;
-		if (acct_zswap_room(&cgm_acct, true) < WB_BATCH * (int64_t)PAGE)
-			return false;
 	}
 	return false;
+}
+
+/*
+ * A reclaim that must make room (a charge refused at memory.max,
+ * memory.reclaim, a limit write) and fell @pages short after the laps:
+ * the pool's oldest entries go to the backing file, as the kernel's zswap
+ * shrinker writes zswap back to swap under a memcg's pressure
+ * (memory.zswap.writeback=1).  The pool is charged to the group, and
+ * without this a limit below what the pool holds could never be met:
+ * python3 building 160 MB of records that compress 2:1 under
+ * memory.max=24M with a backing file ended in MemoryError with nothing
+ * written back.  Objects written back leave their zspages; the pages
+ * come back once a zspage is empty, so the pool is compacted when
+ * writeback alone gave back too little.  Returns the pool pages given
+ * back.
+ */
+#define WB_PRESSURE_BATCHES 64
+
+static int64_t pool_write_back_for(int64_t pages)
+{
+	int64_t before = (int64_t)zp_get_total_pages(pool), gave = 0;
+	int batches = 0;
+
+	while (batches < WB_PRESSURE_BATCHES && gave < pages && writeback_allowed()) {
+		if (zp_writeback(pool, WB_BATCH) <= 0)
+			break;
+		/* Every few batches, the zspages they thinned out are packed. */
+		if (++batches % 8 == 0)
+			zp_compact(pool);
+		gave = before - (int64_t)zp_get_total_pages(pool);
+		pool_republish();
+	}
+	if (batches % 8 && gave < pages) {
+		zp_compact(pool);
+		gave = before - (int64_t)zp_get_total_pages(pool);
+		pool_republish();
+	}
+	return gave > 0 ? gave : 0;
 }
 
 /*
@@ -545,13 +623,16 @@ int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked, bool thorough)
 	/*
 	 * Another thread spilling: its spill is as good as ours -- unless it
 	 * is the background reclaim, whose batch ends soon and which does not
-	 * spill for this thread's charge: wait for it rather than be throttled.
+	 * spill for this thread's charge, or the handler holding memory.max
+	 * for what came back (the room it makes is the group's, not this
+	 * charge's): wait for it rather than be throttled or refused.
 	 * Never when this very thread holds the lock (the engine's own munmap
 	 * comes through the library's, whose sample may ask for reclaim), nor
 	 * on the handler thread, whose faults would wait behind the batch.
 	 */
 	if (pthread_mutex_trylock(&spill_lock) != 0 &&
-	    (spilling || on_handler || !cgm_bg_reclaim_busy() ||
+	    (spilling || on_handler ||
+	     (!cgm_bg_reclaim_busy() && !__atomic_load_n(&handler_reclaiming, __ATOMIC_RELAXED)) ||
 	     pthread_mutex_lock(&spill_lock) != 0)) {
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		return 0;
@@ -562,9 +643,10 @@ int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked, bool thorough)
 		struct cgm_proc *p = hier_proc(&cgm_acct.h, cgm_acct.proc);
 
 		/* Hot: refaulting within as many spills as the process has pages resident. */
-		if (p)
-			spill_set_hot_distance(engine, (size_t)(__atomic_load_n(&p->sampled[CGM_STAT_ANON],
-									   __ATOMIC_RELAXED) / (int64_t)PAGE));
+		size_t hot_distance = p ? (size_t)(__atomic_load_n(&p->sampled[CGM_STAT_ANON], __ATOMIC_RELAXED) /
+						   (int64_t)PAGE) : 0;
+
+		spill_set_hot_distance(engine, hot_distance);
 		/* The pool's oldest pages to zstd first: what the pool gives back, no resident page must. */
 		if (recompress) {
 			int64_t before = (int64_t)zp_get_total_pages(pool);
@@ -588,6 +670,23 @@ int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked, bool thorough)
 		 */
 		if (freed + got < want && (thorough || !got || want - freed - got > want / 4))
 			got += spill_lap(want - freed - got, &scanned);
+		if (thorough && freed + got < want)
+			freed += pool_write_back_for(want - freed - got);
+		/*
+		 * Still short where room must be made: pages that came back
+		 * lately are taken too, as the kernel's reclaim deactivates
+		 * its active pages when the inactive ones do not suffice.  A
+		 * refault marks a page hot for up to 10 s, and while nothing
+		 * is spilled the distance that would end it does not grow:
+		 * python3 checking its records under memory.max=32M (every
+		 * old page read back once, then a new copy built) had 15,549
+		 * resident pages looked at, 5 spilled, and a MemoryError.
+		 */
+		if (thorough && freed + got < want && hot_distance) {
+			spill_set_hot_distance(engine, 0);
+			got += spill_lap(want - freed - got, &scanned);
+			spill_set_hot_distance(engine, hot_distance);
+		}
 		/* The staging copies of what was spilled go now, not at the next reclaim. */
 		spill_stage_clear(engine);
 		__atomic_add_fetch(&pgscan, scanned, __ATOMIC_RELAXED);

@@ -227,6 +227,7 @@ struct spill_engine {
 	 * it, its window, and when it last faulted (the least recent goes).
 	 */
 	bool ra_on;
+	atomic_bool ra_paused;
 	struct sp_stream {
 		uintptr_t last, end;
 		unsigned window;
@@ -322,6 +323,11 @@ static bool sp_is_hot(struct spill_engine *e, uintptr_t page)
 	return atomic_load_explicit(&h->page, memory_order_relaxed) == page &&
 	       sp_seq_now(e) - atomic_load_explicit(&h->seq, memory_order_relaxed) < window &&
 	       sp_ms_now() - atomic_load_explicit(&h->ms, memory_order_relaxed) < SP_HOT_MS;
+}
+
+void spill_pause_readahead(struct spill_engine *e, bool paused)
+{
+	atomic_store_explicit(&e->ra_paused, paused, memory_order_relaxed);
 }
 
 void spill_set_hot_distance(struct spill_engine *e, size_t pages)
@@ -1211,7 +1217,11 @@ static void *sp_handler(void *arg)
 		 */
 		n = read(e->uffd, msg, sizeof(msg));
 		if (n <= 0 && e->ra_count) {
-			sp_ra_served(e);
+			/* Paused: what was pending is dropped, not kept for later. */
+			if (atomic_load_explicit(&e->ra_paused, memory_order_relaxed))
+				e->ra_count = 0;
+			else
+				sp_ra_served(e);
 			continue;
 		}
 		if (n <= 0) {
@@ -1264,7 +1274,7 @@ static void *sp_handler(void *arg)
 				continue;
 			page = (uintptr_t)msg[i].arg.pagefault.address & ~(SP_PAGE - 1);
 			sp_serve(e, page);
-			if (e->ra_on)
+			if (e->ra_on && !atomic_load_explicit(&e->ra_paused, memory_order_relaxed))
 				sp_readahead(e, page);
 		}
 		if (e->serving)

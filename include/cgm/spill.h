@@ -241,6 +241,13 @@ long spill_written(struct spill_engine *e, const void *addr, size_t len,
 
 /* The refault distance below which a page is hot (0, the default: none is). */
 void spill_set_hot_distance(struct spill_engine *e, size_t pages);
+/*
+ * Pause or resume readahead (opened with it off: stays off).  A caller
+ * that must spill a page for each one brought back (a group at its
+ * memory.max) gains nothing from pages brought back before they are
+ * asked for.
+ */
+void spill_pause_readahead(struct spill_engine *e, bool paused);
 
 /*
  * Read the counters (each one exact, the set not a snapshot).  A refault is

@@ -369,6 +369,65 @@ print(len(data))' >"$T/out" 2>"$T/err" || fail "python3 under memory.max=$lim: $
 	CHECKS=$((CHECKS + 1))
 done
 
+# memory.max holds while spilled pages come back (spill_hold_max=1, the
+# default), as the kernel never lets a swap-in pass it: python3 builds its
+# 100 MB of strings under memory.max=48M, then reads them all back.  The
+# group's memory.current stops at the limit whatever happens, so what is
+# looked at is the process's own resident anonymous memory (its pool
+# included).  Without the hold it reached 82 MiB, memory.current saying
+# 48M all the while.
+# (Run in a subshell, which cannot reap the program: it ends when the
+# program has no memory left, a zombie or gone.)
+rss_anon_peak() {
+	top=0
+	while r=$(awk '/^RssAnon:/ { print $2 }' "/proc/$BG/status" 2>/dev/null) && [ -n "$r" ]; do
+		[ "$r" -gt "$top" ] && top=$r
+		sleep 0.02
+	done
+	echo $((top * 1024))
+}
+for hold in 1 0; do
+	start "group=/holdmax$hold,spill=1,max=48M,spill_hold_max=$hold" /usr/bin/python3 -c "$STRINGS_PY"'
+print("built", file=sys.stderr, flush=True)
+n = sum(len(s) for s in data)
+print("read", n, file=sys.stderr, flush=True)
+os._exit(0)'
+	peak=$(rss_anon_peak)
+	finish
+	[ "$ST" = 0 ] || fail "spill_hold_max=$hold: python3 exited $ST: $(tail -2 "$T/bg.err")"
+	grep -qx "read 67200000" "$T/bg.err" || fail "spill_hold_max=$hold: python3 did not read its strings back"
+	if [ "$hold" = 1 ]; then
+		[ "$peak" -le $((60 * MIB)) ] ||
+			fail "spill_hold_max=1: $(mib "$peak") resident under memory.max=48M while pages came back"
+		peak1=$peak
+	else
+		echo "$TEST_NAME: reading back under memory.max=48M: at most $(mib "$peak1") resident with spill_hold_max=1, $(mib "$peak") without"
+	fi
+done
+CHECKS=$((CHECKS + 1))
+
+# A pool that does not fit under memory.max goes to the backing file, as
+# the kernel's zswap writes back to swap under a group's pressure:
+# python3 building 100 MB of records that compress about 2:1 under
+# memory.max=32M with a backing file.  Before, nothing was written back
+# and it ended in MemoryError.
+WB_PY='import hashlib, os, random
+def records():
+    r = random.Random(7)
+    return [(("%032x" % r.getrandbits(128)) + "ab" * 32).encode() for _ in range(300000)]
+data = records()
+h = hashlib.md5(b"".join(data[::5])).hexdigest()
+print("ok" if h == hashlib.md5(b"".join(records()[::5])).hexdigest() else "CORRUPT", flush=True)
+os._exit(0)'
+within 60 pre "group=/wbmax,spill=1,max=32M,spill_backing=$T/swapmax" /usr/bin/python3 -c "$WB_PY" \
+	>"$T/out" 2>"$T/err" || fail "python3 under memory.max=32M with a backing file: $(tail -2 "$T/err")"
+grep -qx ok "$T/out" || fail "python3 under memory.max=32M with a backing file printed $(cat "$T/out")"
+wb=$(value /wbmax memory.stat zswpwb)
+peak=$(value /wbmax memory.peak)
+[ "$wb" -gt 0 ] || fail "python3 under memory.max=32M with a backing file: nothing written back"
+echo "$TEST_NAME: a pool larger than memory.max=32M: $wb pages written back, memory.peak $(mib "$peak")"
+CHECKS=$((CHECKS + 1))
+
 # Two processes under one limit: an idle one holding cold pages, and one
 # that allocates incompressible data (spilling its own pages gives it no
 # room).  As the kernel's reclaim for a charge, or for memory.high, scans
