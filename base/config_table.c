@@ -87,7 +87,7 @@ const struct cgm_conf_key cgm_conf_keys[] = {
 	  "0: the background reclaim stops while pages come back as fast as it spills, and the "
 	  "group may pass memory.high meanwhile",
 	  NULL, 0, 0 },
-	{ "spill_hold_max", CGM_CONF_BOOL, FIELD(spill_hold_max), "1",
+	{ "spill_hold_max", CGM_CONF_BOOL, FIELD(spill_hold_max), "0",
 	  "memory.max holds while pages come back, as the kernel never lets a swap-in pass it: "
 	  "what a sample finds beyond memory.max is spilled by the handler thread before it "
 	  "serves the next fault, from pages that did not come back lately, and readahead "

@@ -369,8 +369,8 @@ print(len(data))' >"$T/out" 2>"$T/err" || fail "python3 under memory.max=$lim: $
 	CHECKS=$((CHECKS + 1))
 done
 
-# memory.max holds while spilled pages come back (spill_hold_max=1, the
-# default), as the kernel never lets a swap-in pass it: python3 builds its
+# memory.max holds while spilled pages come back with spill_hold_max=1 (off
+# by default), as the kernel never lets a swap-in pass it: python3 builds its
 # 100 MB of strings under memory.max=48M, then reads them all back.  The
 # group's memory.current stops at the limit whatever happens, so what is
 # looked at is the process's own resident anonymous memory (its pool
