@@ -180,12 +180,12 @@ static void spill_serving(bool start)
  * reclaim, when it is spilling, is left to it.
  *
  * spill_hold_max=1: memory.max holds for them too, as far as pages that
- * did not come back lately allow.  It is the limit the
- * kernel never lets a charge pass, and a swap-in at it reclaims (or
- * fails) in the faulting task.  So what a sample finds beyond memory.max
- * (the process's shortfall) is spilled here before the next fault is
- * served, and readahead pauses meanwhile: every page brought back before
- * it is asked for would push another out.  Without it a program reading
+ * did not come back lately allow.  It is the limit the kernel never lets
+ * a charge pass, and a swap-in at it reclaims (or fails) in the faulting
+ * task.  So what a sample finds beyond memory.max (the process's
+ * shortfall) is spilled here before the next fault is served, and
+ * readahead pauses meanwhile: every page brought back before it is asked
+ * for would push another out.  Without it a program reading
  * back what was spilled went far past memory.max: python3 walking 160 MB
  * of records under memory.max=48M had 158 MiB of anonymous memory
  * resident while memory.current said 48M (now 49 MiB, at 8.7 s against
@@ -411,10 +411,6 @@ int cgm_spill_report(char *buf, size_t len)
 /* ---- choosing pages ---- */
 
 /*
- * Room in memory.zswap.max for @pages more: true, after writing back the
- * oldest entries if the group allows it and there is a backing file.
- */
-/*
  * May the pool write back now: a backing file is configured, the group
  * allows it (memory.zswap.writeback) and memory.swap.max has room for a
  * batch.
@@ -435,6 +431,10 @@ static void pool_republish(void)
 	rstat_fold_sampled(&cgm_acct.h, cgm_acct.proc);
 }
 
+/*
+ * Room in memory.zswap.max for @pages more: true, after writing back the
+ * oldest entries if the group allows it and there is a backing file.
+ */
 static bool pool_room(int64_t pages)
 {
 	int64_t room;
