@@ -178,12 +178,6 @@ static uint32_t over_max(const struct cgm_hier *h, uint32_t group)
 	return found;
 }
 
-/* Pages the process's last sample found in use beyond what memory.max had room for. */
-static int64_t sample_short_pages(const struct cgm_proc *p)
-{
-	return __atomic_load_n(&p->sample_short, __ATOMIC_RELAXED);
-}
-
 /* Neither the process's group nor an ancestor over memory.max, and no shortfall. */
 static bool max_fits(struct cgm_acct *a, const struct cgm_proc *p)
 {
@@ -211,7 +205,7 @@ int acct_over_max(struct cgm_acct *a)
 	 * short.  The shortfall is what reclaim must make room for: usage
 	 * itself stops at memory.max, so nothing is over it.
 	 */
-	reclaim_stalled(a, sample_short_pages(p));
+	reclaim_stalled(a, acct_sample_short(a));
 	if (max_fits(a, p))
 		return 0;
 	/*
@@ -219,14 +213,14 @@ int acct_over_max(struct cgm_acct *a)
 	 * give something (a few rounds), each followed by a sample of what
 	 * that left.
 	 */
-	for (int round = 0; round < 4 && reclaim_others(a, sample_short_pages(p)); round++) {
-		reclaim_stalled(a, sample_short_pages(p));
+	for (int round = 0; round < 4 && reclaim_others(a, acct_sample_short(a)); round++) {
+		reclaim_stalled(a, acct_sample_short(a));
 		if (max_fits(a, p))
 			return 0;
 	}
 	group_event(h, over, CGM_EV_OOM);
 	if (acct_out_of_memory(a, over) && a->reclaim) {
-		reclaim_stalled(a, sample_short_pages(p));
+		reclaim_stalled(a, acct_sample_short(a));
 		if (max_fits(a, p))
 			return 0;
 	}

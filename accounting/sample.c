@@ -25,11 +25,12 @@
 
 #include "internal.h"
 
-bool acct_sample_short(const struct cgm_acct *a)
+int64_t acct_sample_short(const struct cgm_acct *a)
 {
 	const struct cgm_proc *p = hier_proc(&a->h, a->proc);
+	int64_t pages = p ? __atomic_load_n(&p->sample_short, __ATOMIC_RELAXED) : 0;
 
-	return p && __atomic_load_n(&p->sample_short, __ATOMIC_RELAXED) > 0;
+	return pages > 0 ? pages : 0;
 }
 
 /* The next decimal field of @s, or -1. */

@@ -26,16 +26,6 @@
 #include "cgm/shim.h"
 #include "cgm/spiller.h"
 
-/*
- * Reclaim at a limit: what mimalloc keeps goes back, and the charge
- * follows; with spill=1, cold pages too, as many as a refused charge
- * needs (@need).
- */
-static void reclaim_heap(int64_t need)
-{
-	cgm_reclaim_for(need);
-}
-
 /* memory.reclaim written by this process: at once, whatever was collected just before. */
 static void reclaim_heap_now(void)
 {
@@ -232,7 +222,12 @@ const char *cgm_accounting_start(void)
 	cgm_acct.batch_pages = (int64_t)cgm_conf.charge_batch;
 	cgm_acct.oom_policy = cgm_conf.oom == CGM_OOM_KILL ? ACCT_OOM_KILL : ACCT_OOM_ENOMEM;
 	cgm_mi_purge_init();
-	cgm_acct.reclaim = reclaim_heap;
+	/*
+	 * Reclaim at a limit: what mimalloc keeps goes back, and the charge
+	 * follows; with spill=1, cold pages too, as many as a refused charge
+	 * needs.
+	 */
+	cgm_acct.reclaim = cgm_reclaim_for;
 	cgm_files_reclaim_self = reclaim_heap_now;
 	err = scope ? acct_attach_scope(&cgm_acct, group) : acct_attach(&cgm_acct, group);
 	if (err) {

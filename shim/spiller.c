@@ -205,7 +205,6 @@ static bool handler_reclaiming;
 static void spill_served(uint64_t pages)
 {
 	static uint64_t unsampled, since_sample;
-	struct cgm_proc *p;
 	int64_t excess;
 
 	unsampled += pages;
@@ -227,8 +226,7 @@ static void spill_served(uint64_t pages)
 	}
 	since_sample = 0;
 	cgm_resident_sample();
-	p = hier_proc(&cgm_acct.h, cgm_acct.proc);
-	excess = p && cgm_conf.spill_hold_max ? __atomic_load_n(&p->sample_short, __ATOMIC_RELAXED) : 0;
+	excess = cgm_conf.spill_hold_max ? acct_sample_short(&cgm_acct) : 0;
 	/* At memory.max every page read ahead displaces one the program may want next. */
 	spill_pause_readahead(engine, excess > 0);
 	if (excess <= 0 && cgm_conf.spill_hold_high)

@@ -298,8 +298,8 @@ int64_t acct_max_lack(struct cgm_acct *a, int64_t need, uint32_t *where);
 /* The anon of the coming sample per NUMA node (memory.numa_stat), bytes. */
 void acct_numa_publish(struct cgm_acct *a, const int64_t bytes[CGM_MAX_NODES]);
 
-/* Did the last sample find memory in use that memory.max had no room for? */
-bool acct_sample_short(const struct cgm_acct *a);
+/* Pages the last sample found in use that memory.max had no room for (0: none). */
+int64_t acct_sample_short(const struct cgm_acct *a);
 
 /* Anon that a forked child shares with its parent: not counted as its own. */
 void acct_set_anon_base(struct cgm_acct *a, int64_t base);
