@@ -29,6 +29,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <linux/userfaultfd.h>
 #include <poll.h>
 #include <pthread.h>
@@ -260,7 +261,7 @@ struct spill_engine {
 
 	atomic_uint_fast64_t spilled, refaulted, restored, skipped,
 		store_failed, in_pool, nr_ranges, skipped_hot, refaulted_hot,
-		forgotten, readahead, misreported, bursts, bursts_polled;
+		forgotten, readahead, misreported, unshared, bursts, bursts_polled;
 };
 
 #define SP_NO_RANGE	UINT32_MAX
@@ -1650,10 +1651,10 @@ static void sp_drop(struct spill_engine *e, uintptr_t addr, const bool *in,
 /*
  * Move the entered pages of a batch into @stage.  Sets moved[i] for each
  * page that left; a page whose move fails is left where it was (EBUSY: a
- * folio shared since fork; ENOENT: not present).
+ * folio shared since fork, and busy[i] is set; ENOENT: not present).
  */
 static void sp_move(struct spill_engine *e, uintptr_t addr, unsigned char *stage,
-		    const bool *in, bool *moved, unsigned n)
+		    const bool *in, bool *moved, bool *busy, unsigned n)
 {
 	for (unsigned i = 0; i < n;) {
 		unsigned j = i, tries = 0;
@@ -1685,6 +1686,7 @@ static void sp_move(struct spill_engine *e, uintptr_t addr, unsigned char *stage
 			/* EAGAIN: a THP split or an mm change raced; try again. */
 			if (err == EAGAIN && ++tries < 4)
 				continue;
+			busy[i] = err == EBUSY;
 			i++;	/* the page at i stays */
 			tries = 0;
 		}
@@ -1730,6 +1732,68 @@ static void sp_check_left(struct spill_engine *e, unsigned char *stage, const bo
 }
 
 /*
+ * Enter the pages @want[] of the batch at @addr in the table and move them
+ * to @stage: moved[i] is set for each that left.  The others leave the
+ * table again; busy[i] is set for those refused as shared since a fork.
+ */
+static void sp_take(struct spill_engine *e, uintptr_t addr, unsigned n, unsigned char *stage,
+		    uint32_t range, const bool *want, bool *moved, bool *busy)
+{
+	bool in[SP_BATCH] = { false }, left[SP_BATCH];
+	unsigned entered = 0;
+
+	pthread_mutex_lock(&e->lock);
+	for (unsigned i = 0; i < n; i++)
+		if (want[i] && sp_insert(e, addr + i * SP_PAGE, range)) {
+			in[i] = true;
+			entered++;
+		}
+	pthread_mutex_unlock(&e->lock);
+	sp_range_get(e, range, entered);
+	sp_move(e, addr, stage, in, moved, busy, n);
+	sp_check_left(e, stage, in, moved, n);
+	for (unsigned i = 0; i < n; i++)
+		left[i] = in[i] && !moved[i];
+	sp_drop(e, addr, left, n, range);
+}
+
+/*
+ * Make the pages busy[] of the batch at @addr the process's own again, so
+ * that a move takes them; returns how many were.  A page present at a
+ * fork stays copy-on-write shared -- the kernel clears its anon-exclusive
+ * mark -- until the program writes it, even after the child is gone, and
+ * UFFDIO_MOVE refuses it with EBUSY: after one fork (a subprocess) every
+ * page the program does not write again could never be spilled, and each
+ * cost a failed move at every lap (python3 holding 87 MB under
+ * memory.max=48M, three forks: 24 s, 27 s of it in the kernel).  An
+ * atomic add of 0 through FUTEX_WAKE_OP (nobody woken) writes each
+ * without changing a byte, whatever other threads write meanwhile: the
+ * kernel breaks the copy-on-write (or reuses the page once the child is
+ * gone) as for any write, and an address unmapped meanwhile is EFAULT,
+ * not a signal.  Never on the handler thread: a page the program dropped
+ * meanwhile would fault to the handler itself.
+ */
+static unsigned sp_unshare(struct spill_engine *e, uintptr_t addr, const bool *busy, unsigned n)
+{
+	unsigned done = 0;
+
+	if (pthread_equal(pthread_self(), e->thread))
+		return 0;
+	for (unsigned i = 0; i < n; i++) {
+		uint32_t *word = (uint32_t *)(addr + i * SP_PAGE);
+
+		if (!busy[i] || syscall(SYS_futex, word, FUTEX_WAKE_OP | FUTEX_PRIVATE_FLAG, 0,
+					(void *)0, word,
+					FUTEX_OP(FUTEX_OP_ADD, 0, FUTEX_OP_CMP_EQ, 0)) < 0)
+			continue;
+		done++;
+	}
+	if (done)
+		atomic_fetch_add_explicit(&e->unshared, done, memory_order_relaxed);
+	return done;
+}
+
+/*
  * Spill one batch of up to SP_BATCH pages at @addr through the empty
  * staging slots @stage; returns pages spilled.  *@staged: whether any
  * page reached its slot (the slots then hold copies until cleared).
@@ -1737,39 +1801,29 @@ static void sp_check_left(struct spill_engine *e, unsigned char *stage, const bo
 static unsigned sp_spill_batch(struct spill_engine *e, uintptr_t addr,
 			       unsigned n, unsigned char *stage, uint32_t range, bool *staged)
 {
-	bool in[SP_BATCH] = { false }, moved[SP_BATCH] = { false };
-	bool left[SP_BATCH] = { false };
-	unsigned entered = 0, spilled = 0, skipped = 0, failed = 0;
-
-	unsigned hot = 0;
+	bool want[SP_BATCH] = { false }, moved[SP_BATCH] = { false }, busy[SP_BATCH] = { false };
+	bool left[SP_BATCH];
+	unsigned spilled = 0, skipped = 0, failed = 0, hot = 0, out = 0;
 
 	pthread_mutex_lock(&e->lock);
 	for (unsigned i = 0; i < n; i++) {
-		if (sp_is_hot(e, addr + i * SP_PAGE)) {
-			hot++;
-			continue;
-		}
-		if (sp_insert(e, addr + i * SP_PAGE, range)) {
-			in[i] = true;
-			entered++;
-		}
+		want[i] = !sp_is_hot(e, addr + i * SP_PAGE);
+		hot += !want[i];
 	}
 	pthread_mutex_unlock(&e->lock);
-	skipped += n - entered - hot;
 	atomic_fetch_add_explicit(&e->skipped_hot, hot, memory_order_relaxed);
-	sp_range_get(e, range, entered);
 
-	sp_move(e, addr, stage, in, moved, n);
-	sp_check_left(e, stage, in, moved, n);
-	*staged = false;
+	sp_take(e, addr, n, stage, range, want, moved, busy);
+	/* Refused as shared since a fork: made the process's own, and moved again. */
+	if (sp_unshare(e, addr, busy, n)) {
+		memcpy(want, busy, sizeof(want));
+		memset(busy, 0, sizeof(busy));
+		sp_take(e, addr, n, stage, range, want, moved, busy);
+	}
 	for (unsigned i = 0; i < n; i++)
-		*staged |= moved[i];
-	for (unsigned i = 0; i < n; i++)
-		if (in[i] && !moved[i]) {
-			left[i] = true;
-			skipped++;
-		}
-	sp_drop(e, addr, left, n, range);
+		out += moved[i];
+	*staged = out > 0;
+	skipped = n - hot - out;
 
 	for (unsigned i = 0; i < n; i++) {
 		uintptr_t page = addr + i * SP_PAGE;
@@ -2047,6 +2101,7 @@ void spill_stats(struct spill_engine *e, struct spill_stats *st)
 	st->forgotten = atomic_load_explicit(&e->forgotten, memory_order_relaxed);
 	st->readahead = atomic_load_explicit(&e->readahead, memory_order_relaxed);
 	st->misreported = atomic_load_explicit(&e->misreported, memory_order_relaxed);
+	st->unshared = atomic_load_explicit(&e->unshared, memory_order_relaxed);
 	st->staged = 0;
 	for (unsigned lane = 0; lane < SP_LANES; lane++)
 		st->staged += __atomic_load_n(&e->lane_used[lane], __ATOMIC_RELAXED);

@@ -147,6 +147,9 @@ struct spill_stats {
 	uint64_t misreported;	/* pages a move said it left in place but
 				 * moved all the same (a kernel bug: see
 				 * sp_check_left()); stored like the others */
+	uint64_t unshared;	/* pages still copy-on-write shared since a
+				 * fork that a spill wrote (a no-op write) to
+				 * make the process's own: a move refuses them */
 	uint64_t staged;	/* staging slots holding copies not yet cleared
 				 * (63 a lane at most; spill_stage_clear()) */
 	uint64_t bursts;	/* times the handler woke from sleep to a fault */
