@@ -12,6 +12,20 @@
 
 static int kept[CGM_OWN_FDS_MAX];
 static unsigned int nkept;
+/*
+ * The process that registered them.  A vfork() child -- python3's
+ * subprocess, posix_spawn() -- shares this table with its parent but has
+ * a descriptor table of its own, and closes every descriptor it does not
+ * pass on before its exec: its copies are not the library's, so the
+ * guards let them go, silently, and the table is left as the parent's.
+ */
+static int keeper;
+
+/* In the process that registered them, not in a vfork() child of it. */
+static bool keeper_here(void)
+{
+	return __atomic_load_n(&keeper, __ATOMIC_RELAXED) == (int)syscall(SYS_getpid);
+}
 
 /*
  * Where moved descriptors go: high, but below the soft RLIMIT_NOFILE and
@@ -61,6 +75,7 @@ int cgm_fd_keep(int fd)
 			fd = moved;
 		}
 	}
+	__atomic_store_n(&keeper, (int)syscall(SYS_getpid), __ATOMIC_RELAXED);
 	add(fd);
 	return fd;
 }
@@ -94,7 +109,7 @@ bool cgm_fd_kept(int fd)
 		return false;
 	for (unsigned int i = 0; i < CGM_OWN_FDS_MAX; i++)
 		if (__atomic_load_n(&kept[i], __ATOMIC_SEQ_CST) == fd + 1)
-			return true;
+			return keeper_here();
 	return false;
 }
 
@@ -102,6 +117,8 @@ int cgm_fd_kept_from(unsigned int from)
 {
 	long best = -1;
 
+	if (!keeper_here())
+		return -1;
 	for (unsigned int i = 0; i < CGM_OWN_FDS_MAX; i++) {
 		long fd = (long)__atomic_load_n(&kept[i], __ATOMIC_SEQ_CST) - 1;
 
@@ -113,5 +130,7 @@ int cgm_fd_kept_from(unsigned int from)
 
 unsigned int cgm_fd_kept_count(void)
 {
-	return __atomic_load_n(&nkept, __ATOMIC_SEQ_CST);
+	unsigned int n = __atomic_load_n(&nkept, __ATOMIC_SEQ_CST);
+
+	return n && keeper_here() ? n : 0;
 }

@@ -105,6 +105,44 @@ static void close_all_in_child(int how)
 		      "stayed open, 4 or 8: a kept one was closed)", how, WEXITSTATUS(st));
 }
 
+/*
+ * A vfork() child (python3's subprocess) shares the table but not the
+ * descriptors: its close() and close_range() close its own copies, and
+ * the parent's stay open and kept.  @how: 0 close(), 1 close_range().
+ */
+static void vfork_child_closes(int how)
+{
+	int k = cgm_fd_keep(devnull()), st;
+	pid_t pid = vfork();
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int r = how ? close_range((unsigned int)k, (unsigned int)k, 0) : close(k);
+
+		_exit(r != 0 || is_open(k));
+	}
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		      "way %d: the vfork child's copy stayed open (status %#x)", how, st);
+	ck_assert(is_open(k));
+	ck_assert(cgm_fd_kept(k));
+	ck_assert_int_eq(close(k), 0);
+	ck_assert(is_open(k));
+	cgm_fd_close(k);
+}
+
+START_TEST(test_vfork_child_close)
+{
+	vfork_child_closes(0);
+}
+END_TEST
+
+START_TEST(test_vfork_child_close_range)
+{
+	vfork_child_closes(1);
+}
+END_TEST
+
 START_TEST(test_close_range_skips_kept)
 {
 	close_all_in_child(0);
@@ -187,6 +225,8 @@ int main(void)
 
 	tcase_add_test(tc, test_keep_moves_high);
 	tcase_add_test(tc, test_close_leaves_kept);
+	tcase_add_test(tc, test_vfork_child_close);
+	tcase_add_test(tc, test_vfork_child_close_range);
 	tcase_add_test(tc, test_close_range_skips_kept);
 	tcase_add_test(tc, test_closefrom_skips_kept);
 	tcase_add_test(tc, test_close_loop_skips_kept);

@@ -10,7 +10,8 @@
  * in the program's file.  So each such descriptor is moved to a high
  * number, out of the way of the lowest-free rule that open() follows, and
  * registered here; the shim's close(), close_range() and closefrom()
- * (shim/fd_guard.c) leave registered descriptors open.
+ * (shim/fd_guard.c) leave registered descriptors open -- in the process
+ * that registered them: a vfork() child's copies are its own to close.
  *
  * Async-signal-safe and free of malloc: close() may be called anywhere.
  */
