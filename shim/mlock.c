@@ -5,14 +5,20 @@
  * comes back.  It must come first: the pool's and the engine's tables are
  * reserved address space that is memory only where touched, and
  * MCL_CURRENT makes every page of every mapping resident
- * (shim/spiller.c, cgm_spill_stop_locked).  With spilling off, this is
- * mlockall() itself.
+ * (shim/spiller.c, cgm_spill_stop_locked).
+ *
+ * And after MCL_CURRENT, with accounting on: the hierarchy file is mapped
+ * whole (34.6 MB) and a process uses a few pages of it, so the others are
+ * unlocked and unmapped again (hier_release_unused), as if the file were
+ * not the program's memory -- it is not.
  */
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "cgm/accounted.h"
 #include "cgm/compiler.h"
+#include "cgm/hier.h"
 #include "cgm/spiller.h"
 #include "cgm/static_key.h"
 
@@ -22,5 +28,9 @@ CGM_KEYED CGM_EXPORT int mlockall(int flags)
 		cgm_spill_stop_locked(flags & MCL_CURRENT ? "mlockall MCL_CURRENT" :
 				      "mlockall MCL_FUTURE");
 	/* syscall() returns -1 with errno set on failure, as mlockall() does. */
-	return (int)syscall(SYS_mlockall, flags);
+	if (syscall(SYS_mlockall, flags) != 0)
+		return -1;
+	if (static_branch_unlikely(&cgm_accounting_key) && (flags & MCL_CURRENT))
+		hier_release_unused(&cgm_acct.h);
+	return 0;
 }
