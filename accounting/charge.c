@@ -185,6 +185,18 @@ static bool max_fits(struct cgm_acct *a, const struct cgm_proc *p)
 	       !acct_sample_short(a);
 }
 
+/*
+ * Rounds of reclaim before memory found in use that passes memory.max
+ * fails its allocation: what one round makes room for, the other
+ * processes of the group may take first with their own refaults (they
+ * are charged at their next sample), as the kernel's try_charge()
+ * retries a reclaim that made progress.  With one round, four python3
+ * processes of a multiprocessing pool (forkserver) each holding 60 MB
+ * of strings under one memory.max=128M failed with MemoryError in 2 of
+ * 3 runs; with four, none of 6.
+ */
+#define OVER_MAX_RETRIES	4
+
 int acct_over_max(struct cgm_acct *a)
 {
 	struct cgm_hier *h = &a->h;
@@ -205,18 +217,20 @@ int acct_over_max(struct cgm_acct *a)
 	 * short.  The shortfall is what reclaim must make room for: usage
 	 * itself stops at memory.max, so nothing is over it.
 	 */
-	reclaim_stalled(a, acct_sample_short(a));
-	if (max_fits(a, p))
-		return 0;
-	/*
-	 * Then the other processes of the group at its limit, while they
-	 * give something (a few rounds), each followed by a sample of what
-	 * that left.
-	 */
-	for (int round = 0; round < 4 && reclaim_others(a, acct_sample_short(a)); round++) {
+	for (int retry = 0; retry < OVER_MAX_RETRIES; retry++) {
 		reclaim_stalled(a, acct_sample_short(a));
 		if (max_fits(a, p))
 			return 0;
+		/*
+		 * Then the other processes of the group at its limit, while
+		 * they give something (a few rounds), each followed by a
+		 * sample of what that left.
+		 */
+		for (int round = 0; round < 4 && reclaim_others(a, acct_sample_short(a)); round++) {
+			reclaim_stalled(a, acct_sample_short(a));
+			if (max_fits(a, p))
+				return 0;
+		}
 	}
 	group_event(h, over, CGM_EV_OOM);
 	if (acct_out_of_memory(a, over) && a->reclaim) {
