@@ -513,6 +513,11 @@ START_TEST(test_skips)
 			bad |= p[i] != 0x11 || p[2 * PG + i] != 0x22;
 		_exit(bad);
 	}
+	/* Told not to copy what another process maps (a forked child's
+	 * engine): page 2, which the child maps, stays. */
+	spill_unshare_shared(eng, false);
+	ck_assert_int_eq(spill_out(eng, p + 2 * PG, 1), 0);
+	spill_unshare_shared(eng, true);
 	/* Page 0 is written after the fork (its own again), page 1 was never
 	 * touched, page 2 is still shared with the child: EBUSY, unshared. */
 	memset(p, 0x33, PG);
@@ -520,12 +525,12 @@ START_TEST(test_skips)
 	ck_assert_int_eq(spill_out(eng, p, 3), 2);
 	spill_stats(eng, &st);
 	ck_assert_uint_eq(st.spilled, 2);
-	ck_assert_uint_eq(st.skipped, 1);
+	ck_assert_uint_eq(st.skipped, 2);
 	ck_assert_uint_eq(st.unshared, 1);
 	/* Already spilled: skipped, not stored twice. */
 	ck_assert_int_eq(spill_out(eng, p, 1), 0);
 	spill_stats(eng, &st);
-	ck_assert_uint_eq(st.skipped, 2);
+	ck_assert_uint_eq(st.skipped, 3);
 	ck_assert_uint_eq(st.in_pool, 2);
 
 	ck_assert_int_eq(memcmp(p, ref, PG), 0);
@@ -539,6 +544,33 @@ START_TEST(test_skips)
 	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
 		      "the child's copy changed (status %#x)", status);
 	close(go[0]);
+}
+END_TEST
+
+/*
+ * Pages present at a fork whose child has exited are mapped by this
+ * process alone, but the move still refuses them until they are written:
+ * taken (no copy) even by an engine told not to copy shared pages.
+ */
+START_TEST(test_unshare_after_child)
+{
+	unsigned char *p = map_pages(2);
+	struct spill_stats st;
+	pid_t child;
+
+	setup();
+	memset(p, 0x55, 2 * PG);
+	child = fork();
+	ck_assert_int_ge(child, 0);
+	if (child == 0)
+		_exit(0);
+	ck_assert_int_eq(waitpid(child, NULL, 0), child);
+	spill_unshare_shared(eng, false);
+	ck_assert_int_eq(spill_out(eng, p, 2), 2);
+	spill_stats(eng, &st);
+	ck_assert_uint_eq(st.unshared, 2);
+	for (size_t i = 0; i < 2 * PG; i++)
+		ck_assert_uint_eq(p[i], 0x55);
 }
 END_TEST
 
@@ -2004,6 +2036,7 @@ int main(void)
 	tcase_add_test(tc, test_threads_same_pages);
 	tcase_add_test(tc, test_writer_vs_spillers);
 	tcase_add_test(tc, test_skips);
+	tcase_add_test(tc, test_unshare_after_child);
 	tcase_add_test(tc, test_bad_args);
 	tcase_add_test(tc, test_close_restores);
 	tcase_add_test(tc, test_unprivileged);

@@ -248,6 +248,7 @@ struct spill_engine {
 
 	struct sp_hot *hot;
 	atomic_uint hot_distance;	/* pages; 0: nothing is ever hot */
+	atomic_bool keep_shared;	/* spill_unshare_shared(e, false) */
 
 	/*
 	 * The CPU latency request held in fault bursts (sp_burst_start), or
@@ -329,6 +330,11 @@ static bool sp_is_hot(struct spill_engine *e, uintptr_t page)
 void spill_pause_readahead(struct spill_engine *e, bool paused)
 {
 	atomic_store_explicit(&e->ra_paused, paused, memory_order_relaxed);
+}
+
+void spill_unshare_shared(struct spill_engine *e, bool copy)
+{
+	atomic_store_explicit(&e->keep_shared, !copy, memory_order_relaxed);
 }
 
 void spill_set_hot_distance(struct spill_engine *e, size_t pages)
@@ -1757,34 +1763,62 @@ static void sp_take(struct spill_engine *e, uintptr_t addr, unsigned n, unsigned
 	sp_drop(e, addr, left, n, range);
 }
 
+/* /proc/self/pagemap: the page is mapped by this process alone (mapcount 1). */
+#define SP_PM_EXCLUSIVE	(1ULL << 56)
+#define SP_PM_PRESENT	(1ULL << 63)
+
 /*
  * Make the pages busy[] of the batch at @addr the process's own again, so
  * that a move takes them; returns how many were.  A page present at a
- * fork stays copy-on-write shared -- the kernel clears its anon-exclusive
- * mark -- until the program writes it, even after the child is gone, and
- * UFFDIO_MOVE refuses it with EBUSY: after one fork (a subprocess) every
- * page the program does not write again could never be spilled, and each
- * cost a failed move at every lap (python3 holding 87 MB under
- * memory.max=48M, three forks: 24 s, 27 s of it in the kernel).  An
- * atomic add of 0 through FUTEX_WAKE_OP (nobody woken) writes each
- * without changing a byte, whatever other threads write meanwhile: the
- * kernel breaks the copy-on-write (or reuses the page once the child is
- * gone) as for any write, and an address unmapped meanwhile is EFAULT,
- * not a signal.  Never on the handler thread: a page the program dropped
+ * fork stays marked copy-on-write shared -- the kernel clears its
+ * anon-exclusive mark -- until the program writes it, even once the child
+ * is gone, and UFFDIO_MOVE refuses it with EBUSY: after one fork (a child
+ * that exits) every page the program does not write again could never be
+ * spilled, and each cost a failed move at every lap (python3 holding
+ * 87 MB under memory.max=48M, three forks: 24 s, 27 s of it in the
+ * kernel, every child dead in its first allocation).  An atomic add of 0
+ * through FUTEX_WAKE_OP (nobody woken) writes each without changing a
+ * byte, whatever other threads write meanwhile, and the kernel, finding
+ * the page mapped once, takes it back as the process's own without a
+ * copy; an address unmapped meanwhile is EFAULT, not a signal.
+ *
+ * A page another process still maps (pagemap's exclusive bit is clear)
+ * is copied by that write, and the copy spilled: the other keeps the
+ * original.  The parent at its limit thereby makes room while its child
+ * runs -- python3's children, refused their first allocation since the
+ * parent's restore took the group over memory.max, died in 3 of 3 forks
+ * when only pages mapped once were taken -- and the child, which charges
+ * only what it does not share, is charged for the original from its next
+ * sample.  In a forked child it would be a loss (spill_unshare_shared):
+ * the child is not charged for the page, and would hold a compressed copy
+ * of it besides.  Never on the handler thread: a page the program dropped
  * meanwhile would fault to the handler itself.
  */
 static unsigned sp_unshare(struct spill_engine *e, uintptr_t addr, const bool *busy, unsigned n)
 {
+	uint64_t pm[SP_BATCH];
 	unsigned done = 0;
+	ssize_t got;
+
+	bool keep_shared = atomic_load_explicit(&e->keep_shared, memory_order_relaxed);
 
 	if (pthread_equal(pthread_self(), e->thread))
 		return 0;
+	if (keep_shared) {
+		if (e->pagemap_fd < 0)
+			return 0;
+		got = pread(e->pagemap_fd, pm, n * sizeof(pm[0]),
+			    (off_t)(addr / SP_PAGE * sizeof(pm[0])));
+		if (got != (ssize_t)(n * sizeof(pm[0])))
+			return 0;
+	}
 	for (unsigned i = 0; i < n; i++) {
 		uint32_t *word = (uint32_t *)(addr + i * SP_PAGE);
 
-		if (!busy[i] || syscall(SYS_futex, word, FUTEX_WAKE_OP | FUTEX_PRIVATE_FLAG, 0,
-					(void *)0, word,
-					FUTEX_OP(FUTEX_OP_ADD, 0, FUTEX_OP_CMP_EQ, 0)) < 0)
+		if (!busy[i] || (keep_shared && (pm[i] & (SP_PM_PRESENT | SP_PM_EXCLUSIVE)) !=
+						(SP_PM_PRESENT | SP_PM_EXCLUSIVE)) ||
+		    syscall(SYS_futex, word, FUTEX_WAKE_OP | FUTEX_PRIVATE_FLAG, 0, (void *)0, word,
+			    FUTEX_OP(FUTEX_OP_ADD, 0, FUTEX_OP_CMP_EQ, 0)) < 0)
 			continue;
 		done++;
 	}

@@ -253,6 +253,15 @@ void spill_set_hot_distance(struct spill_engine *e, size_t pages);
 void spill_pause_readahead(struct spill_engine *e, bool paused);
 
 /*
+ * Whether a page another process still maps (shared copy-on-write since a
+ * fork) may be copied to be spilled: the copy takes the page out of this
+ * process's memory, and the other keeps the original.  Pages mapped by
+ * this process alone are always taken (no copy).  Default: true.  Off in
+ * a forked child, which is not charged for what it shares.
+ */
+void spill_unshare_shared(struct spill_engine *e, bool copy);
+
+/*
  * Read the counters (each one exact, the set not a snapshot).  A refault is
  * counted, and its range unregistered, just after the faulting thread is
  * released: that thread may read the counters a moment before they
