@@ -1758,8 +1758,11 @@ static void sp_take(struct spill_engine *e, uintptr_t addr, unsigned n, unsigned
 	sp_range_get(e, range, entered);
 	sp_move(e, addr, stage, in, moved, busy, n);
 	sp_check_left(e, stage, in, moved, n);
-	for (unsigned i = 0; i < n; i++)
+	for (unsigned i = 0; i < n; i++) {
 		left[i] = in[i] && !moved[i];
+		/* Moved after all (sp_check_left): in transit, never to be written to. */
+		busy[i] = busy[i] && left[i];
+	}
 	sp_drop(e, addr, left, n, range);
 }
 
@@ -1796,11 +1799,10 @@ static void sp_take(struct spill_engine *e, uintptr_t addr, unsigned n, unsigned
  */
 static unsigned sp_unshare(struct spill_engine *e, uintptr_t addr, const bool *busy, unsigned n)
 {
+	bool keep_shared = atomic_load_explicit(&e->keep_shared, memory_order_relaxed);
 	uint64_t pm[SP_BATCH];
 	unsigned done = 0;
 	ssize_t got;
-
-	bool keep_shared = atomic_load_explicit(&e->keep_shared, memory_order_relaxed);
 
 	if (pthread_equal(pthread_self(), e->thread))
 		return 0;
