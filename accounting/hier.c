@@ -483,13 +483,13 @@ static bool page_used(const struct cgm_hier *h, size_t off, size_t page)
  * a later touch maps them again, unlocked.  The pages kept locked are
  * those the process writes, so its allocation paths still take no fault.
  */
-size_t hier_release_unused(struct cgm_hier *h)
+void hier_release_unused(struct cgm_hier *h)
 {
-	size_t page = (size_t)sysconf(_SC_PAGESIZE), released = 0, off = 0;
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), off = 0;
 	char *base = (char *)h->hdr;
 
 	if (!base)
-		return 0;
+		return;
 	while (off < h->size) {
 		size_t from;
 
@@ -501,11 +501,9 @@ size_t hier_release_unused(struct cgm_hier *h)
 			;
 		if (off > h->size)
 			off = h->size;
-		if (munlock(base + from, off - from) == 0 &&
-		    madvise(base + from, off - from, MADV_DONTNEED) == 0)
-			released += off - from;
+		if (munlock(base + from, off - from) == 0)
+			madvise(base + from, off - from, MADV_DONTNEED);
 	}
-	return released;
 }
 
 void hier_close(struct cgm_hier *h)

@@ -317,6 +317,11 @@ void cgm_resident_joined(void)
 		acct_set_anon_base(&cgm_acct, acct_read_anon(0));
 }
 
+bool cgm_resident_exclusive_only(void)
+{
+	return exclusive_only;
+}
+
 void cgm_resident_fork_child(void)
 {
 	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;

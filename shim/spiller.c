@@ -95,8 +95,6 @@ static int64_t last_empty_lap_ns;
 #define EMPTY_LAP_NS	(20 * 1000000LL)
 static int64_t last_verbose_ns;
 static CGM_TLS bool fork_held;
-/* This process is a forked child (which charges only the pages it does not share). */
-static bool forked_child;
 /* This thread holds spill_lock in cgm_spill_reclaim. */
 static CGM_TLS bool spilling;
 /* This thread is the engine's handler (spill_idle runs there): it never waits for the lock. */
@@ -285,7 +283,7 @@ static bool open_engine(void)
 		return false;
 	}
 	/* A forked child is not charged for what it shares with its parent: no copy of it is spilled. */
-	if (forked_child)
+	if (cgm_resident_exclusive_only())
 		spill_unshare_shared(engine, false);
 	static_branch_enable(&cgm_spill_key);
 	cgm_bg_reclaim_start();
@@ -945,7 +943,6 @@ static void spill_child(void)
 
 	spill_lock = fresh;
 	fork_held = false;
-	forked_child = true;
 	cgm_bg_reclaim_forked();
 	if (engine)
 		spill_end(false);

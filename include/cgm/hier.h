@@ -413,9 +413,9 @@ void hier_close(struct cgm_hier *h);
  * After the program's mlockall(MCL_CURRENT), which maps and locks every
  * page of every mapping: the pages of the file this process has not
  * written (hier_prefault) and that are not the header's are unlocked and
- * unmapped again.  Returns the bytes let go.
+ * unmapped again.
  */
-size_t hier_release_unused(struct cgm_hier *h);
+void hier_release_unused(struct cgm_hier *h);
 /* FNV-1a over the header's fields before uid: what hdr->checksum must hold. */
 uint64_t hier_header_checksum(const struct cgm_hier_header *hd);
 

@@ -153,6 +153,8 @@ void cgm_reclaim_self_wait(void);
  */
 void cgm_reclaim_later(void);
 void cgm_resident_fork_child(void);
+/* A forked child that charges only the pages it does not share with its parent. */
+bool cgm_resident_exclusive_only(void);
 /* A forked child joined its parent's group: what it inherited is not its own. */
 void cgm_resident_joined(void);
 
