@@ -27,11 +27,12 @@
  * working phase 5.9 -> 3.8 s, sqlite3 4.9 -> 4.8 s, medians of 4
  * interleaved pairs against recompressing only pages a second old).
  *
- * The engine, the pool and the handler thread are made in the constructor;
- * a forked child starts without them and makes its own at its first
- * reclaim.  Before fork every spilled page comes back (the child's copy of
- * the address space has no userfaultfd registration, so it would read
- * zeros): fork costs a decompression per spilled page.
+ * The engine, the pool and the handler thread are made in the constructor.
+ * A forked child takes over its copy of them (spill_fork_lazy=1 and the
+ * kernel's fork events: see spill_prepare), so a fork brings nothing back;
+ * otherwise every spilled page comes back before fork (the child's copy
+ * of the address space has no userfaultfd registration, so it would read
+ * zeros), and the child makes its own engine at its first reclaim.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -338,6 +339,18 @@ void cgm_spill_init(void)
 /* ---- figures ---- */
 
 /* What the engine and the pool say, for the group's figures. */
+/*
+ * A forked child that kept its copy of the engine: what the copy held at
+ * the fork (the parent's, shared copy-on-write), taken off its figures.
+ */
+static struct acct_spill_state fork_base;
+static bool fork_base_set;
+
+static int64_t less_base(int64_t v, int64_t base)
+{
+	return v > base ? v - base : 0;
+}
+
 static void spill_state(struct acct_spill_state *out)
 {
 	struct acct_spill_state st = { 0 };
@@ -358,6 +371,15 @@ static void spill_state(struct acct_spill_state *out)
 	st.counts[CGM_STAT_WORKINGSET_REFAULT_ANON - CGM_STAT_SPILL0] = ss.refaulted_hot;
 	st.counts[CGM_STAT_PGSCAN - CGM_STAT_SPILL0] = __atomic_load_n(&pgscan, __ATOMIC_RELAXED);
 	st.counts[CGM_STAT_PGSTEAL - CGM_STAT_SPILL0] = ss.spilled;
+	if (fork_base_set) {
+		st.spilled_pages = less_base(st.spilled_pages, fork_base.spilled_pages);
+		st.zswap = less_base(st.zswap, fork_base.zswap);
+		st.zswapped = less_base(st.zswapped, fork_base.zswapped);
+		st.swap = less_base(st.swap, fork_base.swap);
+		for (int i = 0; i < CGM_NR_SPILL_COUNTS; i++)
+			st.counts[i] = (uint64_t)less_base((int64_t)st.counts[i],
+							   (int64_t)fork_base.counts[i]);
+	}
 	*out = st;
 }
 
@@ -915,16 +937,29 @@ void cgm_spill_stop_locked(const char *why)
 
 /* ---- fork ---- */
 
+/*
+ * The child takes over its copy of the engine and the pool
+ * (spill_fork_prepare): what was spilled stays spilled in both, and each
+ * brings back what it touches.  Not with a backing file (the child's
+ * copy of the pool would read slots the parent reuses) nor where the
+ * kernel does not report forks (UFFD_FEATURE_EVENT_FORK needs
+ * CAP_SYS_PTRACE): there every page comes back before the fork.
+ */
+static bool handoff;
+
 static void spill_prepare(void)
 {
 	/* A thread that spills has signals blocked: fork() from a handler never finds it holding. */
 	fork_held = pthread_mutex_lock(&spill_lock) == 0;
+	handoff = false;
 	if (engine) {
-		spill_restore_range(engine, NULL, SIZE_MAX);
+		handoff = fork_held && !cgm_conf.spill_backing[0] && cgm_conf.spill_fork_lazy &&
+			  spill_fork_prepare(engine);
+		if (!handoff)
+			spill_restore_range(engine, NULL, SIZE_MAX);
 		/*
 		 * And the staging copies and freed zspages still resident go
-		 * now: a child would keep its copy of them (it never uses the
-		 * parent's engine), up to 1.5 MiB.
+		 * now: a child would keep its copy of them, up to 1.5 MiB.
 		 */
 		spill_stage_clear(engine);
 	}
@@ -932,6 +967,9 @@ static void spill_prepare(void)
 
 static void spill_parent(void)
 {
+	if (handoff)
+		spill_fork_parent(engine);
+	handoff = false;
 	if (fork_held)
 		pthread_mutex_unlock(&spill_lock);
 	fork_held = false;
@@ -944,6 +982,18 @@ static void spill_child(void)
 	spill_lock = fresh;
 	fork_held = false;
 	cgm_bg_reclaim_forked();
-	if (engine)
-		spill_end(false);
+	if (!engine)
+		return;
+	if (handoff && spill_fork_child(engine) == 0) {
+		handoff = false;
+		/* The child is charged for what it adds from here, not for its copy. */
+		fork_base_set = false;
+		spill_state(&fork_base);
+		fork_base_set = true;
+		spill_unshare_shared(engine, false);
+		cgm_bg_reclaim_start();
+		return;
+	}
+	handoff = false;
+	spill_end(false);
 }

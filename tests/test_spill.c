@@ -574,6 +574,106 @@ START_TEST(test_unshare_after_child)
 }
 END_TEST
 
+/*
+ * The child of a fork takes over its copy of the engine: what was spilled
+ * stays spilled in both processes (nothing is brought back for the fork),
+ * and each brings back what it touches, byte-identical.  Pages faulted
+ * while the table is frozen for the fork (here by the forking thread
+ * itself, between prepare and fork) are served, and their entries go in
+ * the parent after the fork and in the child, which has them in place.
+ * Skips where the kernel gives no fork events (no CAP_SYS_PTRACE).
+ */
+/*
+ * @n pages spilled, a fork announced (false: no fork events here, the
+ * test is skipped), and the first @touched faulted in the frozen window:
+ * served, their entries left in place.
+ */
+static bool fork_prepared(unsigned char *p, unsigned char *ref, size_t n, size_t touched)
+{
+	setup();
+	fill_keep(p, n, ref);
+	ck_assert_int_eq(spill_out(eng, p, n), (long)n);
+	if (!spill_fork_prepare(eng)) {
+		printf("test_spill: no fork events for this process (CAP_SYS_PTRACE): skipped\n");
+		return false;
+	}
+	for (size_t i = 0; i < touched; i++)
+		ck_assert_int_eq(memcmp(p + i * PG, ref + i * PG, PG), 0);
+	return true;
+}
+
+#ifndef CGM_TSAN
+static int fork_child_checks(unsigned char *p, const unsigned char *ref, size_t n, size_t touched)
+{
+	struct spill_stats st;
+
+	if (spill_fork_child(eng))
+		return 10;
+	spill_stats(eng, &st);
+	if (st.in_pool != n - touched)
+		return 11;
+	if (memcmp(p, ref, n * PG))
+		return 12;
+	/* Counted just after the faulting thread goes on: wait for the last. */
+	for (int i = 0; i < 2000 && (spill_stats(eng, &st), st.in_pool); i++)
+		usleep(1000);
+	if (st.in_pool || st.refaulted + st.readahead != n - touched)
+		return 13;
+	/* And it spills on its own: these pages were never shared with the parent's. */
+	fill_keep(p, n, (unsigned char *)ref);
+	if (spill_out(eng, p, n) <= 0)
+		return 14;
+	if (memcmp(p, ref, n * PG))
+		return 15;
+	return 0;
+}
+
+START_TEST(test_fork_child_takes_engine)
+{
+	enum { N = 256, TOUCHED = 10 };
+	unsigned char *p = map_pages(N), *ref = malloc(N * PG);
+	struct spill_stats st;
+	pid_t child;
+	int status;
+
+	if (!fork_prepared(p, ref, N, TOUCHED))
+		return;
+	child = fork();
+	ck_assert_int_ge(child, 0);
+	if (child == 0)
+		_exit(fork_child_checks(p, ref, N, TOUCHED));
+	spill_fork_parent(eng);
+	spill_stats(eng, &st);
+	ck_assert_uint_eq(st.restored, 0);
+	ck_assert_uint_eq(st.in_pool, N - TOUCHED);
+	ck_assert_uint_eq(st.refaulted, TOUCHED);
+	ck_assert_int_eq(waitpid(child, &status, 0), child);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %#x", status);
+	ck_assert_int_eq(memcmp(p, ref, N * PG), 0);
+	free(ref);
+}
+END_TEST
+#endif
+
+/* A fork that never happens (fork() failed): the table thaws, spilling goes on. */
+START_TEST(test_fork_failed_thaws)
+{
+	enum { N = 64, TOUCHED = 5 };
+	unsigned char *p = map_pages(N), *ref = malloc(N * PG);
+	struct spill_stats st;
+
+	if (!fork_prepared(p, ref, N, TOUCHED))
+		return;
+	spill_fork_parent(eng);
+	spill_stats(eng, &st);
+	ck_assert_uint_eq(st.in_pool, N - TOUCHED);
+	ck_assert_uint_eq(st.refaulted, TOUCHED);
+	ck_assert_int_eq(spill_out(eng, p, TOUCHED), TOUCHED);
+	ck_assert_int_eq(memcmp(p, ref, N * PG), 0);
+	free(ref);
+}
+END_TEST
+
 START_TEST(test_bad_args)
 {
 	unsigned char *p = map_pages(2);
@@ -2037,6 +2137,11 @@ int main(void)
 	tcase_add_test(tc, test_writer_vs_spillers);
 	tcase_add_test(tc, test_skips);
 	tcase_add_test(tc, test_unshare_after_child);
+#ifndef CGM_TSAN
+	/* ThreadSanitizer does not let the child of a threaded fork start a thread (die_after_fork). */
+	tcase_add_test(tc, test_fork_child_takes_engine);
+#endif
+	tcase_add_test(tc, test_fork_failed_thaws);
 	tcase_add_test(tc, test_bad_args);
 	tcase_add_test(tc, test_close_restores);
 	tcase_add_test(tc, test_unprivileged);

@@ -169,3 +169,16 @@ void zp_destroy_pool(struct zp_pool *pool)
 	zp_arena_destroy(pool);
 	zp_unmap(pool, sizeof(*pool));
 }
+
+void zp_pool_forked(struct zp_pool *pool)
+{
+	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+
+	if (!pool)
+		return;
+	pool->arena_lock = pool->lru_lock = fresh;
+	for (unsigned i = 0; i < ZP_NR_ALL_CLASSES; i++)
+		pool->classes[i].lock = fresh;
+	for (unsigned i = 0; pool->ctx && i < ZP_NR_CTX; i++)
+		pool->ctx[i].lock = fresh;
+}

@@ -41,6 +41,7 @@
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -252,6 +253,31 @@ struct spill_engine {
 	atomic_bool running;		/* the handler thread got to its loop */
 
 	/*
+	 * Handing a forked child its engine (spill_fork_prepare): the uffd
+	 * reports forks (UFFD_FEATURE_EVENT_FORK, which needs
+	 * CAP_SYS_PTRACE); fork_state says where a fork stands; wake_fd
+	 * wakes the handler to see it; fork_sock is the parent's end of the
+	 * socket the child's uffd goes through (fork_lock); frozen lists the
+	 * pages served while the table was frozen (their entries are left).
+	 */
+	bool fork_events;
+	int (*create_thread)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+	atomic_uint fork_state;
+	int wake_fd;
+	struct sp_fd_id wake_id;
+	pthread_mutex_t fork_lock;
+	int fork_sock[2];
+	int child_uffd;			/* the parent's copy while it serves the child */
+	int64_t child_deadline;
+	/* The pages the parent put in place in the child (frozen: they are stored in its copy). */
+	uintptr_t *child_served;
+	uint32_t nr_child_served;
+	atomic_bool go;			/* the child's handler may read its uffd */
+	uintptr_t *frozen;
+	uint32_t nr_frozen;
+	bool frozen_overflow;
+
+	/*
 	 * The CPU latency request held in fault bursts (sp_burst_start), or
 	 * -1; why there is none; and whether the handler holds it now (its
 	 * own).
@@ -268,6 +294,18 @@ struct spill_engine {
 
 #define SP_NO_RANGE	UINT32_MAX
 #define SP_TRACK_MAX	4096u
+/* Pages served in one fork's frozen window that are listed; past it, a scan. */
+#define SP_FROZEN_MAX	1024u
+
+enum sp_fork_state {
+	SP_FORK_NONE,		/* no fork under way */
+	SP_FORK_ASKED,		/* spill_fork_prepare asks the handler to freeze the table */
+	SP_FORK_FROZEN,		/* the handler serves without changing table or pool */
+	SP_FORK_CHILD,		/* ... and serves the child too, until its own handler runs */
+	SP_FORK_THAW,		/* no fork event will come (fork failed): thaw */
+};
+/* A child whose handler is not running after this long is left to itself. */
+#define SP_CHILD_WAIT_NS	(5 * 1000000000LL)
 
 static void *sp_map(size_t bytes)
 {
@@ -1195,12 +1233,285 @@ static void sp_ra_served(struct spill_engine *e)
 		e->served(back);
 }
 
+/* ---- fork: the table frozen while the kernel copies the address space ---- */
+
+/*
+ * Drop @page's entry, its page being in place (put back in the fork
+ * window, or found resident by a forked child), and count it in @counter
+ * if there is one.
+ */
+static void sp_drop_entry(struct spill_engine *e, uintptr_t page, atomic_uint_fast64_t *counter)
+{
+	struct sp_entry *ent = sp_claim(e, page);
+	zp_entry_t zent;
+	uint32_t range, seq;
+
+	if (!ent)
+		return;
+	zent = ent->zent;
+	range = ent->range;
+	seq = ent->seq;
+	sp_remove(e, ent);
+	pthread_cond_broadcast(&e->changed);
+	pthread_mutex_unlock(&e->lock);
+	if (counter) {
+		atomic_fetch_add_explicit(counter, 1, memory_order_relaxed);
+		sp_refaulted_at(e, page, seq);
+	}
+	sp_release(e, zent);
+	sp_range_put(e, range);
+}
+
+static bool sp_resident(uintptr_t page)
+{
+	unsigned char vec;
+
+	return !mincore((void *)page, SP_PAGE, &vec) && (vec & 1);
+}
+
+/* Every entry whose page is resident goes (a cursor, as sp_restore_all). */
+static void sp_drop_resident(struct spill_engine *e, atomic_uint_fast64_t *counter)
+{
+	pthread_mutex_lock(&e->lock);
+	for (size_t cur = 0; cur <= e->mask; cur++) {
+		struct sp_entry *ent = &e->slots[cur];
+		uintptr_t page = ent->page;
+
+		if (!page || ent->state != SP_STORED || !sp_resident(page))
+			continue;
+		pthread_mutex_unlock(&e->lock);
+		sp_drop_entry(e, page, counter);
+		pthread_mutex_lock(&e->lock);
+	}
+	pthread_mutex_unlock(&e->lock);
+}
+
+/*
+ * Serve a fault while a fork copies the address space.  The child gets a
+ * copy of the table and of the pool, so neither may change: the page is
+ * put back but its entry stays, listed in frozen, and goes at the thaw.
+ * Listed before it is placed, so a child that has the page has it listed.
+ * (zp_load counts itself in on the entry while it reads: a copy made
+ * during that read keeps the count, and the child never frees that
+ * entry's object -- a leak of one object, not a loss.)
+ */
+static void sp_serve_frozen(struct spill_engine *e, uintptr_t page)
+{
+	struct sp_entry *ent;
+	zp_entry_t zent;
+	int err;
+
+	pthread_mutex_lock(&e->lock);
+	/* Nothing is in transit or loading: the forking thread keeps spill_out out. */
+	ent = sp_lookup(e, page);
+	if (!ent || ent->state != SP_STORED) {
+		if (!ent)
+			sp_place_zero(e, page);
+		pthread_mutex_unlock(&e->lock);
+		return;
+	}
+	zent = ent->zent;
+	if (e->nr_frozen < SP_FROZEN_MAX)
+		e->frozen[e->nr_frozen++] = page;
+	else
+		e->frozen_overflow = true;
+	pthread_mutex_unlock(&e->lock);
+	err = zp_load(e->pool, zent, e->bounce);
+	if (err) {
+		sp_lost(page, err);
+		return;
+	}
+	err = sp_place(e, page, e->bounce, true);
+	if (err)
+		sp_unplaced(page, err);
+}
+
+/*
+ * After the copy: the entries of pages put back in the fork window go.
+ * In the parent (@counter: refaulted) every listed page was put back; in
+ * the child (@counter NULL) only those put back before the copy are there.
+ */
+static void sp_thaw(struct spill_engine *e, atomic_uint_fast64_t *counter)
+{
+	for (uint32_t i = 0; i < e->nr_frozen; i++)
+		if (counter || sp_resident(e->frozen[i]))
+			sp_drop_entry(e, e->frozen[i], counter);
+	if (e->frozen_overflow)
+		sp_drop_resident(e, counter);
+	e->nr_frozen = 0;
+	e->frozen_overflow = false;
+}
+
+/* One byte and room for one descriptor (SCM_RIGHTS), for the fork socket. */
+struct sp_fd_msg {
+	char byte;
+	struct iovec iov;
+	struct msghdr m;
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} c;	/* last: its size is not a constant to clang */
+};
+
+static void sp_fd_msg_init(struct sp_fd_msg *x)
+{
+	memset(x, 0, sizeof(*x));
+	x->byte = 'u';
+	x->iov = (struct iovec){ &x->byte, 1 };
+	x->m = (struct msghdr){ .msg_iov = &x->iov, .msg_iovlen = 1,
+				.msg_control = x->c.buf, .msg_controllen = sizeof(x->c.buf) };
+}
+
+/* SCM_RIGHTS: @fd through the socket @sock. */
+static int sp_send_fd(int sock, int fd)
+{
+	struct sp_fd_msg x;
+	struct cmsghdr *h;
+
+	sp_fd_msg_init(&x);
+	h = CMSG_FIRSTHDR(&x.m);
+	h->cmsg_level = SOL_SOCKET;
+	h->cmsg_type = SCM_RIGHTS;
+	h->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(h), &fd, sizeof(int));
+	return sendmsg(sock, &x.m, MSG_NOSIGNAL | MSG_DONTWAIT) == 1 ? 0 : -errno;
+}
+
+/* The descriptor that came through @sock, or -1 (the parent sent none). */
+static int sp_recv_fd(int sock)
+{
+	struct sp_fd_msg x;
+	struct cmsghdr *h;
+	ssize_t n;
+	int fd = -1;
+
+	sp_fd_msg_init(&x);
+	do
+		n = recvmsg(sock, &x.m, MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	h = n == 1 && !(x.m.msg_flags & MSG_CTRUNC) ? CMSG_FIRSTHDR(&x.m) : NULL;
+	if (h && h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS &&
+	    h->cmsg_len == CMSG_LEN(sizeof(int)))
+		memcpy(&fd, CMSG_DATA(h), sizeof(int));
+	return fd;
+}
+
+/*
+ * The kernel made the child's uffd (UFFD_EVENT_FORK: the child's ranges
+ * are registered on it and the forking thread waits until this message is
+ * read).  A fork spill_fork_prepare() announced gets it through the socket
+ * and the table thaws; any other fork (a raw clone() or _Fork(), which run
+ * no fork handler) cannot be served from here.
+ */
+static void sp_fork_event(struct spill_engine *e, int ufd)
+{
+	unsigned st = atomic_load_explicit(&e->fork_state, memory_order_acquire);
+	int err = -EPIPE;
+
+	pthread_mutex_lock(&e->fork_lock);
+	if (st == SP_FORK_FROZEN && e->fork_sock[0] >= 0)
+		err = sp_send_fd(e->fork_sock[0], ufd);
+	pthread_mutex_unlock(&e->fork_lock);
+	if (!err) {
+		/*
+		 * The child's copy of the table and the pool is this one, as
+		 * long as it stays frozen: its faults are served from here
+		 * until its own handler runs (that thread's start, its main
+		 * thread's fork handlers may touch spilled pages).
+		 */
+		e->child_uffd = ufd;
+		e->nr_child_served = 0;
+		e->child_deadline = sp_now_ns() + SP_CHILD_WAIT_NS;
+		atomic_store_explicit(&e->fork_state, SP_FORK_CHILD, memory_order_release);
+		return;
+	}
+	close(ufd);
+	if (st != SP_FORK_FROZEN && st != SP_FORK_THAW)
+		cgm_log("spill: a fork the library's fork handlers did not see (a raw clone() or "
+			"_Fork()): the child reads zeros where pages were spilled");
+	else if (err != -EPIPE)
+		cgm_log("spill: cannot hand the forked child its userfaultfd (%s): it puts its "
+			"spilled pages back itself", cgm_strerror(-err));
+	if (st == SP_FORK_FROZEN || st == SP_FORK_THAW) {
+		sp_thaw(e, &e->refaulted);
+		atomic_store_explicit(&e->fork_state, SP_FORK_NONE, memory_order_release);
+	}
+}
+
+/* A fault of the child's, served from the frozen table (the child's is the same). */
+static void sp_serve_child(struct spill_engine *e, uintptr_t page)
+{
+	const void *src = e->zeros;
+	struct sp_entry *ent;
+	zp_entry_t zent = 0;
+	bool stored;
+
+	pthread_mutex_lock(&e->lock);
+	ent = sp_lookup(e, page);
+	stored = ent && ent->state == SP_STORED;
+	if (stored)
+		zent = ent->zent;
+	pthread_mutex_unlock(&e->lock);
+	if (stored) {
+		if (zp_load(e->pool, zent, e->bounce))
+			return;	/* the child's own handler will find it lost too */
+		src = e->bounce;
+		/* Its entry goes in the child (listed after the count; past the bound, it looks at all). */
+		if (e->nr_child_served < SP_FROZEN_MAX)
+			e->child_served[++e->nr_child_served] = page;
+	}
+	for (;;) {
+		struct uffdio_copy c = { .dst = page, .src = (uintptr_t)src, .len = SP_PAGE };
+
+		if (!ioctl(e->child_uffd, UFFDIO_COPY, &c) || errno != EAGAIN)
+			break;
+	}
+	ioctl(e->child_uffd, UFFDIO_WAKE, &(struct uffdio_range){ .start = page, .len = SP_PAGE });
+}
+
+/*
+ * Serve what the child asked; once its handler runs (it says so on the
+ * socket, or hangs up), or it took too long, let it go and thaw.
+ */
+static void sp_child_service(struct spill_engine *e)
+{
+	struct uffd_msg msg[SP_MSGS];
+	struct pollfd p = { .fd = e->fork_sock[0], .events = POLLIN };
+	ssize_t n;
+
+	while ((n = read(e->child_uffd, msg, sizeof(msg))) > 0)
+		for (size_t i = 0; i < (size_t)n / sizeof(msg[0]); i++)
+			if (msg[i].event == UFFD_EVENT_PAGEFAULT)
+				sp_serve_child(e, (uintptr_t)msg[i].arg.pagefault.address &
+							  ~(SP_PAGE - 1));
+	if (poll(&p, 1, 0) == 0 && sp_now_ns() < e->child_deadline)
+		return;
+	if (!p.revents)
+		cgm_log("spill: the forked child's handler did not start in 5 s: it is left to "
+			"itself");
+	close(e->child_uffd);
+	e->child_uffd = -1;
+	/* Which pages it got from here, for its table (all at once; none past the bound). */
+	e->child_served[0] = e->nr_child_served;
+	if (e->nr_child_served == SP_FROZEN_MAX)
+		e->child_served[0] = UINTPTR_MAX;	/* some not listed */
+	if (send(e->fork_sock[0], e->child_served,
+		 (1 + (e->nr_child_served < SP_FROZEN_MAX ? e->nr_child_served : 0)) *
+		 sizeof(uintptr_t), MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+		/* The child is gone. */
+	}
+	e->nr_child_served = 0;
+	sp_thaw(e, &e->refaulted);
+	atomic_store_explicit(&e->fork_state, SP_FORK_NONE, memory_order_release);
+}
+
 static void *sp_handler(void *arg)
 {
 	struct spill_engine *e = arg;
-	struct pollfd pfd[2] = {
+	struct pollfd pfd[3] = {
 		{ .fd = e->uffd, .events = POLLIN },
 		{ .fd = e->stop_fd, .events = POLLIN },
+		{ .fd = e->wake_fd, .events = POLLIN },
 	};
 	struct uffd_msg msg[SP_MSGS];
 	int64_t spin_until = 0, last_fault = 0;
@@ -1213,9 +1524,32 @@ static void *sp_handler(void *arg)
 
 	/* Past the thread's start (spill_open waits for this). */
 	atomic_store_explicit(&e->running, true, memory_order_release);
+	/* In a forked child: until the parent no longer serves it (spill_fork_child). */
+	while (!atomic_load_explicit(&e->go, memory_order_acquire)) {
+		struct timespec ts = { 0, 10000 };
+
+		nanosleep(&ts, NULL);
+	}
 	for (;;) {
 		uint64_t back;
+		unsigned fs = atomic_load_explicit(&e->fork_state, memory_order_acquire);
+		bool frozen;
 		ssize_t n;
+
+		/* A fork asks for the table frozen; one that failed, thawed. */
+		if (fs == SP_FORK_ASKED &&
+		    atomic_compare_exchange_strong(&e->fork_state, &fs, SP_FORK_FROZEN))
+			fs = SP_FORK_FROZEN;
+		if (fs == SP_FORK_THAW) {
+			sp_thaw(e, &e->refaulted);
+			atomic_store_explicit(&e->fork_state, SP_FORK_NONE, memory_order_release);
+			fs = SP_FORK_NONE;
+		}
+		if (fs == SP_FORK_CHILD) {
+			sp_child_service(e);
+			fs = atomic_load_explicit(&e->fork_state, memory_order_acquire);
+		}
+		frozen = fs == SP_FORK_FROZEN || fs == SP_FORK_CHILD;
 
 		/*
 		 * Faults come in bursts (a program walking what was spilled):
@@ -1226,6 +1560,18 @@ static void *sp_handler(void *arg)
 		 * costs nothing.
 		 */
 		n = read(e->uffd, msg, sizeof(msg));
+		if (n <= 0 && frozen) {
+			/* Nothing that changes the table or the pool: only faults and the fork. */
+			struct pollfd fp[5] = { pfd[0], pfd[1], pfd[2],
+						{ .fd = e->child_uffd, .events = POLLIN },
+						{ .fd = e->fork_sock[0], .events = POLLIN } };
+			bool child = fs == SP_FORK_CHILD;
+
+			poll(fp, child ? 5 : 3, child ? 10 : -1);
+			if (fp[2].revents)
+				eventfd_read(e->wake_fd, &(eventfd_t){ 0 });
+			continue;
+		}
 		if (n <= 0 && e->ra_count) {
 			/* Paused: what was pending is dropped, not kept for later. */
 			if (atomic_load_explicit(&e->ra_paused, memory_order_relaxed))
@@ -1242,11 +1588,15 @@ static void *sp_handler(void *arg)
 			/* Going to sleep: what the refaults freed in the pool goes now. */
 			zp_release_freed(e->pool);
 			sp_burst_end(e);
-			n = poll(pfd, 2, !e->idle ? -1 : more ? 0 : e->idle_ms);
+			n = poll(pfd, 3, !e->idle ? -1 : more ? 0 : e->idle_ms);
 			if (n < 0)
 				continue;	/* EINTR cannot happen (signals blocked) */
 			if (pfd[1].revents)
 				break;
+			if (pfd[2].revents) {
+				eventfd_read(e->wake_fd, &(eventfd_t){ 0 });
+				continue;
+			}
 			if (pfd[0].revents & POLLNVAL) {
 				/*
 				 * The program closed the userfaultfd (closing every
@@ -1280,9 +1630,17 @@ static void *sp_handler(void *arg)
 		for (size_t i = 0; i < (size_t)n / sizeof(msg[0]); i++) {
 			uintptr_t page;
 
+			if (msg[i].event == UFFD_EVENT_FORK) {
+				sp_fork_event(e, (int)msg[i].arg.fork.ufd);
+				continue;
+			}
 			if (msg[i].event != UFFD_EVENT_PAGEFAULT)
 				continue;
 			page = (uintptr_t)msg[i].arg.pagefault.address & ~(SP_PAGE - 1);
+			if (frozen) {
+				sp_serve_frozen(e, page);
+				continue;
+			}
 			sp_serve(e, page);
 			if (e->ra_on && !atomic_load_explicit(&e->ra_paused, memory_order_relaxed))
 				sp_readahead(e, page);
@@ -1294,6 +1652,7 @@ static void *sp_handler(void *arg)
 		if (e->served && back)
 			e->served(back);
 	}
+	atomic_store_explicit(&e->running, false, memory_order_release);
 	return NULL;
 }
 
@@ -1452,6 +1811,7 @@ static void sp_free(struct spill_engine *e)
 	sp_fd_drop(e->uffd, &e->uffd_id);
 	sp_fd_drop(e->stage_uffd, &e->stage_id);
 	sp_fd_drop(e->stop_fd, &e->stop_id);
+	sp_fd_drop(e->wake_fd, &e->wake_id);
 	sp_fd_drop(e->qos_fd, &e->qos_id);	/* the request goes with it */
 	sp_unmap(e->slots, (e->mask + 1) * sizeof(*e->slots));
 	sp_unmap(e->ranges, (size_t)e->max_ranges * sizeof(*e->ranges));
@@ -1462,12 +1822,15 @@ static void sp_free(struct spill_engine *e)
 	sp_unmap(e->zeros, SP_PAGE);
 	sp_unmap(e->hot, SP_HOT_SLOTS * sizeof(*e->hot));
 	sp_unmap(e->tracked, SP_TRACK_MAX * sizeof(*e->tracked));
+	sp_unmap(e->frozen, SP_FROZEN_MAX * sizeof(*e->frozen));
+	sp_unmap(e->child_served, (SP_FROZEN_MAX + 1) * sizeof(*e->child_served));
 	sp_fd_drop(e->pagemap_fd, &e->pagemap_id);
 	pthread_mutex_destroy(&e->lock);
 	pthread_cond_destroy(&e->changed);
 	pthread_mutex_destroy(&e->reg_lock);
 	pthread_mutex_destroy(&e->lane_lock);
 	pthread_cond_destroy(&e->lane_free);
+	pthread_mutex_destroy(&e->fork_lock);
 	sp_unmap(e, sizeof(*e));
 }
 
@@ -1491,7 +1854,11 @@ int spill_open(const struct spill_options *opt, struct spill_engine **enginep)
 	e->served = opt->served;
 	e->ra_on = opt->readahead;
 	e->idle_ms = opt->idle_ms > 60000 ? 60000 : (int)opt->idle_ms;
-	e->uffd = e->stage_uffd = e->stop_fd = e->pagemap_fd = e->qos_fd = -1;
+	e->uffd = e->stage_uffd = e->stop_fd = e->pagemap_fd = e->qos_fd = e->wake_fd = -1;
+	e->fork_sock[0] = e->fork_sock[1] = e->child_uffd = -1;
+	atomic_store(&e->go, true);
+	e->create_thread = opt->create_thread ? opt->create_thread : pthread_create;
+	pthread_mutex_init(&e->fork_lock, NULL);
 	pthread_mutex_init(&e->lock, NULL);
 	pthread_cond_init(&e->changed, NULL);
 	pthread_mutex_init(&e->reg_lock, NULL);
@@ -1518,22 +1885,41 @@ int spill_open(const struct spill_options *opt, struct spill_engine **enginep)
 	e->zeros = sp_map(SP_PAGE);
 	e->hot = sp_map(SP_HOT_SLOTS * sizeof(*e->hot));
 	e->tracked = sp_map(SP_TRACK_MAX * sizeof(*e->tracked));
+	e->frozen = sp_map(SP_FROZEN_MAX * sizeof(*e->frozen));
+	e->child_served = sp_map((SP_FROZEN_MAX + 1) * sizeof(*e->child_served));
 	err = -ENOMEM;
 	if (!e->slots || !e->ranges || !e->bucket || !e->stage || !e->bounce || !e->span || !e->zeros ||
-	    !e->hot || !e->tracked)
+	    !e->hot || !e->tracked || !e->frozen || !e->child_served)
 		goto fail;
 	madvise(e->stage, sp_stage_bytes(), MADV_NOHUGEPAGE);
 
 	/* Write tracking where the kernel has it (6.7); spilling works without. */
 	e->pagemap_fd = -1;
 	/* Each descriptor kept (cgm/own_fds.h): a program closing all of its own must not take them. */
-	e->uffd = cgm_fd_keep(sp_uffd_quiet(UFFD_FEATURE_WP_ASYNC));
+	/*
+	 * And fork events where the kernel lets this process have them
+	 * (CAP_SYS_PTRACE): a forked child then gets its copy of the engine
+	 * (spill_fork_prepare); without them every page comes back first.
+	 */
+	e->fork_events = true;
+	e->uffd = sp_uffd_quiet(UFFD_FEATURE_WP_ASYNC | UFFD_FEATURE_EVENT_FORK);
+	if (e->uffd < 0) {
+		e->fork_events = false;
+		e->uffd = sp_uffd_quiet(UFFD_FEATURE_WP_ASYNC);
+	}
+	e->uffd = cgm_fd_keep(e->uffd);
 	if (e->uffd >= 0) {
 		e->pagemap_fd = cgm_fd_keep(open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC));
 		e->wp_async = e->pagemap_fd >= 0;
 		sp_fd_note(e->pagemap_fd, &e->pagemap_id);
 	} else {
-		e->uffd = cgm_fd_keep(sp_uffd_new(0));
+		e->fork_events = true;
+		e->uffd = sp_uffd_quiet(UFFD_FEATURE_EVENT_FORK);
+		if (e->uffd < 0) {
+			e->fork_events = false;
+			e->uffd = sp_uffd_new(0);
+		}
+		e->uffd = cgm_fd_keep(e->uffd);
 	}
 	err = e->uffd;
 	if (err < 0)
@@ -1559,6 +1945,12 @@ int spill_open(const struct spill_options *opt, struct spill_engine **enginep)
 		goto fail;
 	}
 	sp_fd_note(e->stop_fd, &e->stop_id);
+	e->wake_fd = cgm_fd_keep(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+	if (e->wake_fd < 0) {
+		err = -errno;
+		goto fail;
+	}
+	sp_fd_note(e->wake_fd, &e->wake_id);
 	/* Opened, the request asks nothing yet (the default: no constraint). */
 	if (opt->cpu_latency) {
 		e->qos_fd = open("/dev/cpu_dma_latency", O_WRONLY | O_CLOEXEC);
@@ -1572,8 +1964,7 @@ int spill_open(const struct spill_options *opt, struct spill_engine **enginep)
 	 * that touched a spilled page there would wait for itself. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	err = -(opt->create_thread ? opt->create_thread : pthread_create)(&e->thread, NULL,
-									  sp_handler, e);
+	err = -e->create_thread(&e->thread, NULL, sp_handler, e);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (err)
 		goto fail;
@@ -2227,4 +2618,242 @@ void spill_abandon(struct spill_engine *e)
 {
 	/* The handler thread is the parent's: not here, nothing to join. */
 	sp_free(e);
+}
+
+/* ---- fork: the child gets its own copy of the engine ---- */
+
+bool spill_fork_prepare(struct spill_engine *e)
+{
+	unsigned asked = SP_FORK_ASKED;
+
+	/*
+	 * The kernel reports a fork only where a range is registered: with
+	 * none, the child inherits no registration and needs nothing.
+	 */
+	pthread_mutex_lock(&e->reg_lock);
+	bool registered = atomic_load(&e->nr_ranges) || e->nr_tracked;
+	pthread_mutex_unlock(&e->reg_lock);
+	if (!registered || !e->fork_events ||
+	    !atomic_load_explicit(&e->running, memory_order_acquire) ||
+	    !sp_fd_still(e->wake_fd, &e->wake_id))
+		return false;
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, e->fork_sock)) {
+		e->fork_sock[0] = e->fork_sock[1] = -1;
+		return false;
+	}
+	atomic_store_explicit(&e->fork_state, SP_FORK_ASKED, memory_order_release);
+	eventfd_write(e->wake_fd, 1);
+	/* The handler answers between two faults (2 s: it is stuck, not slow). */
+	for (int i = 0; i < 100000; i++) {
+		struct timespec ts = { 0, 20000 };
+
+		if (atomic_load_explicit(&e->fork_state, memory_order_acquire) == SP_FORK_FROZEN)
+			return true;
+		nanosleep(&ts, NULL);
+	}
+	if (!atomic_compare_exchange_strong(&e->fork_state, &asked, SP_FORK_NONE))
+		return true;	/* it answered just now */
+	cgm_log("spill: the handler thread did not answer before fork: every spilled page "
+		"comes back instead");
+	close(e->fork_sock[0]);
+	close(e->fork_sock[1]);
+	e->fork_sock[0] = e->fork_sock[1] = -1;
+	return false;
+}
+
+void spill_fork_parent(struct spill_engine *e)
+{
+	/* The child has its copy of this end: once that is gone too, the parent's sees a hang-up. */
+	close(e->fork_sock[1]);
+	for (int i = 0;; i++) {
+		struct pollfd p = { .fd = e->fork_sock[0], .events = POLLIN };
+		struct timespec ts = { 0, 10000 };
+		unsigned frozen = SP_FORK_FROZEN;
+
+		if (atomic_load_explicit(&e->fork_state, memory_order_acquire) == SP_FORK_NONE)
+			break;
+		/*
+		 * No child holds the other end: fork failed (no event will
+		 * come), or the child is gone already; either way the table
+		 * thaws.  A fork that succeeded was reported before fork()
+		 * returned here (the kernel waits until the handler has read
+		 * the message), so the handler is about to hand it on: after
+		 * 2 s without that, it never will (the child then puts its
+		 * pages back itself).
+		 */
+		if (((poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR))) || i == 200000) &&
+		    atomic_compare_exchange_strong(&e->fork_state, &frozen, SP_FORK_THAW)) {
+			if (i == 200000)
+				cgm_log("spill: no fork event in 2 s: the child puts its spilled "
+					"pages back itself");
+			eventfd_write(e->wake_fd, 1);
+		}
+		nanosleep(&ts, NULL);
+	}
+	pthread_mutex_lock(&e->fork_lock);
+	close(e->fork_sock[0]);
+	e->fork_sock[0] = e->fork_sock[1] = -1;
+	pthread_mutex_unlock(&e->fork_lock);
+}
+
+/*
+ * No uffd came (the parent could not send it, or died): the child's
+ * ranges are no longer registered (the uffd's last descriptor closed), so
+ * each spilled page is written back in place from the child's copy of the
+ * pool, as plain memory.  Pages already there (put back in the fork
+ * window before the copy) are left as they are.
+ */
+static void sp_fork_restore_plain(struct spill_engine *e)
+{
+	for (size_t cur = 0; cur <= e->mask; cur++) {
+		struct sp_entry *ent = &e->slots[cur];
+		int err;
+
+		if (!ent->page || ent->state != SP_STORED || sp_resident(ent->page))
+			continue;
+		err = zp_load(e->pool, ent->zent, e->bounce);
+		if (err) {
+			sp_lost(ent->page, err);
+			continue;
+		}
+		memcpy((void *)ent->page, e->bounce, SP_PAGE);
+	}
+}
+
+/* The child's own descriptors in place of its copies of the parent's; -errno. */
+static int sp_fork_fds(struct spill_engine *e, int ufd)
+{
+	struct uffdio_register reg = {
+		.range = { .start = (uintptr_t)e->stage, .len = sp_stage_bytes() },
+		.mode = UFFDIO_REGISTER_MODE_MISSING,
+	};
+	bool qos = e->qos_fd >= 0;
+
+	sp_fd_drop(e->uffd, &e->uffd_id);
+	sp_fd_drop(e->stage_uffd, &e->stage_id);
+	sp_fd_drop(e->stop_fd, &e->stop_id);
+	sp_fd_drop(e->wake_fd, &e->wake_id);
+	sp_fd_drop(e->qos_fd, &e->qos_id);	/* the parent's request stays the parent's */
+	sp_fd_drop(e->pagemap_fd, &e->pagemap_id);	/* it reads the parent's address space */
+	e->stage_uffd = e->stop_fd = e->wake_fd = e->qos_fd = e->pagemap_fd = -1;
+	e->uffd = cgm_fd_keep(ufd);
+	sp_fd_note(e->uffd, &e->uffd_id);
+	if (e->wp_async) {
+		e->pagemap_fd = cgm_fd_keep(open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC));
+		e->wp_async = e->pagemap_fd >= 0;
+		sp_fd_note(e->pagemap_fd, &e->pagemap_id);
+	}
+	/* The staging area's registration is not inherited; it was emptied before the fork. */
+	madvise(e->stage, sp_stage_bytes(), MADV_DONTNEED);
+	memset(e->lane_used, 0, sizeof(e->lane_used));
+	e->lane_busy = 0;
+	e->stage_uffd = cgm_fd_keep(sp_uffd_new(UFFD_FEATURE_MOVE));
+	if (e->stage_uffd < 0)
+		return e->stage_uffd;
+	sp_fd_note(e->stage_uffd, &e->stage_id);
+	if (ioctl(e->stage_uffd, UFFDIO_REGISTER, &reg))
+		return -errno;
+	e->stop_fd = cgm_fd_keep(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+	e->wake_fd = cgm_fd_keep(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+	if (e->stop_fd < 0 || e->wake_fd < 0)
+		return -EMFILE;
+	sp_fd_note(e->stop_fd, &e->stop_id);
+	sp_fd_note(e->wake_fd, &e->wake_id);
+	if (qos) {
+		e->qos_fd = open("/dev/cpu_dma_latency", O_WRONLY | O_CLOEXEC);
+		e->qos_err = e->qos_fd < 0 ? errno : 0;
+		e->qos_fd = cgm_fd_keep(e->qos_fd);
+		if (e->qos_fd >= 0)
+			sp_fd_note(e->qos_fd, &e->qos_id);
+	}
+	return 0;
+}
+
+/*
+ * The child's handler thread.  Until it reaches its loop, this (the only)
+ * thread serves: the new thread reads program memory before its start
+ * function (spill_open), and some of it may be spilled here already.
+ */
+static int sp_fork_start(struct spill_engine *e)
+{
+	sigset_t all, old;
+	int err;
+
+	atomic_store(&e->running, false);
+	atomic_store(&e->go, false);
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	err = e->create_thread(&e->thread, NULL, sp_handler, e);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (err)
+		return -err;
+	for (int i = 0; i < 500000 && !atomic_load_explicit(&e->running, memory_order_acquire); i++) {
+		struct timespec ts = { 0, 10000 };
+
+		nanosleep(&ts, NULL);
+	}
+	return 0;
+}
+
+int spill_fork_child(struct spill_engine *e)
+{
+	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+	pthread_cond_t fresh_cond = PTHREAD_COND_INITIALIZER;
+	int ufd, err;
+
+	/* The parent's threads are gone: no lock is held, whatever the copy says. */
+	e->lock = e->reg_lock = e->lane_lock = e->fork_lock = fresh;
+	e->changed = e->lane_free = fresh_cond;
+	zp_pool_forked(e->pool);
+	close(e->fork_sock[0]);
+	ufd = sp_recv_fd(e->fork_sock[1]);
+	atomic_store(&e->fork_state, SP_FORK_NONE);
+	e->child_uffd = -1;
+	/* The handler's own state: readahead, bursts. */
+	e->ra_count = 0;
+	e->in_burst = false;
+	memset(e->streams, 0, sizeof(e->streams));
+	memset(e->seen, 0, sizeof(e->seen));
+	if (ufd < 0) {
+		close(e->fork_sock[1]);
+		e->fork_sock[1] = -1;
+		sp_fork_restore_plain(e);
+		return -EPIPE;
+	}
+	err = sp_fork_fds(e, ufd);
+	if (!err) {
+		/* Put back before the copy, in the fork window: this copy has them. */
+		sp_thaw(e, NULL);
+		err = sp_fork_start(e);
+	}
+	/*
+	 * The parent serves this process's faults until told; then it says
+	 * which pages it put in place here, whose entries go (the parent
+	 * gone, no list: a look at every entry).  Only then does this
+	 * process's handler read the uffd: the two never serve side by side.
+	 */
+	if (write(e->fork_sock[1], "r", 1) == 1) {
+		ssize_t n;
+
+		do
+			n = recv(e->fork_sock[1], e->child_served,
+				 (SP_FROZEN_MAX + 1) * sizeof(uintptr_t), 0);
+		while (n < 0 && errno == EINTR);
+		for (ssize_t i = 1; i < n / (ssize_t)sizeof(uintptr_t); i++)
+			if (sp_resident(e->child_served[i]))
+				sp_drop_entry(e, e->child_served[i], &e->refaulted);
+		if (n < (ssize_t)sizeof(uintptr_t) || e->child_served[0] == UINTPTR_MAX)
+			sp_drop_resident(e, &e->refaulted);
+	}
+	close(e->fork_sock[1]);
+	e->fork_sock[1] = -1;
+	atomic_store_explicit(&e->go, true, memory_order_release);
+	if (err) {
+		cgm_log("spill: the forked child cannot run its engine (%s): its spilled pages "
+			"are put back", cgm_strerror(-err));
+		e->nr_frozen = 0;
+		sp_restore_all(e, e->bounce);
+		return err;
+	}
+	return 0;
 }

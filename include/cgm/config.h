@@ -54,6 +54,7 @@ struct cgm_config {
 	bool spill_background;		/* a thread keeps the group below its limit */
 	bool spill_hold_high;		/* pages brought back are reclaimed for at once */
 	bool spill_hold_max;		/* ... at least what is beyond memory.max */
+	bool spill_fork_lazy;		/* a forked child keeps the spilled pages spilled */
 	bool spill_cpu_latency;		/* idle CPUs poll during fault bursts (PM QoS) */
 	int stats;			/* enum cgm_stats_mode */
 	char stats_file[CGM_CONF_STR_MAX];

@@ -37,8 +37,10 @@
  * spilled.
  *
  * Limits of this engine, for whoever wires it in:
- *   - fork(): no UFFD_FEATURE_EVENT_FORK; a child reads zeros where the
- *     parent's pages were spilled.  Bring pages back first
+ *   - fork(): the child reads zeros where the parent's pages were
+ *     spilled unless it takes over its copy of the engine
+ *     (spill_fork_prepare, which needs UFFD_FEATURE_EVENT_FORK and so
+ *     CAP_SYS_PTRACE) or the pages were brought back first
  *     (spill_restore_range over everything).
  *   - MADV_DONTNEED/munmap by the program on a spilled page is not seen
  *     (no EVENT_REMOVE/UNMAP, whose waits would deadlock a handler that
@@ -284,5 +286,31 @@ void spill_close(struct spill_engine *e);
  * not have.  The child's pages were restored before the fork.
  */
 void spill_abandon(struct spill_engine *e);
+
+/*
+ * Around fork(), so that the child keeps what the parent spilled in its
+ * copy of the pool and brings it back itself, lazily, as the parent
+ * would -- a fork costs no restore, and a child that execs never brings
+ * anything back.
+ *
+ * spill_fork_prepare, before the fork, with spill_out() and the range
+ * calls kept out until spill_fork_parent: the handler freezes the table
+ * and the pool (faults are still served, the entries left in place) so
+ * that the child's copy is whole.  False if it cannot be done (the
+ * kernel does not report forks to this process: no CAP_SYS_PTRACE, or
+ * the handler does not answer): bring every page back instead.
+ *
+ * spill_fork_parent, in the parent after it: waits for the handler to
+ * hand the child's userfaultfd (the kernel's UFFD_EVENT_FORK) to the
+ * child and to thaw.
+ *
+ * spill_fork_child, in the child (its only thread): takes the userfaultfd
+ * and starts its own handler thread.  0: this process has the engine now;
+ * otherwise (no descriptor came, or the handler cannot start) every
+ * spilled page was put back in place, and the engine is to be abandoned.
+ */
+bool spill_fork_prepare(struct spill_engine *e);
+void spill_fork_parent(struct spill_engine *e);
+int spill_fork_child(struct spill_engine *e);
 
 #endif /* CGM_SPILL_H */

@@ -140,6 +140,12 @@ int zp_create_pool(const struct zp_options *opt, struct zp_pool **poolp);
 /* Destroy a pool and unmap everything; no call may be in flight. */
 void zp_destroy_pool(struct zp_pool *pool);
 /*
+ * In the child of fork(), whose copy of the pool it keeps using: every
+ * lock released (the threads that may have held one are the parent's).
+ * The pool must not have been changing at the fork; no backing file.
+ */
+void zp_pool_forked(struct zp_pool *pool);
+/*
  * Give the OS the pages of zspages freed lately: the pool gives them back
  * 16 runs at a time, in one system call, and until then up to 15 freed
  * runs stay resident (no longer counted in zp_get_total_pages()).  For

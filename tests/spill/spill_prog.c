@@ -178,7 +178,8 @@ static void checks(void)
 	}
 	ok("threads");
 
-	/* A forked child sees every byte (the parent's spilled pages came back first: time it). */
+	/* A forked child sees every byte (it serves itself from its copy of the pool, or, without
+	 * fork events, the parent's spilled pages came back first: time it). */
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	child = fork();
 	if (child > 0) {
