@@ -953,8 +953,8 @@ static void spill_prepare(void)
 	fork_held = pthread_mutex_lock(&spill_lock) == 0;
 	handoff = false;
 	if (engine) {
-		handoff = fork_held && !cgm_conf.spill_backing[0] && cgm_conf.spill_fork_lazy &&
-			  spill_fork_prepare(engine);
+		handoff = spill_fork_prepare(engine, fork_held && !cgm_conf.spill_backing[0] &&
+							 cgm_conf.spill_fork_lazy);
 		if (!handoff)
 			spill_restore_range(engine, NULL, SIZE_MAX);
 		/*
@@ -967,7 +967,7 @@ static void spill_prepare(void)
 
 static void spill_parent(void)
 {
-	if (handoff)
+	if (engine)
 		spill_fork_parent(engine);
 	handoff = false;
 	if (fork_held)

@@ -593,7 +593,7 @@ static bool fork_prepared(unsigned char *p, unsigned char *ref, size_t n, size_t
 	setup();
 	fill_keep(p, n, ref);
 	ck_assert_int_eq(spill_out(eng, p, n), (long)n);
-	if (!spill_fork_prepare(eng)) {
+	if (!spill_fork_prepare(eng, true)) {
 		printf("test_spill: no fork events for this process (CAP_SYS_PTRACE): skipped\n");
 		return false;
 	}

@@ -261,6 +261,7 @@ struct spill_engine {
 	 * pages served while the table was frozen (their entries are left).
 	 */
 	bool fork_events;
+	atomic_bool fork_announced;	/* a fork handler ran since the last fork report */
 	int (*create_thread)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 	atomic_uint fork_state;
 	int wake_fd;
@@ -1413,6 +1414,7 @@ static void sp_fork_event(struct spill_engine *e, int ufd)
 		err = sp_send_fd(e->fork_sock[0], ufd);
 	pthread_mutex_unlock(&e->fork_lock);
 	if (!err) {
+		atomic_store_explicit(&e->fork_announced, false, memory_order_release);
 		/*
 		 * The child's copy of the table and the pool is this one, as
 		 * long as it stays frozen: its faults are served from here
@@ -1426,7 +1428,15 @@ static void sp_fork_event(struct spill_engine *e, int ufd)
 		return;
 	}
 	close(ufd);
-	if (st != SP_FORK_FROZEN && st != SP_FORK_THAW)
+	/*
+	 * Announced but not handed over: every spilled page came back before
+	 * it.  (The flag goes with the report it announced, not in the fork
+	 * handler: the handler may take the message in hand only after fork()
+	 * has returned.  A fork with nothing registered is not reported: the
+	 * next unannounced one then goes unsaid.)
+	 */
+	if (st != SP_FORK_FROZEN && st != SP_FORK_THAW &&
+	    !atomic_exchange_explicit(&e->fork_announced, false, memory_order_acq_rel))
 		cgm_log("spill: a fork the library's fork handlers did not see (a raw clone() or "
 			"_Fork()): the child reads zeros where pages were spilled");
 	else if (err != -EPIPE)
@@ -2622,9 +2632,13 @@ void spill_abandon(struct spill_engine *e)
 
 /* ---- fork: the child gets its own copy of the engine ---- */
 
-bool spill_fork_prepare(struct spill_engine *e)
+bool spill_fork_prepare(struct spill_engine *e, bool lazy)
 {
 	unsigned asked = SP_FORK_ASKED;
+
+	atomic_store_explicit(&e->fork_announced, true, memory_order_release);
+	if (!lazy)
+		return false;
 
 	/*
 	 * The kernel reports a fork only where a range is registered: with
@@ -2663,6 +2677,12 @@ bool spill_fork_prepare(struct spill_engine *e)
 
 void spill_fork_parent(struct spill_engine *e)
 {
+	/*
+	 * A fork that was not handed over: the kernel's report (if any: the
+	 * handler read it before fork() returned) is the announced one.
+	 */
+	if (e->fork_sock[0] < 0)
+		return;
 	/* The child has its copy of this end: once that is gone too, the parent's sees a hang-up. */
 	close(e->fork_sock[1]);
 	for (int i = 0;; i++) {
@@ -2808,6 +2828,7 @@ int spill_fork_child(struct spill_engine *e)
 	close(e->fork_sock[0]);
 	ufd = sp_recv_fd(e->fork_sock[1]);
 	atomic_store(&e->fork_state, SP_FORK_NONE);
+	atomic_store(&e->fork_announced, false);
 	e->child_uffd = -1;
 	/* The handler's own state: readahead, bursts. */
 	e->ra_count = 0;

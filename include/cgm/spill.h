@@ -293,23 +293,25 @@ void spill_abandon(struct spill_engine *e);
  * would -- a fork costs no restore, and a child that execs never brings
  * anything back.
  *
- * spill_fork_prepare, before the fork, with spill_out() and the range
- * calls kept out until spill_fork_parent: the handler freezes the table
- * and the pool (faults are still served, the entries left in place) so
- * that the child's copy is whole.  False if it cannot be done (the
- * kernel does not report forks to this process: no CAP_SYS_PTRACE, or
- * the handler does not answer): bring every page back instead.
+ * spill_fork_prepare, before every fork, with spill_out() and the range
+ * calls kept out until spill_fork_parent: with @lazy, the handler freezes
+ * the table and the pool (faults are still served, the entries left in
+ * place) so that the child's copy is whole.  False if it is not done
+ * (!@lazy; the kernel does not report forks to this process: no
+ * CAP_SYS_PTRACE; nothing is registered; the handler does not answer):
+ * bring every page back instead.
  *
- * spill_fork_parent, in the parent after it: waits for the handler to
- * hand the child's userfaultfd (the kernel's UFFD_EVENT_FORK) to the
- * child and to thaw.
+ * spill_fork_parent, in the parent after every fork announced: waits for
+ * the handler to hand the child's userfaultfd (the kernel's
+ * UFFD_EVENT_FORK) to the child and to thaw.  A fork not announced (a
+ * raw clone(), _Fork()) is said in one line, where the kernel reports it.
  *
  * spill_fork_child, in the child (its only thread): takes the userfaultfd
  * and starts its own handler thread.  0: this process has the engine now;
  * otherwise (no descriptor came, or the handler cannot start) every
  * spilled page was put back in place, and the engine is to be abandoned.
  */
-bool spill_fork_prepare(struct spill_engine *e);
+bool spill_fork_prepare(struct spill_engine *e, bool lazy);
 void spill_fork_parent(struct spill_engine *e);
 int spill_fork_child(struct spill_engine *e);
 
