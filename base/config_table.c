@@ -98,8 +98,9 @@ const struct cgm_conf_key cgm_conf_keys[] = {
 	{ "spill_fork_lazy", CGM_CONF_BOOL, FIELD(spill_fork_lazy), "1",
 	  "a forked child keeps what was spilled in its copy of the pool and brings back only "
 	  "what it touches (its own handler thread; the userfaultfd's fork event, which needs "
-	  "CAP_SYS_PTRACE); 0, or without that capability, or with spill_backing: every spilled"
-	  " page comes back before fork",
+	  "CAP_SYS_PTRACE), unless the previous child still runs the program (workers share the"
+	  " parent's pages); 0, or without that capability, or with spill_backing: every "
+	  "spilled page comes back before fork",
 	  NULL, 0, 0 },
 	{ "spill_cpu_latency", CGM_CONF_BOOL, FIELD(spill_cpu_latency), "1",
 	  "while the handler serves a burst of faults, ask idle CPUs to poll instead of halting "

@@ -940,7 +940,8 @@ void cgm_spill_stop_locked(const char *why)
 /*
  * The child takes over its copy of the engine and the pool
  * (spill_fork_prepare): what was spilled stays spilled in both, and each
- * brings back what it touches.  Not with a backing file (the child's
+ * brings back what it touches -- unless the previous child still runs
+ * (workers: they share the parent's pages, brought back first).  Not with a backing file (the child's
  * copy of the pool would read slots the parent reuses) nor where the
  * kernel does not report forks (UFFD_FEATURE_EVENT_FORK needs
  * CAP_SYS_PTRACE): there every page comes back before the fork.

@@ -655,6 +655,55 @@ START_TEST(test_fork_child_takes_engine)
 END_TEST
 #endif
 
+#ifndef CGM_TSAN
+/*
+ * A child still running the program when the next fork comes is a worker:
+ * that fork is not handed over (its pages are to be brought back first,
+ * shared with the parent); once the last child has exited, it is again.
+ */
+static pid_t fork_waiting_child(int gate, bool handed)
+{
+	pid_t child = fork();
+	char c;
+
+	ck_assert_int_ge(child, 0);
+	if (child == 0) {
+		if (handed ? spill_fork_child(eng) : (spill_abandon(eng), 0))
+			_exit(10);
+		_exit(read(gate, &c, 1) == 1 ? 0 : 11);
+	}
+	return child;
+}
+
+START_TEST(test_fork_worker_not_handed)
+{
+	enum { N = 32 };
+	unsigned char *p = map_pages(N), *ref = malloc(N * PG);
+	int gate[2], status;
+	pid_t c1, c2;
+
+	if (!fork_prepared(p, ref, N, 0))
+		return;
+	ck_assert_int_eq(pipe(gate), 0);
+	c1 = fork_waiting_child(gate[0], true);
+	spill_fork_parent(eng);
+	ck_assert(!spill_fork_prepare(eng, true));	/* c1 runs */
+	c2 = fork_waiting_child(gate[0], false);
+	spill_fork_parent(eng);
+	ck_assert_int_eq(write(gate[1], "xx", 2), 2);
+	ck_assert_int_eq(waitpid(c1, &status, 0), c1);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "c1 status %#x", status);
+	ck_assert_int_eq(waitpid(c2, &status, 0), c2);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "c2 status %#x", status);
+	ck_assert(spill_fork_prepare(eng, true));	/* the last child is gone */
+	spill_fork_parent(eng);
+	ck_assert_int_eq(memcmp(p, ref, N * PG), 0);
+	free(ref);
+}
+END_TEST
+
+#endif
+
 /* A fork that never happens (fork() failed): the table thaws, spilling goes on. */
 START_TEST(test_fork_failed_thaws)
 {
@@ -2140,6 +2189,7 @@ int main(void)
 #ifndef CGM_TSAN
 	/* ThreadSanitizer does not let the child of a threaded fork start a thread (die_after_fork). */
 	tcase_add_test(tc, test_fork_child_takes_engine);
+	tcase_add_test(tc, test_fork_worker_not_handed);
 #endif
 	tcase_add_test(tc, test_fork_failed_thaws);
 	tcase_add_test(tc, test_bad_args);

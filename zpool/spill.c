@@ -268,6 +268,14 @@ struct spill_engine {
 	struct sp_fd_id wake_id;
 	pthread_mutex_t fork_lock;
 	int fork_sock[2];
+	/*
+	 * The parent's end of the last child's socket, whose other end the
+	 * child keeps (close-on-exec): hung up once the child has exec'd or
+	 * exited.  handing: this fork is handed over (spill_fork_prepare).
+	 */
+	int live_sock;
+	struct sp_fd_id live_id;
+	bool handing;
 	int child_uffd;			/* the parent's copy while it serves the child */
 	int64_t child_deadline;
 	/* The pages the parent put in place in the child (frozen: they are stored in its copy). */
@@ -1823,6 +1831,11 @@ static void sp_free(struct spill_engine *e)
 	sp_fd_drop(e->stop_fd, &e->stop_id);
 	sp_fd_drop(e->wake_fd, &e->wake_id);
 	sp_fd_drop(e->qos_fd, &e->qos_id);	/* the request goes with it */
+	if (e->live_sock >= 0 && sp_fd_still(e->live_sock, &e->live_id))
+		close(e->live_sock);
+	for (int i = 0; i < 2; i++)
+		if (e->fork_sock[i] >= 0)
+			close(e->fork_sock[i]);
 	sp_unmap(e->slots, (e->mask + 1) * sizeof(*e->slots));
 	sp_unmap(e->ranges, (size_t)e->max_ranges * sizeof(*e->ranges));
 	sp_unmap(e->bucket, SP_BUCKETS * sizeof(*e->bucket));
@@ -1865,7 +1878,7 @@ int spill_open(const struct spill_options *opt, struct spill_engine **enginep)
 	e->ra_on = opt->readahead;
 	e->idle_ms = opt->idle_ms > 60000 ? 60000 : (int)opt->idle_ms;
 	e->uffd = e->stage_uffd = e->stop_fd = e->pagemap_fd = e->qos_fd = e->wake_fd = -1;
-	e->fork_sock[0] = e->fork_sock[1] = e->child_uffd = -1;
+	e->fork_sock[0] = e->fork_sock[1] = e->child_uffd = e->live_sock = -1;
 	atomic_store(&e->go, true);
 	e->create_thread = opt->create_thread ? opt->create_thread : pthread_create;
 	pthread_mutex_init(&e->fork_lock, NULL);
@@ -2626,18 +2639,60 @@ void spill_close(struct spill_engine *e)
 
 void spill_abandon(struct spill_engine *e)
 {
-	/* The handler thread is the parent's: not here, nothing to join. */
+	/*
+	 * The handler thread is the parent's: not here, nothing to join.
+	 * This process's end of its fork socket stays open (close-on-exec):
+	 * the parent's sign that it runs.
+	 */
+	e->fork_sock[1] = -1;
 	sp_free(e);
 }
 
 /* ---- fork: the child gets its own copy of the engine ---- */
 
+/*
+ * Is the child of the last fork still running the program it was forked
+ * with (no exec, no exit)?  Its socket is let go of either way.
+ */
+static bool sp_last_child_runs(struct spill_engine *e)
+{
+	struct pollfd p = { .fd = e->live_sock, .events = POLLIN };
+	bool runs;
+
+	if (e->live_sock < 0)
+		return false;
+	if (!sp_fd_still(e->live_sock, &e->live_id)) {
+		e->live_sock = -1;	/* the program closed it: its number is not ours */
+		return false;
+	}
+	runs = poll(&p, 1, 0) >= 0 && !(p.revents & (POLLHUP | POLLERR | POLLNVAL));
+	close(e->live_sock);
+	e->live_sock = -1;
+	return runs;
+}
+
 bool spill_fork_prepare(struct spill_engine *e, bool lazy)
 {
 	unsigned asked = SP_FORK_ASKED;
+	bool sibling_runs = sp_last_child_runs(e);
 
 	atomic_store_explicit(&e->fork_announced, true, memory_order_release);
-	if (!lazy)
+	e->handing = false;
+	/* Made for every fork: the child keeps its end, so the next fork can tell whether it runs. */
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, e->fork_sock)) {
+		e->fork_sock[0] = e->fork_sock[1] = -1;
+		return false;
+	}
+	/*
+	 * A child still running the program when its sibling is forked is a
+	 * worker (a pool, a pre-forked server), which reads what the parent
+	 * holds: each would bring back its own copy of every spilled page
+	 * (the kernel shares a swapped-in page through its swap cache; a
+	 * private page here cannot be shared), so they share the parent's,
+	 * brought back before the fork.  A child that exec'd or exited by
+	 * then ran a command (system(), popen()): lazy.
+	 */
+	if (!lazy || sibling_runs)
 		return false;
 
 	/*
@@ -2651,10 +2706,6 @@ bool spill_fork_prepare(struct spill_engine *e, bool lazy)
 	    !atomic_load_explicit(&e->running, memory_order_acquire) ||
 	    !sp_fd_still(e->wake_fd, &e->wake_id))
 		return false;
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, e->fork_sock)) {
-		e->fork_sock[0] = e->fork_sock[1] = -1;
-		return false;
-	}
 	atomic_store_explicit(&e->fork_state, SP_FORK_ASKED, memory_order_release);
 	eventfd_write(e->wake_fd, 1);
 	/* The handler answers between two faults (2 s: it is stuck, not slow). */
@@ -2662,16 +2713,13 @@ bool spill_fork_prepare(struct spill_engine *e, bool lazy)
 		struct timespec ts = { 0, 20000 };
 
 		if (atomic_load_explicit(&e->fork_state, memory_order_acquire) == SP_FORK_FROZEN)
-			return true;
+			return e->handing = true;
 		nanosleep(&ts, NULL);
 	}
 	if (!atomic_compare_exchange_strong(&e->fork_state, &asked, SP_FORK_NONE))
-		return true;	/* it answered just now */
+		return e->handing = true;	/* it answered just now */
 	cgm_log("spill: the handler thread did not answer before fork: every spilled page "
 		"comes back instead");
-	close(e->fork_sock[0]);
-	close(e->fork_sock[1]);
-	e->fork_sock[0] = e->fork_sock[1] = -1;
 	return false;
 }
 
@@ -2685,7 +2733,7 @@ void spill_fork_parent(struct spill_engine *e)
 		return;
 	/* The child has its copy of this end: once that is gone too, the parent's sees a hang-up. */
 	close(e->fork_sock[1]);
-	for (int i = 0;; i++) {
+	for (int i = 0; e->handing; i++) {
 		struct pollfd p = { .fd = e->fork_sock[0], .events = POLLIN };
 		struct timespec ts = { 0, 10000 };
 		unsigned frozen = SP_FORK_FROZEN;
@@ -2711,8 +2759,10 @@ void spill_fork_parent(struct spill_engine *e)
 		nanosleep(&ts, NULL);
 	}
 	pthread_mutex_lock(&e->fork_lock);
-	close(e->fork_sock[0]);
+	e->live_sock = e->fork_sock[0];
+	sp_fd_note(e->live_sock, &e->live_id);
 	e->fork_sock[0] = e->fork_sock[1] = -1;
+	e->handing = false;
 	pthread_mutex_unlock(&e->fork_lock);
 }
 
@@ -2826,6 +2876,10 @@ int spill_fork_child(struct spill_engine *e)
 	e->changed = e->lane_free = fresh_cond;
 	zp_pool_forked(e->pool);
 	close(e->fork_sock[0]);
+	e->fork_sock[0] = -1;
+	if (e->live_sock >= 0)
+		close(e->live_sock);	/* a sibling's, the parent's to watch */
+	e->live_sock = -1;
 	ufd = sp_recv_fd(e->fork_sock[1]);
 	atomic_store(&e->fork_state, SP_FORK_NONE);
 	atomic_store(&e->fork_announced, false);
@@ -2836,8 +2890,7 @@ int spill_fork_child(struct spill_engine *e)
 	memset(e->streams, 0, sizeof(e->streams));
 	memset(e->seen, 0, sizeof(e->seen));
 	if (ufd < 0) {
-		close(e->fork_sock[1]);
-		e->fork_sock[1] = -1;
+		e->fork_sock[1] = -1;	/* kept open: the parent's sign that this child runs */
 		sp_fork_restore_plain(e);
 		return -EPIPE;
 	}
@@ -2866,7 +2919,7 @@ int spill_fork_child(struct spill_engine *e)
 		if (n < (ssize_t)sizeof(uintptr_t) || e->child_served[0] == UINTPTR_MAX)
 			sp_drop_resident(e, &e->refaulted);
 	}
-	close(e->fork_sock[1]);
+	/* Kept open (close-on-exec): the parent's sign that this child runs. */
 	e->fork_sock[1] = -1;
 	atomic_store_explicit(&e->go, true, memory_order_release);
 	if (err) {
