@@ -231,7 +231,7 @@ static void vmpressure_reclaimed(int64_t free_before, int64_t spilled, uint64_t 
 			   (purged > 0 ? purged : 0) + spilled);
 }
 
-static CGM_KEYED void reclaim_self(bool force, int64_t need)
+static CGM_KEYED void reclaim_self(bool force, int64_t need, bool deep)
 {
 	int64_t now = cgm_now_ns(), free_before = 0, spilled = 0;
 	struct cgm_thread_slot *t = own_slot();
@@ -265,19 +265,19 @@ static CGM_KEYED void reclaim_self(bool force, int64_t need)
 	 */
 	if (cgm_spill_on())
 		spilled = cgm_spill_over_limit(acct_reclaim_take(&cgm_acct), need, &looked,
-					       force || need > 0);
+					       force || need > 0 || deep);
 	if (static_branch_unlikely(&cgm_vmpressure_key))
 		vmpressure_reclaimed(free_before, spilled, looked);
 }
 
 CGM_KEYED void cgm_reclaim_self(bool force)
 {
-	reclaim_self(force, 0);
+	reclaim_self(force, 0, false);
 }
 
-CGM_KEYED void cgm_reclaim_for(int64_t need)
+CGM_KEYED void cgm_reclaim_for(int64_t need, bool deep)
 {
-	reclaim_self(false, need);
+	reclaim_self(false, need, deep);
 }
 
 /* The delays after which mimalloc decommits what was freed: pages, then whole segments. */

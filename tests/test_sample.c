@@ -33,11 +33,21 @@ static int64_t anon_after_reclaim;
 static int reclaims;
 static int64_t last_need;	/* what the last reclaim was asked to make room for */
 
-static void fake_reclaim(int64_t need)
+/* Or, when set, the anon after each reclaim in turn (the last one repeats). */
+static int64_t anon_after_each[20];
+static int nr_after_each;
+static int deep_reclaims, first_deep;	/* how many were deep; the first that was (1-based) */
+
+static void fake_reclaim(int64_t need, bool deep)
 {
 	last_need = need;
 	reclaims++;
-	if (anon_after_reclaim >= 0)
+	if (deep && !deep_reclaims++)
+		first_deep = reclaims;
+	if (nr_after_each)
+		acct_sample_set(&ac, true, anon_after_each[reclaims <= nr_after_each ? reclaims - 1 :
+							 nr_after_each - 1], 0, 0);
+	else if (anon_after_reclaim >= 0)
 		acct_sample_set(&ac, true, anon_after_reclaim, 0, 0);
 }
 
@@ -51,6 +61,8 @@ static void setup(void)
 	anon_after_reclaim = -1;
 	reclaims = 0;
 	last_need = -1;
+	nr_after_each = 0;
+	deep_reclaims = first_deep = 0;
 	acct_tmp_open(&tmp, &ac.h);
 }
 
@@ -263,6 +275,57 @@ START_TEST(test_sample_high_reclaims_first)
 }
 END_TEST
 
+/*
+ * A round of reclaim at memory.high that makes progress but leaves the
+ * group over goes round again, deep (pages that came back lately too),
+ * rather than throttle: a charge of 2,048 pages left 1 MiB over after
+ * one round would otherwise sleep the full 2 s.  Rounds stop when one
+ * makes no progress, and after 16 (MAX_RECLAIM_RETRIES).
+ */
+START_TEST(test_sample_high_reclaims_again_while_progress)
+{
+	uint32_t slot;
+	int64_t held;
+	struct cgm_thread_slot *t;
+
+	ck_assert_int_eq(acct_attach(&ac, "/h/y"), 0);
+	slot = acct_thread_register(&ac, (int)syscall(SYS_gettid));
+	ck_assert_uint_ne(slot, CGM_NONE);
+	t = &ac.h.threads[slot];
+	set_file("/h", "memory.high", "32M");
+	held = me()->held_pages;
+	acct_sample_set(&ac, true, held * PAGE + 40 * MIB, 0, 0);
+	anon_after_each[0] = held * PAGE + 33 * MIB;
+	anon_after_each[1] = held * PAGE + 31 * MIB;
+	nr_after_each = 2;
+	acct_handle_high(&ac, t, 8 * MIB / PAGE);
+	ck_assert_int_eq(reclaims, 2);
+	ck_assert_int_eq(deep_reclaims, 1);
+	ck_assert_int_eq(first_deep, 2);
+	ck_assert_int_eq(event_count("/h", CGM_EV_HIGH), 1);
+	ck_assert_int_eq(usage_of("/h"), held + 31 * MIB / PAGE);
+	ck_assert_uint_eq(t->throttle_ns, 0);
+
+	/* Progress of a page a round, never enough: 16 rounds, then the penalty (too small to sleep). */
+	acct_sample_set(&ac, true, held * PAGE + 33 * MIB, 0, 0);
+	reclaims = deep_reclaims = first_deep = 0;
+	for (int i = 0; i < 20; i++)
+		anon_after_each[i] = held * PAGE + 33 * MIB - (i + 1) * PAGE;
+	nr_after_each = 20;
+	acct_handle_high(&ac, t, 1);
+	ck_assert_int_eq(reclaims, 16);
+	ck_assert_int_eq(deep_reclaims, 15);
+
+	/* No progress: one round only. */
+	reclaims = deep_reclaims = 0;
+	nr_after_each = 0;
+	anon_after_reclaim = -1;
+	acct_handle_high(&ac, t, 1);
+	ck_assert_int_eq(reclaims, 1);
+	ck_assert_int_eq(deep_reclaims, 0);
+}
+END_TEST
+
 /* A reader refreshes a sample older than it accepts, from /proc/PID/statm. */
 START_TEST(test_sample_reader_refreshes_stale)
 {
@@ -299,6 +362,7 @@ static void add_tests(TCase *tc, bool regressions)
 	tcase_add_test(tc, test_sample_max_reclaims_then_refuses);
 	tcase_add_test(tc, test_refused_charge_reclaims_its_pages);
 	tcase_add_test(tc, test_sample_high_reclaims_first);
+	tcase_add_test(tc, test_sample_high_reclaims_again_while_progress);
 	tcase_add_test(tc, test_sample_reader_refreshes_stale);
 }
 

@@ -33,9 +33,12 @@ struct cgm_acct {
 	 * Give memory back to the OS (mi_collect, spilling).  @need: the
 	 * pages a charge that memory.max refused lacks -- the room to make
 	 * below the limit, not only what is over it (0: pressure at
-	 * memory.high, or usage already over a limit).
+	 * memory.high, or usage already over a limit).  @deep: a round at
+	 * memory.high fell short -- take pages that came back lately too,
+	 * as the kernel deactivates its active pages when the inactive ones
+	 * do not suffice.
 	 */
-	void (*reclaim)(int64_t need);
+	void (*reclaim)(int64_t need, bool deep);
 };
 
 /* MAX_RECLAIM_RETRIES in the kernel. */

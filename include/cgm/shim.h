@@ -128,9 +128,10 @@ void cgm_reclaim_self(bool force);
 /*
  * Reclaim for a charge of @need pages that memory.max refused (0: for
  * pressure): cgm_reclaim_self(false), and with spill=1 spilling until the
- * charge would fit, not only what is over the limits.
+ * charge would fit, not only what is over the limits.  @deep: every
+ * page is a candidate, the lately refaulted ones too (as for @need).
  */
-void cgm_reclaim_for(int64_t need);
+void cgm_reclaim_for(int64_t need, bool deep);
 
 /*
  * shim/mi_purge.c: mimalloc's frees and collects with its decommit delays
