@@ -507,6 +507,13 @@ static bool take_thread_slot(struct cgm_hier *h, uint32_t i, int tid)
 	/* Counters start at zero; so do the flusher's snapshots. */
 	hier_zero(t, offsetof(struct cgm_thread_slot, state));
 	hier_zero(&t->snap_frees, sizeof(*t) - offsetof(struct cgm_thread_slot, snap_frees));
+	/*
+	 * A new slot has nothing precharged: the drains asked so far are not
+	 * its to answer.  (From zero, every first refill of every thread
+	 * drained in a hierarchy where some group had ever hit memory.max --
+	 * the default one, shared by all of a user's programs.)
+	 */
+	t->drained_gen = __atomic_load_n(&h->hdr->drain_gen, __ATOMIC_ACQUIRE);
 	t->tid = tid;
 	/* No owner until link_thread(): a flush skips the slot till then. */
 	__atomic_store_n(&t->proc, CGM_NONE, __ATOMIC_RELAXED);

@@ -596,6 +596,10 @@ START_TEST(test_max_drains_precharge)
 		;
 	ck_assert_uint_gt(ac.h.hdr->drain_gen, gen);
 	check_usage_held("after the drains");
+	/* A thread that comes after the drains has nothing to give back: it starts answered. */
+	slot = acct_thread_register(&ac, gettid_() + 1);
+	ck_assert_uint_ne(slot, CGM_NONE);
+	ck_assert_uint_eq(ac.h.threads[slot].drained_gen, ac.h.hdr->drain_gen);
 }
 END_TEST
 
