@@ -662,18 +662,26 @@ int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked, bool thorough)
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	/*
-	 * Another thread spilling: its spill is as good as ours -- unless it
-	 * is the background reclaim, whose batch ends soon and which does not
-	 * spill for this thread's charge, or the handler holding memory.max
-	 * for what came back (the room it makes is the group's, not this
-	 * charge's): wait for it rather than be throttled or refused.
+	 * Another thread spilling: for pressure, its spill is as good as
+	 * ours -- unless it is the background reclaim, whose batch ends soon
+	 * and which does not spill for this thread's charge, or the handler
+	 * holding memory.max for what came back (the room it makes is the
+	 * group's, not this charge's): wait for it rather than be throttled.
+	 * A thorough reclaim (a charge refused at memory.max) always waits
+	 * and then spills what it still needs: the other thread spills for
+	 * its own charge, and a refused charge that came back empty-handed
+	 * while it did ran through its retries in no time and failed --
+	 * node's garbage-collector threads, several at memory.max at once,
+	 * got NULL from malloc (and V8, which does not check, SIGSEGV) in 2
+	 * of 4 runs of 400,000 strings under memory.max=100M.
 	 * Never when this very thread holds the lock (the engine's own munmap
 	 * comes through the library's, whose sample may ask for reclaim), nor
 	 * on the handler thread, whose faults would wait behind the batch.
 	 */
 	if (pthread_mutex_trylock(&spill_lock) != 0 &&
 	    (spilling || on_handler ||
-	     (!cgm_bg_reclaim_busy() && !__atomic_load_n(&handler_reclaiming, __ATOMIC_RELAXED)) ||
+	     (!thorough && !cgm_bg_reclaim_busy() &&
+	      !__atomic_load_n(&handler_reclaiming, __ATOMIC_RELAXED)) ||
 	     pthread_mutex_lock(&spill_lock) != 0)) {
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		return 0;
