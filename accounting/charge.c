@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "cgm/clock.h"
+#include "cgm/nocancel.h"
 #include "internal.h"
 
 /*
@@ -196,8 +197,12 @@ void acct_handle_high(struct cgm_acct *a, struct cgm_thread_slot *t, int64_t nr_
 {
 	struct cgm_proc *p = hier_proc(&a->h, a->proc);
 
-	if (p && t && nr_pages > 0)
+	if (p && t && nr_pages > 0) {
+		int nc = cgm_nocancel_begin();
+
 		handle_over_high(a, t, __atomic_load_n(&p->group, __ATOMIC_RELAXED), nr_pages);
+		cgm_nocancel_end(nc);
+	}
 }
 
 /* The highest group from @group up whose usage is over its memory.max, or CGM_NONE. */
@@ -231,7 +236,7 @@ static bool max_fits(struct cgm_acct *a, const struct cgm_proc *p)
  */
 #define OVER_MAX_RETRIES	4
 
-int acct_over_max(struct cgm_acct *a)
+static int over_max_reclaim(struct cgm_acct *a)
 {
 	struct cgm_hier *h = &a->h;
 	struct cgm_proc *p = hier_proc(h, a->proc);
@@ -383,8 +388,8 @@ static int charge_refused(struct cgm_acct *a, struct cgm_thread_slot *t,
 	return 1;
 }
 
-int acct_try_charge(struct cgm_acct *a, struct cgm_thread_slot *t, int64_t need,
-		    bool check_limits)
+static int try_charge(struct cgm_acct *a, struct cgm_thread_slot *t, int64_t need,
+		      bool check_limits)
 {
 	struct charge_retry retry = { .reclaims_left = CGM_RECLAIM_RETRIES };
 	struct cgm_proc *p = hier_proc(&a->h, a->proc);
@@ -414,4 +419,22 @@ int acct_try_charge(struct cgm_acct *a, struct cgm_thread_slot *t, int64_t need,
 		nr_pages = (stock_lack(t) + CGM_PAGE_SIZE - 1) / CGM_PAGE_SIZE;
 		batch = nr_pages;
 	}
+}
+
+/* The two entry points that may reclaim and sleep, with cancellation held off (cgm/nocancel.h). */
+int acct_over_max(struct cgm_acct *a)
+{
+	int nc = cgm_nocancel_begin(), ret = over_max_reclaim(a);
+
+	cgm_nocancel_end(nc);
+	return ret;
+}
+
+int acct_try_charge(struct cgm_acct *a, struct cgm_thread_slot *t, int64_t need,
+		    bool check_limits)
+{
+	int nc = cgm_nocancel_begin(), ret = try_charge(a, t, need, check_limits);
+
+	cgm_nocancel_end(nc);
+	return ret;
 }

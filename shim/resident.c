@@ -25,6 +25,7 @@
 #include "cgm/accounted.h"
 #include "cgm/clock.h"
 #include "cgm/log.h"
+#include "cgm/nocancel.h"
 #include "cgm/regions.h"
 #include "cgm/shim.h"
 #include "cgm/spiller.h"
@@ -117,14 +118,17 @@ static void collect_now(void)
 int64_t cgm_resident_sample(void)
 {
 	int64_t delta;
+	int nc;
 
 	if (cgm_acct.proc == CGM_NONE || sampling)
 		return 0;
 	sampling = true;
 	atomic_signal_fence(memory_order_seq_cst);
+	nc = cgm_nocancel_begin();
 	pthread_mutex_lock(&sample_lock);
 	delta = sample_locked();
 	pthread_mutex_unlock(&sample_lock);
+	cgm_nocancel_end(nc);
 	atomic_signal_fence(memory_order_seq_cst);
 	sampling = false;
 	return delta;
@@ -157,6 +161,7 @@ static CGM_KEYED void found_in_use(int64_t delta)
 void cgm_resident_tick(bool large)
 {
 	int64_t delta, now;
+	int nc;
 
 	/* A thread's first slow path looks too: a process's first sample is there. */
 	if (!large && (++ticks % TICKS_PER_CLOCK) != 1)
@@ -177,8 +182,10 @@ void cgm_resident_tick(bool large)
 		sampling = false;
 		return;
 	}
+	nc = cgm_nocancel_begin();
 	delta = sample_locked();
 	pthread_mutex_unlock(&sample_lock);
+	cgm_nocancel_end(nc);
 	atomic_signal_fence(memory_order_seq_cst);
 	sampling = false;
 	found_in_use(delta);
@@ -272,12 +279,18 @@ static CGM_KEYED void reclaim_self(bool force, int64_t need, bool deep)
 
 CGM_KEYED void cgm_reclaim_self(bool force)
 {
+	int nc = cgm_nocancel_begin();
+
 	reclaim_self(force, 0, false);
+	cgm_nocancel_end(nc);
 }
 
 CGM_KEYED void cgm_reclaim_for(int64_t need, bool deep)
 {
+	int nc = cgm_nocancel_begin();
+
 	reclaim_self(false, need, deep);
+	cgm_nocancel_end(nc);
 }
 
 /* The delays after which mimalloc decommits what was freed: pages, then whole segments. */

@@ -46,6 +46,7 @@
 #include "cgm/clock.h"
 #include "cgm/lazy_libs.h"
 #include "cgm/log.h"
+#include "cgm/nocancel.h"
 #include "cgm/regions.h"
 #include "cgm/shim.h"
 #include "cgm/spill.h"
@@ -643,6 +644,7 @@ int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked, bool thorough)
 	sigset_t all, old;
 	uint64_t scanned = 0;
 	int64_t got = 0, freed = 0, start;
+	int nc;
 
 	if (!allowed || want <= 0)
 		return 0;
@@ -661,6 +663,7 @@ int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked, bool thorough)
 	 */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
+	nc = cgm_nocancel_begin();
 	/*
 	 * Another thread spilling: for pressure, its spill is as good as
 	 * ours -- unless it is the background reclaim, whose batch ends soon
@@ -683,6 +686,7 @@ int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked, bool thorough)
 	     (!thorough && !cgm_bg_reclaim_busy() &&
 	      !__atomic_load_n(&handler_reclaiming, __ATOMIC_RELAXED)) ||
 	     pthread_mutex_lock(&spill_lock) != 0)) {
+		cgm_nocancel_end(nc);
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		return 0;
 	}
@@ -745,6 +749,7 @@ int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked, bool thorough)
 	}
 	spilling = false;
 	pthread_mutex_unlock(&spill_lock);
+	cgm_nocancel_end(nc);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (looked)
 		*looked += scanned;
@@ -840,6 +845,7 @@ int64_t cgm_spill_over_limit(int64_t want, int64_t need, uint64_t *looked, bool 
 
 
 static CGM_TLS sigset_t hold_mask;
+static CGM_TLS int hold_cancel;
 
 /*
  * Hold off spilling while the program changes its mappings (the discard
@@ -854,6 +860,7 @@ static bool spill_hold_lock(void)
 		return false;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &hold_mask);
+	hold_cancel = cgm_nocancel_begin();
 	pthread_mutex_lock(&spill_lock);
 	/* A forked child may have dropped the engine meanwhile: nothing to hold. */
 	if (!engine) {
@@ -876,6 +883,7 @@ bool cgm_spill_hold(const void *addr, size_t len)
 void cgm_spill_release(void)
 {
 	pthread_mutex_unlock(&spill_lock);
+	cgm_nocancel_end(hold_cancel);
 	pthread_sigmask(SIG_SETMASK, &hold_mask, NULL);
 }
 

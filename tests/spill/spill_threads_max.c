@@ -21,20 +21,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define COLD_BLOCK	(64u << 10)
+#include "cold_blocks.h"
+
 #define HOT_BLOCK	(32u << 10)
 #define HOT_RUN		64		/* 2 MiB a run */
 
 static unsigned long rounds;
 static int failed;
-
-/* Half of each 64 bytes scrambled, half plain: about 2:1 with lz4, so spilling takes some time. */
-static unsigned char pattern(size_t block, size_t i)
-{
-	uint64_t x = (block << 20 | i) * 0x9e3779b97f4a7c15ull;
-
-	return (unsigned char)(i % 64 < 32 ? x >> 56 : (block * 13 + i / 64) & 0xff);
-}
 
 static void *worker(void *arg)
 {
@@ -62,34 +55,23 @@ static void *worker(void *arg)
 
 int main(int argc, char **argv)
 {
-	unsigned long cold_mb, nthreads;
+	unsigned long arg[3], nthreads;	/* COLD_MB THREADS ROUNDS */
 	unsigned char **cold;
 	pthread_t *tid;
-	size_t ncold, bad = 0;
+	size_t ncold;
 
-	if (argc != 4) {
-		fprintf(stderr, "usage: %s COLD_MB THREADS ROUNDS\n", argv[0]);
+	if (!spill_args(argc, argv, 3, "COLD_MB THREADS ROUNDS", arg))
 		return 2;
-	}
-	cold_mb = strtoul(argv[1], NULL, 10);
-	nthreads = strtoul(argv[2], NULL, 10);
-	rounds = strtoul(argv[3], NULL, 10);
-	ncold = cold_mb * (1u << 20) / COLD_BLOCK;
-	cold = calloc(ncold, sizeof(*cold));
-	tid = calloc(nthreads, sizeof(*tid));
-	if (!cold || !tid) {
-		fprintf(stderr, "spill_threads_max: FAIL: no memory for the tables\n");
+	nthreads = arg[1];
+	rounds = arg[2];
+	tid = calloc(nthreads ? nthreads : 1, sizeof(*tid));
+	if (!tid) {
+		fprintf(stderr, "spill_threads_max: FAIL: no memory for the thread table\n");
 		return 1;
 	}
-	for (size_t b = 0; b < ncold; b++) {
-		cold[b] = malloc(COLD_BLOCK);
-		if (!cold[b]) {
-			fprintf(stderr, "spill_threads_max: FAIL: cold block %zu: malloc returned NULL\n", b);
-			return 1;
-		}
-		for (size_t i = 0; i < COLD_BLOCK; i++)
-			cold[b][i] = pattern(b, i);
-	}
+	cold = cold_fill("spill_threads_max", arg[0], &ncold);
+	if (!cold)
+		return 1;
 	for (unsigned long t = 0; t < nthreads; t++)
 		if (pthread_create(&tid[t], NULL, worker, (void *)(uintptr_t)t) != 0) {
 			fprintf(stderr, "spill_threads_max: FAIL: pthread_create\n");
@@ -97,15 +79,8 @@ int main(int argc, char **argv)
 		}
 	for (unsigned long t = 0; t < nthreads; t++)
 		pthread_join(tid[t], NULL);
-	for (size_t b = 0; b < ncold; b++) {
-		for (size_t i = 0; i < COLD_BLOCK; i++)
-			bad += cold[b][i] != pattern(b, i);
-		free(cold[b]);
-	}
-	if (bad) {
-		fprintf(stderr, "spill_threads_max: FAIL: %zu cold bytes differ\n", bad);
+	if (cold_check("spill_threads_max", cold, ncold))
 		return 1;
-	}
 	if (failed)
 		return 1;
 	printf("spill_threads_max: ok\n");
