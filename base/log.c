@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "cgm/log.h"
@@ -86,8 +87,13 @@ void cgm_vlog(const char *fmt, va_list ap)
 	memcpy(buf, "cgmalloc: ", n);
 	n += cgm_escape_line(raw, buf + n, sizeof(buf) - n - 1);
 	buf[n++] = '\n';
-	/* Best effort: nothing useful can be done if stderr is gone. */
-	while (write(STDERR_FILENO, buf, n) < 0 && errno == EINTR)
+	/*
+	 * Best effort: nothing useful can be done if stderr is gone.  The
+	 * raw system call, not write(): that one is a cancellation point, and
+	 * a line said from inside malloc must not be where a thread of the
+	 * program gets cancelled (cgm/nocancel.h).
+	 */
+	while (syscall(SYS_write, STDERR_FILENO, buf, n) < 0 && errno == EINTR)
 		;
 	errno = saved_errno;
 }
