@@ -150,7 +150,7 @@ static void handle_over_high(struct cgm_acct *a, struct cgm_thread_slot *t,
 		if (page_counter_read(&g->memory) > __atomic_load_n(&g->memory.high, __ATOMIC_RELAXED))
 			group_event(h, idx, CGM_EV_HIGH);
 	for (int left = HIGH_RECLAIM_RETRIES; left > 0; left--) {
-		int64_t before = high_excess(h, group);
+		int64_t before = high_excess(h, group), after;
 
 		reclaim_stalled(a, 0, left < HIGH_RECLAIM_RETRIES);
 		/* Still over: the other processes below the lowest group over its high, before the penalty. */
@@ -164,9 +164,10 @@ static void handle_over_high(struct cgm_acct *a, struct cgm_thread_slot *t,
 				break;
 			}
 		}
-		if (!over_high(h, group))
+		after = high_excess(h, group);
+		if (!after)
 			return;
-		if (high_excess(h, group) >= before)
+		if (after >= before)
 			break;
 	}
 	idx = group;

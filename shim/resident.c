@@ -279,18 +279,12 @@ static CGM_KEYED void reclaim_self(bool force, int64_t need, bool deep)
 
 CGM_KEYED void cgm_reclaim_self(bool force)
 {
-	int nc = cgm_nocancel_begin();
-
 	reclaim_self(force, 0, false);
-	cgm_nocancel_end(nc);
 }
 
 CGM_KEYED void cgm_reclaim_for(int64_t need, bool deep)
 {
-	int nc = cgm_nocancel_begin();
-
 	reclaim_self(false, need, deep);
-	cgm_nocancel_end(nc);
 }
 
 /* The delays after which mimalloc decommits what was freed: pages, then whole segments. */
