@@ -28,6 +28,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/userfaultfd.h>
+#include <sys/ioctl.h>
 
 #include "cgm/compiler.h"
 #include "cgm/spill.h"
@@ -749,6 +751,98 @@ START_TEST(test_fork_unseen_said)
 	ck_assert_msg(strstr(msg, "did not see"), "said: %s", msg);
 	ck_assert_int_eq(memcmp(p, ref, N * PG), 0);
 	free(ref);
+}
+END_TEST
+
+/*
+ * A fork whose copy is made while a thread of the parent is inside
+ * zp_load (the handler serving a fault in the fork window) gives the
+ * child a pool that counts a reader the child does not have: its object
+ * is never written back, its zspage never compacted nor freed.
+ * zp_load_forked drops the count.  The load is held open here by a
+ * destination page registered with a userfaultfd of the test's own,
+ * whose fault is answered only after the forks.  A child that does not
+ * call zp_load_forked shows the test can tell (its zspage stays).
+ */
+struct mid_load {
+	unsigned char *dst;
+	zp_entry_t ent;
+	int err;
+};
+
+static void *mid_load_run(void *arg)
+{
+	struct mid_load *m = arg;
+
+	m->err = zp_load(pool, m->ent, m->dst);
+	return NULL;
+}
+
+/* In a child of the fork: 0 if the entry's zspage is freed with it. */
+static int mid_load_child(zp_entry_t ent, bool forget)
+{
+	struct zp_stats st;
+
+	zp_pool_forked(pool);
+	if (forget)
+		zp_load_forked(pool, ent);
+	if (zp_invalidate(pool, ent))
+		return 2;
+	zp_pool_stats(pool, &st);
+	return st.mem_used_total == 0 ? 0 : 1;
+}
+
+START_TEST(test_fork_mid_load_forgets_reader)
+{
+	unsigned char *src = map_pages(1), *dst = map_pages(1);
+	struct uffdio_api api = { .api = UFFD_API };
+	struct uffdio_register reg = {
+		.range = { .start = (uintptr_t)dst, .len = PG },
+		.mode = UFFDIO_REGISTER_MODE_MISSING,
+	};
+	struct uffdio_copy copy = { .dst = (uintptr_t)dst, .src = (uintptr_t)src, .len = PG };
+	struct mid_load m = { .dst = dst };
+	struct uffd_msg msg;
+	pthread_t t;
+	int ufd;
+
+	/* Compressible, not same-filled: an object in a zspage. */
+	for (size_t k = 0; k < PG; k++)
+		src[k] = k < PG / 4 ? (unsigned char)next_rand() : (unsigned char)(k / 64);
+	ufd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | UFFD_USER_MODE_ONLY);
+	if (ufd < 0)
+		ufd = (int)syscall(SYS_userfaultfd, O_CLOEXEC);
+	ck_assert_int_ge(ufd, 0);
+	ck_assert_int_eq(ioctl(ufd, UFFDIO_API, &api), 0);
+	ck_assert_int_eq(ioctl(ufd, UFFDIO_REGISTER, &reg), 0);
+	ck_assert_int_eq(zp_create_pool(NULL, &pool), 0);
+	ck_assert_int_eq(zp_store(pool, src, &m.ent), 0);
+	ck_assert_int_eq(pthread_create(&t, NULL, mid_load_run, &m), 0);
+	/* The loader is stopped at its first write to dst: counted in, zspage pinned. */
+	ck_assert_int_eq(read(ufd, &msg, sizeof(msg)), (ssize_t)sizeof(msg));
+	ck_assert_uint_eq(msg.event, UFFD_EVENT_PAGEFAULT);
+	for (int forget = 0; forget < 2; forget++) {
+		int status;
+		pid_t child = fork();
+
+		if (child == 0)
+			_exit(mid_load_child(m.ent, forget));
+		ck_assert_int_gt(child, 0);
+		ck_assert_int_eq(waitpid(child, &status, 0), child);
+		ck_assert(WIFEXITED(status));
+		ck_assert_msg(WEXITSTATUS(status) == (forget ? 0 : 1),
+			      "child %s zp_load_forked: exit %d", forget ? "with" : "without",
+			      WEXITSTATUS(status));
+	}
+	/* The parent's load goes on and completes (the copy puts the page, then it retries). */
+	ck_assert_int_eq(ioctl(ufd, UFFDIO_COPY, &copy), 0);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	ck_assert_int_eq(m.err, 0);
+	ck_assert_int_eq(memcmp(dst, src, PG), 0);
+	ck_assert_int_eq(zp_invalidate(pool, m.ent), 0);
+	close(ufd);
+	zp_destroy_pool(pool);
+	pool = NULL;
 }
 END_TEST
 
@@ -2241,6 +2335,7 @@ int main(void)
 #endif
 	tcase_add_test(tc, test_fork_failed_thaws);
 	tcase_add_test(tc, test_fork_unseen_said);
+	tcase_add_test(tc, test_fork_mid_load_forgets_reader);
 	tcase_add_test(tc, test_bad_args);
 	tcase_add_test(tc, test_close_restores);
 	tcase_add_test(tc, test_unprivileged);

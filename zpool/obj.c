@@ -235,6 +235,21 @@ void zp_obj_read_end(struct zp_pool *pool, zp_handle_t handle, const void *ptr)
 		obj_unpin(pool, ptr);
 }
 
+/*
+ * In a child of fork(): the pins on the zspage of @handle are a parent's
+ * thread's, copied with the address space while it read (the child has
+ * no reader).  Left, the zspage could never be compacted, nor freed once
+ * empty.  Nothing can move the object in the child before this runs.
+ */
+void zp_obj_forget_pins(struct zp_pool *pool, zp_handle_t handle)
+{
+	uint64_t loc = zp_handle_valid(pool, handle) ? zp_handle_loc(pool, handle) : 0;
+
+	if (loc)
+		atomic_fetch_and_explicit(&pool->desc[zp_loc_page(loc)].lock, ~ZS_PIN_MASK,
+					  memory_order_relaxed);
+}
+
 size_t zp_obj_size(struct zp_pool *pool, zp_handle_t handle)
 {
 	struct zp_class *cls;

@@ -285,6 +285,13 @@ struct spill_engine {
 	uintptr_t *frozen;
 	uint32_t nr_frozen;
 	bool frozen_overflow;
+	/*
+	 * The entry the handler loads in the frozen window, 0 outside the
+	 * load: set before zp_load counts itself in and cleared after it
+	 * counts itself out, so a child whose copy was made in between
+	 * finds it here (spill_fork_child) and drops the count.
+	 */
+	_Atomic zp_entry_t frozen_loading;
 
 	/*
 	 * The CPU latency request held in fault bursts (sp_burst_start), or
@@ -1300,9 +1307,12 @@ static void sp_drop_resident(struct spill_engine *e, atomic_uint_fast64_t *count
  * copy of the table and of the pool, so neither may change: the page is
  * put back but its entry stays, listed in frozen, and goes at the thaw.
  * Listed before it is placed, so a child that has the page has it listed.
- * (zp_load counts itself in on the entry while it reads: a copy made
- * during that read keeps the count, and the child never frees that
- * entry's object -- a leak of one object, not a loss.)
+ * zp_load counts itself in on the entry while it reads, and a copy made
+ * during that read would keep the count (the object could then never be
+ * written back, nor its zspage compacted or freed): frozen_loading tells
+ * the child.  A copy sees a prefix of this thread's stores (a store to a
+ * page already copied waits for the fork to end), so a child that has
+ * the count has frozen_loading too.
  */
 static void sp_serve_frozen(struct spill_engine *e, uintptr_t page)
 {
@@ -1325,7 +1335,9 @@ static void sp_serve_frozen(struct spill_engine *e, uintptr_t page)
 	else
 		e->frozen_overflow = true;
 	pthread_mutex_unlock(&e->lock);
+	atomic_store_explicit(&e->frozen_loading, zent, memory_order_seq_cst);
 	err = zp_load(e->pool, zent, e->bounce);
+	atomic_store_explicit(&e->frozen_loading, 0, memory_order_release);
 	if (err) {
 		sp_lost(page, err);
 		return;
@@ -2875,6 +2887,11 @@ int spill_fork_child(struct spill_engine *e)
 	e->lock = e->reg_lock = e->lane_lock = e->fork_lock = fresh;
 	e->changed = e->lane_free = fresh_cond;
 	zp_pool_forked(e->pool);
+	if (atomic_load_explicit(&e->frozen_loading, memory_order_relaxed)) {
+		zp_load_forked(e->pool, atomic_load_explicit(&e->frozen_loading,
+							     memory_order_relaxed));
+		atomic_store_explicit(&e->frozen_loading, 0, memory_order_relaxed);
+	}
 	close(e->fork_sock[0]);
 	e->fork_sock[0] = -1;
 	if (e->live_sock >= 0)

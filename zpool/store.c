@@ -392,6 +392,21 @@ int zp_load(struct zp_pool *pool, zp_entry_t e, void *dst)
 	return ret;
 }
 
+void zp_load_forked(struct zp_pool *pool, zp_entry_t e)
+{
+	struct zp_entry *ent;
+	uint32_t st;
+
+	if (!entry_in_range(pool, e))
+		return;
+	ent = &pool->entry[e];
+	st = atomic_fetch_and_explicit(&ent->state, ZE_LOADER - 1, memory_order_relaxed);
+	if ((st & ZE_KIND_MASK) == ZE_OBJ)
+		zp_obj_forget_pins(pool, ent->handle);
+	else if ((st & ZE_KIND_MASK) == ZE_ZOBJ)
+		zp_obj_forget_pins(pool, ent->zhandle);
+}
+
 int zp_invalidate(struct zp_pool *pool, zp_entry_t e)
 {
 	struct zp_entry *ent;

@@ -281,6 +281,7 @@ static inline uint32_t *zp_obj_hdr(struct zp_pool *pool, struct zp_class *cls,
 int zp_obj_malloc(struct zp_pool *pool, size_t size, zp_handle_t *handle);
 uint64_t zp_handle_loc(struct zp_pool *pool, zp_handle_t handle);
 bool zp_handle_valid(struct zp_pool *pool, zp_handle_t handle);
+void zp_obj_forget_pins(struct zp_pool *pool, zp_handle_t handle);
 void zp_class_maybe_compact(struct zp_pool *pool, struct zp_class *cls);
 
 /* compact.c */

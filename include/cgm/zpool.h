@@ -205,6 +205,13 @@ int zp_store(struct zp_pool *pool, const void *page, zp_entry_t *entry);
  * stays (a later load may succeed if the file is repaired).
  */
 int zp_load(struct zp_pool *pool, zp_entry_t entry, void *dst);
+/*
+ * In a child of fork() (after zp_pool_forked): @entry was being loaded by
+ * a thread of the parent when the address space was copied, so the copy
+ * counts a reader that the child does not have; it goes.  No thread of
+ * the child may be loading @entry.
+ */
+void zp_load_forked(struct zp_pool *pool, zp_entry_t entry);
 /* Drop the entry, its object and its file space. */
 int zp_invalidate(struct zp_pool *pool, zp_entry_t entry);
 /*
