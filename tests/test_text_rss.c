@@ -24,6 +24,13 @@
  * runs, 88 in some).  The limit, 80 KiB, is one window and the pages
  * the static keys patch.
  *
+ * The library's read-only data is measured too (its r--p mappings):
+ * .rodata shared a window with the unwind tables, which only an
+ * unwinder reads, and 16 + 56 KiB of it (and 8 of relro) were resident
+ * in every process; in the first segment, after the dynamic symbols the
+ * loader reads anyway (scripts/lib-ld-script), 36 + 8.  The limit,
+ * RODATA_LIMIT_KIB, is that and a page.
+ *
  * Usage: test_text_rss   (accounting on)
  */
 #include <pthread.h>
@@ -38,6 +45,7 @@
 #include "smaps_rss.h"
 
 #define LIMIT_KIB	80
+#define RODATA_LIMIT_KIB	48
 
 /* Blocks of every kind, freed again: small, medium, large, aligned, resized. */
 static void *work(void *arg)
@@ -67,6 +75,14 @@ static bool library_code(const char *perms, const char *path, const void *arg)
 {
 	(void)arg;
 	return strchr(perms, 'x') && smaps_path_ends(path, "/libcgmalloc.so");
+}
+
+/* The library's read-only data mappings (relro included: read-only once relocated). */
+static bool library_rodata(const char *perms, const char *path, const void *arg)
+{
+	(void)arg;
+	return perms[0] == 'r' && perms[1] == '-' && perms[2] == '-' &&
+	       smaps_path_ends(path, "/libcgmalloc.so");
 }
 
 /* This program again with @arg, waited for: 0 and its exit status, or -1. */
@@ -132,6 +148,15 @@ int main(int argc, char **argv)
 		fprintf(stderr, "test_text_rss: %ld KiB of code resident in %s process, more than %d: "
 			"functions an ordinary program runs are outside shim/hot-text.ld "
 			"(run scripts/hot-text)\n", kib, who, LIMIT_KIB);
+		return 1;
+	}
+	kib = smaps_rss_kib(library_rodata, NULL);
+	printf("test_text_rss: %ld KiB of the library's read-only data resident in %s process "
+	       "(limit %d)\n", kib, who, RODATA_LIMIT_KIB);
+	if (kib < 0 || kib > RODATA_LIMIT_KIB) {
+		fprintf(stderr, "test_text_rss: %ld KiB of read-only data resident in %s process, "
+			"more than %d: .rodata shares a fault-around window with data that only "
+			"an unwinder reads (scripts/lib-ld-script)\n", kib, who, RODATA_LIMIT_KIB);
 		return 1;
 	}
 	return 0;
