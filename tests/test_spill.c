@@ -25,6 +25,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -352,6 +353,80 @@ START_TEST(test_syscalls)
 	ck_assert_int_eq(memcmp(buf, ref, PG), 0);
 	close(fds[0]);
 	close(fds[1]);
+}
+END_TEST
+
+/*
+ * More ways the kernel reaches into spilled pages for the program, each
+ * on pages spilled afresh: process_vm_readv on itself, vmsplice into a
+ * pipe, MADV_POPULATE_READ and _WRITE, mlock, and an O_DIRECT read into
+ * them and write from them (where the file system has O_DIRECT: not
+ * tmpfs).  All must complete with the bytes right.  (/proc/self/mem and
+ * ptrace cannot: the kernel refuses a remote fault that may not retry,
+ * EIO -- README, "debuggers".)
+ */
+START_TEST(test_syscalls_more)
+{
+	enum { N = 16 };
+	unsigned char *p = map_pages(N), *ref = malloc(N * PG), *buf = map_pages(N);
+	char path[] = "/tmp/cgm-spill-direct-XXXXXX";
+	struct iovec local = { buf, N * PG }, remote = { p, N * PG };
+	struct spill_stats st;
+	int fds[2], fd;
+
+	setup();
+	fill_keep(p, N, ref);
+	ck_assert_int_eq(spill_out(eng, p, N), N);
+	ck_assert_int_eq(process_vm_readv(getpid(), &local, 1, &remote, 1, 0), (ssize_t)(N * PG));
+	ck_assert_int_eq(memcmp(buf, ref, N * PG), 0);
+
+	settle(&st, 0);
+	ck_assert_int_eq(spill_out(eng, p, N), N);
+	ck_assert_int_eq(pipe(fds), 0);
+	remote.iov_len = 4 * PG;
+	ck_assert_int_eq(vmsplice(fds[1], &remote, 1, 0), (ssize_t)(4 * PG));
+	ck_assert_int_eq(read(fds[0], buf, 4 * PG), (ssize_t)(4 * PG));
+	ck_assert_int_eq(memcmp(buf, ref, 4 * PG), 0);
+	close(fds[0]);
+	close(fds[1]);
+	/* The other 12 are still out: they come back here, so that each part below spills all 16. */
+	ck_assert_int_eq(memcmp(p, ref, N * PG), 0);
+
+	for (int advice = 0; advice < 2; advice++) {
+		settle(&st, 0);
+		ck_assert_int_eq(spill_out(eng, p, N), N);
+		ck_assert_int_eq(madvise(p, N * PG, advice ? MADV_POPULATE_WRITE : MADV_POPULATE_READ), 0);
+		ck_assert_int_eq(memcmp(p, ref, N * PG), 0);
+	}
+	settle(&st, 0);
+	ck_assert_int_eq(spill_out(eng, p, N), N);
+	ck_assert_int_eq(mlock(p, N * PG), 0);
+	munlock(p, N * PG);
+	ck_assert_int_eq(memcmp(p, ref, N * PG), 0);
+
+	fd = mkstemp(path);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, ref, N * PG), (ssize_t)(N * PG));
+	close(fd);
+	fd = open(path, O_RDWR | O_DIRECT);
+	if (fd >= 0) {
+		settle(&st, 0);
+		ck_assert_int_eq(spill_out(eng, p, N), N);
+		ck_assert_int_eq(pread(fd, p, N * PG, 0), (ssize_t)(N * PG));
+		ck_assert_int_eq(memcmp(p, ref, N * PG), 0);
+		settle(&st, 0);
+		ck_assert_int_eq(spill_out(eng, p, N), N);
+		ck_assert_int_eq(pwrite(fd, p, N * PG, 0), (ssize_t)(N * PG));
+		ck_assert_int_eq(pread(fd, buf, N * PG, 0), (ssize_t)(N * PG));
+		ck_assert_int_eq(memcmp(buf, ref, N * PG), 0);
+		close(fd);
+	} else {
+		printf("test_spill: O_DIRECT not available in /tmp (%s): that part skipped\n",
+		       strerror(errno));
+	}
+	unlink(path);
+	free(ref);
+	munmap(buf, N * PG);
 }
 END_TEST
 
@@ -2324,6 +2399,7 @@ int main(void)
 	tcase_add_test(tc, test_roundtrip);
 	tcase_add_test(tc, test_table_grows);
 	tcase_add_test(tc, test_syscalls);
+	tcase_add_test(tc, test_syscalls_more);
 	tcase_add_test(tc, test_threads_same_pages);
 	tcase_add_test(tc, test_writer_vs_spillers);
 	tcase_add_test(tc, test_skips);
