@@ -108,6 +108,11 @@ const struct cgm_conf_key cgm_conf_keys[] = {
 	  "held): a thread waiting on a refault wakes at once, where a halted CPU takes 10-15 us "
 	  "to wake on a KVM guest",
 	  NULL, 0, 0 },
+	{ "spill_core", CGM_CONF_BOOL, FIELD(spill_core), "1",
+	  "a signal that dumps core (SIGSEGV, SIGABRT, SIGQUIT, ...) and that the program does "
+	  "not handle first brings every spilled page back, up to 10 s, so that the core holds "
+	  "them (a debugger cannot read a spilled page, and the kernel dumps zeros there)",
+	  NULL, 0, 0 },
 	{ "stats", CGM_CONF_ENUM, FIELD(stats), "none",
 	  "exit: print the group's memory.stat and memory.events at exit",
 	  stats_names, 0, 0 },

@@ -289,6 +289,8 @@ static bool open_engine(void)
 		spill_unshare_shared(engine, false);
 	static_branch_enable(&cgm_spill_key);
 	cgm_bg_reclaim_start();
+	if (cgm_conf.spill_core)
+		cgm_core_dump_watch();
 	return true;
 }
 
@@ -913,6 +915,27 @@ static void spill_end(bool ours)
 	zp_destroy_pool(pool);
 	pool = NULL;
 	static_branch_disable(&cgm_spill_key);
+}
+
+/* ---- a core dump ---- */
+
+/*
+ * A signal is about to dump core (shim/core_dump.c): spilling stops for
+ * good and every spilled page comes back, so that the core holds it.
+ * The spill lock is taken and never given back (the process is ending):
+ * nothing spills again meanwhile.  Never called on a thread that holds
+ * it: wherever it is held, signals are blocked.  Returns the pages
+ * brought back, or -1 without an engine.
+ */
+long cgm_spill_restore_for_core(void)
+{
+	if (!__atomic_load_n(&engine, __ATOMIC_ACQUIRE))
+		return -1;
+	__atomic_store_n(&allowed, false, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&spill_lock);
+	if (!engine)
+		return -1;
+	return spill_restore_range(engine, NULL, SIZE_MAX);
 }
 
 /* ---- mlockall ---- */

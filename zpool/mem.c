@@ -16,14 +16,24 @@ size_t zp_page_align(size_t bytes)
 	return (bytes + ZP_PAGE_SIZE - 1) & ~(size_t)(ZP_PAGE_SIZE - 1);
 }
 
-/* Map @bytes of zeroed memory; NULL on failure. */
+/*
+ * Map @bytes of zeroed memory; NULL on failure.  A reservation
+ * (@noreserve) is left out of core dumps: gigabytes of address space,
+ * mostly untouched, that a core piped to a program (core_pattern "|...")
+ * would receive as zeros, and whose used part is the pool's own copies
+ * (spill_core brings the program's pages back in place before a dump).
+ */
 void *zp_map(size_t bytes, bool noreserve)
 {
 	int flags = MAP_PRIVATE | MAP_ANONYMOUS | (noreserve ? MAP_NORESERVE : 0);
 	void *p = mmap(NULL, zp_page_align(bytes), PROT_READ | PROT_WRITE,
 		       flags, -1, 0);
 
-	return p == MAP_FAILED ? NULL : p;
+	if (p == MAP_FAILED)
+		return NULL;
+	if (noreserve)
+		madvise(p, zp_page_align(bytes), MADV_DONTDUMP);
+	return p;
 }
 
 void zp_unmap(void *p, size_t bytes)

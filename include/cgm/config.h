@@ -56,6 +56,7 @@ struct cgm_config {
 	bool spill_hold_max;		/* ... at least what is beyond memory.max */
 	bool spill_fork_lazy;		/* a forked child keeps the spilled pages spilled */
 	bool spill_cpu_latency;		/* idle CPUs poll during fault bursts (PM QoS) */
+	bool spill_core;		/* a core-dumping signal brings spilled pages back first */
 	int stats;			/* enum cgm_stats_mode */
 	char stats_file[CGM_CONF_STR_MAX];
 };

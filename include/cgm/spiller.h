@@ -59,6 +59,20 @@ int64_t cgm_spill_answer(struct cgm_proc *p);
 void cgm_spill_stop_locked(const char *why);
 
 /*
+ * A core-dumping signal is on its way: spilling stops for good and every
+ * spilled page comes back (shim/core_dump.c).  The pages, or -1 without
+ * an engine.
+ */
+long cgm_spill_restore_for_core(void);
+
+/*
+ * spill_core=1, once the engine is open: a handler for the signals whose
+ * default action dumps core, where the program has none, that brings the
+ * spilled pages back before the dump (shim/core_dump.c).
+ */
+void cgm_core_dump_watch(void);
+
+/*
  * Spill @want pages, or what is over the group's limit if more, or what
  * must go before a charge of @need pages fits under memory.max if more
  * still, in rounds until the group is under (the pool's growth counted).

@@ -13,7 +13,7 @@
 
 #define COLD_BLOCK	(64u << 10)
 
-static unsigned char cold_byte(size_t block, size_t i)
+static inline unsigned char cold_byte(size_t block, size_t i)
 {
 	uint64_t x = (block << 20 | i) * 0x9e3779b97f4a7c15ull;
 
@@ -21,7 +21,7 @@ static unsigned char cold_byte(size_t block, size_t i)
 }
 
 /* The @n numbers after the program's name into @out; false (usage said) if there are not @n. */
-static int spill_args(int argc, char **argv, int n, const char *usage, unsigned long *out)
+static inline int spill_args(int argc, char **argv, int n, const char *usage, unsigned long *out)
 {
 	if (argc != n + 1) {
 		fprintf(stderr, "usage: %s %s\n", argv[0], usage);
@@ -33,7 +33,7 @@ static int spill_args(int argc, char **argv, int n, const char *usage, unsigned 
 }
 
 /* @mb MiB of cold blocks in *@n of them, or NULL (said on stderr, as @who). */
-static unsigned char **cold_fill(const char *who, unsigned long mb, size_t *n)
+static inline unsigned char **cold_fill(const char *who, unsigned long mb, size_t *n)
 {
 	size_t count = mb * (1u << 20) / COLD_BLOCK;
 	unsigned char **cold = calloc(count ? count : 1, sizeof(*cold));
@@ -56,7 +56,7 @@ static unsigned char **cold_fill(const char *who, unsigned long mb, size_t *n)
 }
 
 /* The bytes of the @n cold blocks that differ (said on stderr); the blocks are freed. */
-static size_t cold_check(const char *who, unsigned char **cold, size_t n)
+static inline size_t cold_check(const char *who, unsigned char **cold, size_t n)
 {
 	size_t bad = 0;
 

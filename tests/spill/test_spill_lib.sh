@@ -10,6 +10,7 @@
 : "${SPILL_COMMIT:?SPILL_COMMIT must name tests/spill/spill_commit (run through make)}"
 : "${SPILL_THREADS_MAX:?SPILL_THREADS_MAX must name tests/spill/spill_threads_max (run through make)}"
 : "${SPILL_CANCEL:?SPILL_CANCEL must name tests/spill/spill_cancel (run through make)}"
+: "${SPILL_CORE:?SPILL_CORE must name tests/spill/spill_core (run through make)}"
 
 # Threads cancelled (pthread_cancel, deferred) while they allocate under
 # limits (tests/spill/spill_cancel.c), first without spilling, so that it
@@ -627,6 +628,72 @@ within 60 pre "group=/cancels,spill=1,max=40M" "$SPILL_CANCEL" 48 100
 [ "$(value /cancels memory.stat zswpout)" -gt 0 ] || fail "threads cancelled under spill=1: nothing was spilled"
 echo "$TEST_NAME: 100 threads cancelled while allocating, with and without spilling: no hang"
 CHECKS=$((CHECKS + 1))
+
+# A crash with spilled pages (tests/spill/spill_core.c, 48 MiB of cold
+# blocks under memory.max=24M, block 0 spilled): the kernel dumps zeros
+# where a page is spilled, so with spill_core=1 (the default) the signal
+# first brings every spilled page back, in one line, and the core holds
+# block 0's bytes.  With spill_core=0: no line, and zeros in the core.
+# The bytes are read from the core where core_pattern writes it in the
+# working directory and the core limit can be raised; elsewhere only the
+# line is checked.
+CORE_PY='
+import struct, sys
+core, addr = sys.argv[1], int(sys.argv[2], 16)
+data = open(core, "rb").read()
+phoff, = struct.unpack_from("<Q", data, 0x20)
+phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
+for i in range(phnum):
+    p_type, _, off, vaddr, _, filesz, memsz, _ = struct.unpack_from("<IIQQQQQQ", data, phoff + i * phentsize)
+    if p_type == 1 and vaddr <= addr and addr + 65536 <= vaddr + memsz:
+        got = data[off + addr - vaddr:off + addr - vaddr + 65536] if addr + 65536 <= vaddr + filesz else b""
+        break
+else:
+    sys.exit("no segment of the core holds " + hex(addr))
+want = bytes(((((i << 0) * 0x9e3779b97f4a7c15) % (1 << 64)) >> 56) if i % 64 < 32 else (i // 64) & 0xff
+             for i in range(65536))
+bad = sum(1 for a, b in zip(got.ljust(65536, b"\0"), want) if a != b)
+print("differ", bad)
+'
+for core in 1 0; do
+	for how in segv abort; do
+		rm -rf "$T/c"
+		mkdir "$T/c"
+		cd "$T/c"
+		within 60 pre "group=/core$core$how,spill=1,max=24M,spill_core=$core" "$SPILL_CORE" 48 "$how"
+		cd - >/dev/null
+		sig=$(( ST - 128 ))
+		[ "$how" = segv ] && want=11 || want=6
+		[ "$sig" = "$want" ] || fail "spill_core $how: status $ST, not signal $want: $(tail -2 "$T/err")"
+		resident=$(sed -n 's/.*, \([0-9]*\) of 16 pages resident.*/\1/p' "$T/out")
+		[ -n "$resident" ] && [ "$resident" -lt 16 ] ||
+			fail "spill_core $how: block 0 was not spilled before the crash: $(cat "$T/out")"
+		limit=$(sed -n 's/.*core limit \([a-z0-9]*\)$/\1/p' "$T/out")
+		if [ "$core" = 1 ] && { [ "$limit" = raised ] || grep -q '^|' /proc/sys/kernel/core_pattern; }; then
+			grep -q "spilled pages brought back for the core dump" "$T/err" ||
+				fail "spill_core $how: no line on the pages brought back: $(tail -2 "$T/err")"
+		elif [ "$core" = 0 ]; then
+			! grep -q "brought back for the core dump" "$T/err" ||
+				fail "spill_core=0 $how: pages were brought back: $(grep core "$T/err")"
+		fi
+		file=$(ls "$T/c" | grep '^core' | head -1)
+		if [ -z "$file" ]; then
+			echo "$TEST_NAME: spill_core=$core $how: no core file in the working directory (core_pattern $(cat /proc/sys/kernel/core_pattern), core limit $limit): its bytes not checked"
+			continue
+		fi
+		addr=$(sed -n 's/.*block 0 at \(0x[0-9a-f]*\),.*/\1/p' "$T/out")
+		differ=$(/usr/bin/python3 -c "$CORE_PY" "$T/c/$file" "$addr" | sed -n 's/^differ //p')
+		[ -n "$differ" ] || fail "spill_core $how: the core could not be read"
+		if [ "$core" = 1 ]; then
+			[ "$differ" = 0 ] || fail "spill_core $how: $differ bytes of block 0 differ in the core"
+		else
+			[ "$differ" -gt 0 ] || fail "spill_core=0 $how: block 0 is right in the core: the test cannot tell"
+		fi
+		echo "$TEST_NAME: spill_core=$core, $how: block 0 spilled ($resident of 16 pages resident), $differ bytes of it differ in the core"
+		rm -rf "$T/c"
+		CHECKS=$((CHECKS + 1))
+	done
+done
 
 # Without the privilege (uid 65534, vm.unprivileged_userfaultfd=0): one
 # line that says what to grant, and the program runs unspilled.
