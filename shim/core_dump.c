@@ -17,7 +17,7 @@
  * crash, in this thread or another, dumps at once.  It brings pages back
  * only where a core will be written (RLIMIT_CORE above 0, or a pipe in
  * core_pattern, which ignores the limit; the process dumpable), with a
- * timer that sends SIGABRT after RESTORE_S seconds: should the restore
+ * timer that sends a core-dumping signal after RESTORE_S seconds: should the restore
  * never end (a lock held by a thread that the crash left where it was),
  * the process dumps all the same, with what is back by then.  One line
  * on stderr says how many pages came back.
@@ -96,21 +96,29 @@ static bool core_wanted(void)
 }
 
 /*
- * SIGABRT for the whole process after RESTORE_S seconds (its default
- * action, set by defaults(), dumps core), unblocked in this thread in
- * case no other thread takes it.  The raw system calls: glibc's
- * timer_create is not safe in a signal handler.
+ * A signal for the whole process after RESTORE_S seconds: the first of
+ * the set at its default action now (defaults() put back the ones this
+ * handler had; the program may have its own for some), which dumps
+ * core, or SIGKILL if the program handles them all.  Unblocked in this
+ * thread in case no other thread takes it.  The raw system calls:
+ * glibc's timer_create is not safe in a signal handler.
  */
 static void arm_watchdog(void)
 {
-	struct sigevent ev = { .sigev_notify = SIGEV_SIGNAL, .sigev_signo = SIGABRT };
+	struct sigevent ev = { .sigev_notify = SIGEV_SIGNAL, .sigev_signo = SIGKILL };
 	struct itimerspec when = { .it_value = { .tv_sec = RESTORE_S } };
-	sigset_t abrt;
+	sigset_t one;
 	int timer;
 
-	sigemptyset(&abrt);
-	sigaddset(&abrt, SIGABRT);
-	pthread_sigmask(SIG_UNBLOCK, &abrt, NULL);
+	for (size_t i = 0; i < NR_CORE_SIGNALS && ev.sigev_signo == SIGKILL; i++) {
+		struct sigaction cur;
+
+		if (sigaction(core_signals[i], NULL, &cur) == 0 && is_default(&cur))
+			ev.sigev_signo = core_signals[i];
+	}
+	sigemptyset(&one);
+	sigaddset(&one, ev.sigev_signo);
+	pthread_sigmask(SIG_UNBLOCK, &one, NULL);
 	if (syscall(SYS_timer_create, CLOCK_MONOTONIC, &ev, &timer) == 0)
 		syscall(SYS_timer_settime, timer, 0, &when, NULL);
 }
