@@ -204,7 +204,8 @@ static void spill_serving(bool start)
 /* The handler is spilling for what came back (spill_served). */
 static bool handler_reclaiming;
 
-static void spill_served(uint64_t pages)
+/* Keyed: its site must lie with the others, in the pages patched at start-up. */
+static CGM_KEYED void spill_served(uint64_t pages)
 {
 	static uint64_t unsampled, since_sample;
 	int64_t excess;

@@ -45,6 +45,7 @@ $(T)/sk_lib_report: tests/sk_lib_report.c $(LIB)
 
 check-static-key-lib: $(T)/sk_lib_report $(LIB)
 	$(RUN) tests/check-sites-objdump $(LIB) env CGMALLOC_CONF=accounting=0 $(T)/sk_lib_report
+	$(RUN) tests/check-sites-keyed $(LIB) $(B)/obj env CGMALLOC_CONF=accounting=0 $(T)/sk_lib_report
 	$(RUN) sh -c 'CGMALLOC_CONF=accounting=0,static_keys=off $(T)/sk_lib_report | head -1 | \
 		grep -q "^mode fallback (static_keys=off)"'
 
