@@ -129,6 +129,7 @@ static void free_thread_slot(struct cgm_hier *h, uint32_t idx)
 		return;
 	hier_zero(t, offsetof(struct cgm_thread_slot, state));
 	t->next = CGM_NONE;
+	hier_map_clear(h->hdr->flush_map, idx);
 	hier_map_clear(h->hdr->thread_map, idx);
 	__atomic_store_n(&t->state, CGM_SLOT_FREE, __ATOMIC_RELEASE);
 }
@@ -518,6 +519,7 @@ static bool take_thread_slot(struct cgm_hier *h, uint32_t i, int tid)
 	/* No owner until link_thread(): a flush skips the slot till then. */
 	__atomic_store_n(&t->proc, CGM_NONE, __ATOMIC_RELAXED);
 	hier_map_set(h->hdr->thread_map, i);
+	hier_map_set(h->hdr->flush_map, i);
 	return true;
 }
 

@@ -227,7 +227,7 @@ void rstat_flush(struct cgm_hier *h)
 
 	hier_lock(&h->hdr->flush_lock);
 	for (uint32_t w = 0; w < CGM_MAX_THREADS / 64; w++) {
-		uint64_t bits = __atomic_load_n(&h->hdr->thread_map[w], __ATOMIC_ACQUIRE);
+		uint64_t bits = __atomic_load_n(&h->hdr->flush_map[w], __ATOMIC_ACQUIRE);
 
 		while (bits) {
 			uint32_t i = w * 64 + (uint32_t)__builtin_ctzll(bits);
@@ -354,7 +354,7 @@ void rstat_fold_exit(struct cgm_hier *h, struct cgm_proc *p)
 		 * process costs later flushes nothing, and what its threads
 		 * still free on the way out does not come back into heap_live.
 		 */
-		hier_map_clear(h->hdr->thread_map, t);
+		hier_map_clear(h->hdr->flush_map, t);
 	}
 	/* Its spill counts stay with the group; its pool goes with it. */
 	fold_spill_counts(h, p);

@@ -341,6 +341,45 @@ START_TEST(test_threads_cross_frees)
 }
 END_TEST
 
+/*
+ * A detached process's thread slots stay in use until the process is
+ * gone (its threads may still write them), but no flush visits them
+ * again: in thread_map, out of flush_map.  One map served both, and a
+ * new thread of another process, finding the bit clear, tried each such
+ * slot as if free -- a failed compare-and-swap, and a page of the file
+ * mapped, per slot (test_hier_rss, under load: 14 slots, 48-80 KiB of
+ * the file against 20-24).  Here a new registration must take another
+ * slot without touching the detached one.
+ */
+static bool map_has(const uint64_t *map, uint32_t i)
+{
+	return __atomic_load_n(&map[i / 64], __ATOMIC_RELAXED) & (1ULL << (i % 64));
+}
+
+START_TEST(test_detached_slots_stay_in_use)
+{
+	struct cgm_hier_header *hd;
+	uint32_t slot, other;
+
+	ck_assert_int_eq(acct_attach(&ac, "/x/d"), 0);
+	slot = acct_thread_register(&ac, gettid_());
+	ck_assert_uint_ne(slot, CGM_NONE);
+	hd = ac.h.hdr;
+	ck_assert(map_has(hd->thread_map, slot) && map_has(hd->flush_map, slot));
+	acct_detach(&ac);
+	/* The process still runs: its slot is in use, and a flush has nothing to take from it. */
+	ck_assert_msg(map_has(hd->thread_map, slot), "a detached process's thread slot is off the map of slots in use");
+	ck_assert(!map_has(hd->flush_map, slot));
+	ck_assert_uint_ne(ac.h.threads[slot].state, CGM_SLOT_FREE);
+	/* Another attach (this process again, as after an exec) takes another slot. */
+	ck_assert_int_eq(acct_attach(&ac, "/x/d2"), 0);
+	other = acct_thread_register(&ac, gettid_());
+	ck_assert_uint_ne(other, CGM_NONE);
+	ck_assert_uint_ne(other, slot);
+	acct_detach(&ac);
+}
+END_TEST
+
 START_TEST(test_stock_trim_and_exit)
 {
 	uint32_t slot;
@@ -987,6 +1026,7 @@ static void add_tests(TCase *tc, bool regressions)
 	tcase_add_test(tc, test_fork_child_slot);
 	tcase_add_test(tc, test_proc_gone);
 	tcase_add_test(tc, test_scope_gone_with_its_process);
+	tcase_add_test(tc, test_detached_slots_stay_in_use);
 }
 
 int main(int argc, char **argv)

@@ -189,8 +189,10 @@ static long hier_rss_kib(void)
 /*
  * On a failure: which pages of the file the process has mapped, as runs
  * of file offsets (from /proc/self/pagemap), so that the slots or tables
- * read can be told from the header's layout.  (Seen once in seven full
- * checks -- 328 KiB -- and not in 94 runs after; this says where.)
+ * read can be told from the header's layout.  (It failed about once in
+ * a hundred runs on a loaded machine, 48-328 KiB: the new thread tried
+ * as free the slots of processes that had detached, which one map of
+ * slots in use and of slots to flush had off it; flush_map now.)
  */
 static void print_mapped_runs(void)
 {

@@ -30,7 +30,7 @@
 #include "cgm/size_class.h"
 
 #define CGM_HIER_MAGIC		0x3152454948474d43ULL	/* "CGMHIER1" */
-#define CGM_HIER_VERSION	15
+#define CGM_HIER_VERSION	16
 #define CGM_NONE		UINT32_MAX
 #define CGM_ROOT		0
 #define CGM_NAME_MAX		64		/* a path component, NUL included */
@@ -332,10 +332,20 @@ struct cgm_hier_header {
 	uint32_t drain_gen;		/* bumped at memory.max: threads give back their precharge */
 	uint32_t vmp_listeners;		/* vmpressure listeners of every group */
 	/*
-	 * Which thread slots are in use, one bit each: a flush reads 512
-	 * bytes to find the live slots instead of touching every slot.
+	 * Which thread slots are in use, one bit each: an attach finds a
+	 * free slot in 512 bytes instead of touching slots in use.  Set
+	 * when a slot is taken, cleared when it is free again.
 	 */
 	uint64_t thread_map[CGM_MAX_THREADS / 64];
+	/*
+	 * The slots in use that a flush visits: the same, less those of
+	 * processes that detached (rstat_fold_exit folded them for good;
+	 * they stay in use until the process is gone).  One map served
+	 * both, and a new thread tried each such slot as if free (a failed
+	 * compare-and-swap, a write fault per page): test_hier_rss, under
+	 * load, saw a process map 14 slots of exited processes that way.
+	 */
+	uint64_t flush_map[CGM_MAX_THREADS / 64];
 	/*
 	 * The same for process slots in use (attached or exiting), and for
 	 * those exiting: an attach finds a free slot, and one to free, in 256
@@ -540,7 +550,7 @@ static inline void hier_prefault_forget(struct cgm_hier *h)
 		__atomic_store_n(&h->prefaulted[i], 0, __ATOMIC_RELAXED);
 }
 
-/* Bit @i of a slot map (thread_map, proc_map, exiting_map). */
+/* Bit @i of a slot map (thread_map, flush_map, proc_map, exiting_map). */
 static inline void hier_map_set(uint64_t *map, uint32_t i)
 {
 	__atomic_fetch_or(&map[i / 64], 1ULL << (i % 64), __ATOMIC_RELEASE);
