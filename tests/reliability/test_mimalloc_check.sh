@@ -15,10 +15,12 @@
 : "${REL_WRONG_SIZE:?REL_WRONG_SIZE must name wrong_block_size.so (run through make)}"
 : "${REL_WRONG_FREE:?REL_WRONG_FREE must name wrong_free.so (run through make)}"
 
-# The header's mi_layout_ok field (8 bytes at LAYOUT_OK_AT in layout 15:
-# offsetof(struct cgm_hier_header, mi_layout_ok)), in hex.
-LAYOUT_OK_AT=5176
-layout_ok() { od -An -tx8 -j$LAYOUT_OK_AT -N8 "$H" | tr -d ' '; }
+# The header's mi_layout_ok field, in hex: its last 8 bytes (the field
+# is the header's last; header_size is the 32-bit word at byte 12), so
+# that a layout that grows the header moves it here too (5176 in layout
+# 15, 5688 in 16).
+layout_ok_at() { echo $(($(od -An -tu4 -j12 -N4 "$H" | tr -d ' ') - 8)); }
+layout_ok() { od -An -tx8 -j"$(layout_ok_at)" -N8 "$H" | tr -d ' '; }
 
 # refused WHAT PRELOAD REASON: with PRELOAD before the library, the program
 # runs with accounting off, one line on stderr gives REASON, nothing is cached.
@@ -55,7 +57,7 @@ grep -q "accounting on" "$T/err" || fail "the check ran again for the same build
 CHECKS=$((CHECKS + 1))
 
 # Another build's hash in the header: checked again, and ours stored.
-printf '\001\002\003\004\005\006\007\010' | dd of="$H" bs=1 seek=$LAYOUT_OK_AT conv=notrunc status=none
+printf '\001\002\003\004\005\006\007\010' | dd of="$H" bs=1 seek="$(layout_ok_at)" conv=notrunc status=none
 run env LD_PRELOAD="$REL_WRONG_SIZE:$CGM_LIB" CGMALLOC_CONF="hierarchy=$H" "$PY" -c 'print("ran")'
 grep -q "^cgmalloc: accounting off: .*block sizes disagree" "$T/err" ||
 	fail "another build's hash: the check did not run: $(cat "$T/err")"
