@@ -695,6 +695,26 @@ for core in 1 0; do
 	done
 done
 
+# The program's own dispositions win: a SIGSEGV handler it installs
+# replaces the library's and takes the crash; SIGQUIT ignored from the
+# start (as a shell leaves it for a background job) stays ignored.
+within 60 pre "group=/coreown,spill=1,max=24M" "$SPILL_CORE" 48 own
+[ "$ST" = 3 ] && grep -qx "spill_core: own handler" "$T/out" ||
+	fail "spill_core own: status $ST, not the program's handler: $(tail -2 "$T/out")"
+! grep -q "brought back for the core dump" "$T/err" ||
+	fail "spill_core own: the library's handler ran: $(grep core "$T/err")"
+CHECKS=$((CHECKS + 1))
+# (Not through timeout, which catches SIGQUIT itself: its child starts
+# with SIGQUIT at the default again.  The program ends at once either way.)
+set +e
+(trap '' QUIT && pre "group=/corequit,spill=1,max=24M" "$SPILL_CORE" 48 quit) >"$T/out" 2>"$T/err" </dev/null
+ST=$?
+set -e
+[ "$ST" = 0 ] && grep -qx "spill_core: survived SIGQUIT" "$T/out" ||
+	fail "spill_core quit: SIGQUIT ignored from the start ended the program (status $ST): $(tail -2 "$T/err")"
+CHECKS=$((CHECKS + 1))
+echo "$TEST_NAME: the program's own SIGSEGV handler takes its crash; an ignored SIGQUIT stays ignored"
+
 # Without the privilege (uid 65534, vm.unprivileged_userfaultfd=0): one
 # line that says what to grant, and the program runs unspilled.
 if [ "$(id -u)" = 0 ] && [ "$(cat /proc/sys/vm/unprivileged_userfaultfd 2>/dev/null)" = 0 ] &&
