@@ -698,7 +698,10 @@ done
 # The program's own dispositions win: a SIGSEGV handler it installs
 # replaces the library's and takes the crash; SIGQUIT ignored from the
 # start (as a shell leaves it for a background job) stays ignored.
+# (In $T: a failure here dumps core in the working directory.)
+cd "$T"
 within 60 pre "group=/coreown,spill=1,max=24M" "$SPILL_CORE" 48 own
+cd - >/dev/null
 [ "$ST" = 3 ] && grep -qx "spill_core: own handler" "$T/out" ||
 	fail "spill_core own: status $ST, not the program's handler: $(tail -2 "$T/out")"
 ! grep -q "brought back for the core dump" "$T/err" ||
@@ -707,7 +710,7 @@ CHECKS=$((CHECKS + 1))
 # (Not through timeout, which catches SIGQUIT itself: its child starts
 # with SIGQUIT at the default again.  The program ends at once either way.)
 set +e
-(trap '' QUIT && pre "group=/corequit,spill=1,max=24M" "$SPILL_CORE" 48 quit) >"$T/out" 2>"$T/err" </dev/null
+(cd "$T" && trap '' QUIT && pre "group=/corequit,spill=1,max=24M" "$SPILL_CORE" 48 quit) >"$T/out" 2>"$T/err" </dev/null
 ST=$?
 set -e
 [ "$ST" = 0 ] && grep -qx "spill_core: survived SIGQUIT" "$T/out" ||
