@@ -17,10 +17,10 @@
  * crash, in this thread or another, dumps at once.  It brings pages back
  * only where a core will be written (RLIMIT_CORE above 0, or a pipe in
  * core_pattern, which ignores the limit; the process dumpable), with a
- * timer that sends a core-dumping signal after RESTORE_S seconds: should the restore
- * never end (a lock held by a thread that the crash left where it was),
- * the process dumps all the same, with what is back by then.  One line
- * on stderr says how many pages came back.
+ * timer that sends a core-dumping signal after RESTORE_S seconds: should
+ * the restore never end (a lock held by a thread that the crash left
+ * where it was), the process dumps all the same, with what is back by
+ * then.  One line on stderr says how many pages came back.
  *
  * Everything here is a system call or the spiller's restore, which never
  * allocates; the spill lock is never held where this handler can run

@@ -2885,15 +2885,16 @@ int spill_fork_child(struct spill_engine *e)
 {
 	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
 	pthread_cond_t fresh_cond = PTHREAD_COND_INITIALIZER;
+	zp_entry_t loading;
 	int ufd, err;
 
 	/* The parent's threads are gone: no lock is held, whatever the copy says. */
 	e->lock = e->reg_lock = e->lane_lock = e->fork_lock = fresh;
 	e->changed = e->lane_free = fresh_cond;
 	zp_pool_forked(e->pool);
-	if (atomic_load_explicit(&e->frozen_loading, memory_order_relaxed)) {
-		zp_load_forked(e->pool, atomic_load_explicit(&e->frozen_loading,
-							     memory_order_relaxed));
+	loading = atomic_load_explicit(&e->frozen_loading, memory_order_relaxed);
+	if (loading) {
+		zp_load_forked(e->pool, loading);
 		atomic_store_explicit(&e->frozen_loading, 0, memory_order_relaxed);
 	}
 	close(e->fork_sock[0]);

@@ -66,9 +66,10 @@ void cgm_spill_stop_locked(const char *why);
 long cgm_spill_restore_for_core(void);
 
 /*
- * spill_core=1, once the engine is open: a handler for the signals whose
- * default action dumps core, where the program has none, that brings the
- * spilled pages back before the dump (shim/core_dump.c).
+ * spill_core=1, once the engine is open: a handler for each signal whose
+ * default action dumps core and that is still at that default (not one
+ * the program inherited ignored), which brings the spilled pages back
+ * before the dump (shim/core_dump.c).
  */
 void cgm_core_dump_watch(void);
 
