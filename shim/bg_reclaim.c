@@ -15,9 +15,9 @@
  * pool), which no slow path sees: while usage is above limit - limit/16
  * the thread looks every 10 ms (doubling, up to 0.64 s, while its looks
  * find nothing to spill); below it, it sleeps until an allocation
- * path's sample wakes it.  When pages come back by faults as fast as it
- * spills, the program's working set does not fit below its target: it
- * stops for half a second rather than make the program thrash.
+ * path's sample wakes it.  When the pages it spills come back as fast as
+ * it spills them, the program's working set does not fit below its
+ * target: it stops for half a second rather than make the program thrash.
  *
  * A memory.reclaim, or a limit written below usage, is asked of each
  * process of the group through its slot in the hierarchy; the writer
@@ -106,12 +106,18 @@ static void bg_answer(void)
 }
 
 /*
- * Since the window began (@back_from faults' pages, @spilled pages
- * reclaimed since), have pages come back as fast as the thread spilled?
+ * Since the window began (@spilled pages reclaimed since), have the pages
+ * spilled in it come back as fast as the thread spilled?  Only those
+ * count: pages that left before it and come back now are the program
+ * turning to data it left long ago (python3 starting to work on the
+ * records it built first, spilled during the build: 1,700-2,000 pages
+ * back in each window, two stops of half a second in its 2-second working
+ * phase, which its own thread then spent reclaiming), and the cold pages
+ * the thread spills are what makes room for them.
  */
-static bool bg_thrashing(uint64_t back_from, int64_t spilled)
+static bool bg_thrashing(int64_t spilled)
 {
-	uint64_t back = cgm_spill_refaults() - back_from;
+	uint64_t back = cgm_spill_refaults_since_mark();
 
 	return spilled > 0 && back >= BG_THRASH_MIN && (int64_t)back * 4 > spilled;
 }
@@ -121,7 +127,6 @@ static void *bg_main(void *arg)
 	long wait_ns = 0, poll_ns = BG_POLL_NS;
 	/* The window thrashing is judged over: it ends when the group reaches the target. */
 	int64_t win_spilled = 0;
-	uint64_t win_back = 0;
 
 	(void)arg;
 	for (;;) {
@@ -140,14 +145,14 @@ static void *bg_main(void *arg)
 		cgm_resident_sample();
 		wait_ns = 0;
 		if (!win_spilled)
-			win_back = cgm_spill_refaults();
+			cgm_spill_mark_refaults();
 		while ((want = acct_reclaim_excess_below(&cgm_acct, BG_TARGET_SHIFT)) > 0) {
-			if (bg_thrashing(win_back, win_spilled)) {
+			if (bg_thrashing(win_spilled)) {
 				if (cgm_conf.verbose)
-					cgm_log("spill: background reclaim stops for 0.5 s: %llu pages "
-						"came back while it spilled %lld (the program works on "
+					cgm_log("spill: background reclaim stops for 0.5 s: %llu of the "
+						"%lld pages it spilled came back (the program works on "
 						"what is spilled)",
-						(unsigned long long)(cgm_spill_refaults() - win_back),
+						(unsigned long long)cgm_spill_refaults_since_mark(),
 						(long long)win_spilled);
 				__atomic_add_fetch(&thrash_stops, 1, __ATOMIC_RELAXED);
 				wait_ns = BG_THRASH_NS;

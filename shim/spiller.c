@@ -397,14 +397,15 @@ void cgm_spill_publish(void)
 	acct_spill_publish(&cgm_acct, &st);
 }
 
-uint64_t cgm_spill_refaults(void)
+void cgm_spill_mark_refaults(void)
 {
-	struct spill_stats ss;
+	if (engine)
+		spill_mark_refaults(engine);
+}
 
-	if (!engine)
-		return 0;
-	spill_stats(engine, &ss);
-	return ss.refaulted + ss.readahead;
+uint64_t cgm_spill_refaults_since_mark(void)
+{
+	return engine ? spill_refaults_since_mark(engine) : 0;
 }
 
 int cgm_spill_report(char *buf, size_t len)

@@ -124,6 +124,19 @@ static void fill_keep(unsigned char *p, size_t n, unsigned char *ref)
 	memcpy(ref, p, n * PG);
 }
 
+/* Two mappings of @n pages each, filled; returns a copy of both (*@a's, then *@b's). */
+static unsigned char *two_filled(size_t n, unsigned char **a, unsigned char **b)
+{
+	unsigned char *ref = malloc(2 * n * PG);
+
+	ck_assert_ptr_nonnull(ref);
+	*a = map_pages(n);
+	*b = map_pages(n);
+	fill_keep(*a, n, ref);
+	fill_keep(*b, n, ref + n * PG);
+	return ref;
+}
+
 /* Userfaultfd-registered VMAs ("um" in VmFlags) overlapping [p, p+len). */
 static int registered_vmas(const void *p, size_t len)
 {
@@ -1368,6 +1381,53 @@ START_TEST(test_cluster_readahead)
 }
 END_TEST
 
+/*
+ * spill_refaults_since_mark() counts the pages spilled after the mark
+ * that came back since, by a fault or read ahead, and no page spilled
+ * before it: the background reclaim's test of whether what it spills
+ * comes back.  Batch a leaves before the mark, batch b after; both come
+ * back, a first.  With readahead, b is walked in order, so that most of
+ * it comes back read ahead.
+ */
+static void check_since_mark(bool readahead)
+{
+	enum { N = 24 };
+	unsigned char *a, *b, *ref = two_filled(N, &a, &b);
+	struct spill_stats st;
+
+	setup_opts((struct spill_options){ .readahead = readahead });
+	ck_assert_int_eq(spill_out(eng, a, N), N);
+	spill_mark_refaults(eng);
+	ck_assert_uint_eq(spill_refaults_since_mark(eng), 0);
+	ck_assert_int_eq(spill_out(eng, b, N), N);
+	ck_assert_int_eq(memcmp(a, ref, N * PG), 0);
+	settle(&st, N);
+	ck_assert_uint_eq(spill_refaults_since_mark(eng), 0);
+	ck_assert_int_eq(memcmp(b, ref + N * PG, N * PG), 0);
+	settle(&st, 0);
+	ck_assert_uint_eq(spill_refaults_since_mark(eng), N);
+	if (readahead)
+		ck_assert_uint_gt(st.readahead, N);
+	/* A new mark starts from nothing: b again, spilled before it this time. */
+	ck_assert_int_eq(spill_out(eng, b, N), N);
+	spill_mark_refaults(eng);
+	ck_assert_int_eq(memcmp(b, ref + N * PG, N * PG), 0);
+	settle(&st, 0);
+	ck_assert_uint_eq(spill_refaults_since_mark(eng), 0);
+	assert_accounted(&st);
+	teardown();
+	munmap(a, N * PG);
+	munmap(b, N * PG);
+	free(ref);
+}
+
+START_TEST(test_refaults_since_mark)
+{
+	check_since_mark(false);
+	check_since_mark(true);
+}
+END_TEST
+
 /* What the served hook was told, call by call (the handler thread's). */
 static _Atomic unsigned served_calls;
 static _Atomic uint64_t served_pages[64];
@@ -1732,13 +1792,10 @@ END_TEST
 START_TEST(test_interleaved_readahead)
 {
 	enum { N = 100 };
-	unsigned char *a = map_pages(N), *b = map_pages(N), *ref = malloc(2 * N * PG);
+	unsigned char *a, *b, *ref = two_filled(N, &a, &b);
 	struct spill_stats st;
 
-	ck_assert_ptr_nonnull(ref);
 	setup_opts((struct spill_options){ .readahead = true });
-	fill_keep(a, N, ref);
-	fill_keep(b, N, ref + N * PG);
 	ck_assert_int_eq(spill_out(eng, a, N), N);
 	ck_assert_int_eq(spill_out(eng, b, N), N);
 	for (size_t i = 0; i < N; i++) {
@@ -2422,6 +2479,7 @@ int main(void)
 	tcase_add_test(tc, test_hot_distance_zero);
 	tcase_add_test(tc, test_cluster_readahead);
 	tcase_add_test(tc, test_cluster_readahead_steps);
+	tcase_add_test(tc, test_refaults_since_mark);
 	tcase_add_test(tc, test_cpu_latency_in_bursts);
 	tcase_add_test(tc, test_cpu_latency_released);
 #ifndef CGM_TSAN

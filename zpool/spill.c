@@ -249,6 +249,9 @@ struct spill_engine {
 
 	struct sp_hot *hot;
 	atomic_uint hot_distance;	/* pages; 0: nothing is ever hot */
+	/* spill_mark_refaults(): the spilled count then, and refaults of pages spilled since. */
+	atomic_uint mark_seq;
+	atomic_uint_fast64_t refaulted_since_mark;
 	atomic_bool keep_shared;	/* spill_unshare_shared(e, false) */
 	atomic_bool running;		/* the handler thread got to its loop */
 
@@ -367,6 +370,9 @@ static void sp_refaulted_at(struct spill_engine *e, uintptr_t page, uint32_t seq
 	uint32_t window = atomic_load_explicit(&e->hot_distance, memory_order_relaxed);
 	struct sp_hot *h;
 
+	/* (Counts wrap at 2^32 pages: 16 TiB spilled, not within one window.) */
+	if ((int32_t)(seq - atomic_load_explicit(&e->mark_seq, memory_order_relaxed)) >= 0)
+		atomic_fetch_add_explicit(&e->refaulted_since_mark, 1, memory_order_relaxed);
 	if (sp_seq_now(e) - seq >= window)
 		return;
 	h = sp_hot_slot(e, page);
@@ -384,6 +390,17 @@ static bool sp_is_hot(struct spill_engine *e, uintptr_t page)
 	return atomic_load_explicit(&h->page, memory_order_relaxed) == page &&
 	       sp_seq_now(e) - atomic_load_explicit(&h->seq, memory_order_relaxed) < window &&
 	       sp_ms_now() - atomic_load_explicit(&h->ms, memory_order_relaxed) < SP_HOT_MS;
+}
+
+void spill_mark_refaults(struct spill_engine *e)
+{
+	atomic_store_explicit(&e->refaulted_since_mark, 0, memory_order_relaxed);
+	atomic_store_explicit(&e->mark_seq, sp_seq_now(e), memory_order_relaxed);
+}
+
+uint64_t spill_refaults_since_mark(struct spill_engine *e)
+{
+	return atomic_load_explicit(&e->refaulted_since_mark, memory_order_relaxed);
 }
 
 void spill_pause_readahead(struct spill_engine *e, bool paused)
@@ -931,7 +948,8 @@ struct sp_claimed {
 static unsigned sp_claim_run(struct spill_engine *e, uintptr_t page, uintptr_t to,
 			     struct sp_claimed *run)
 {
-	unsigned n = 0;
+	uint32_t mark = atomic_load_explicit(&e->mark_seq, memory_order_relaxed);
+	unsigned n = 0, since_mark = 0;
 
 	pthread_mutex_lock(&e->lock);
 	for (; page < to && n < SP_SPAN_MAX; page += SP_PAGE, n++) {
@@ -942,8 +960,12 @@ static unsigned sp_claim_run(struct spill_engine *e, uintptr_t page, uintptr_t t
 		ent->state = SP_LOADING;
 		run[n].zent = ent->zent;
 		run[n].range = ent->range;
+		since_mark += (int32_t)(ent->seq - mark) >= 0;
 	}
 	pthread_mutex_unlock(&e->lock);
+	/* Read ahead, these come back as surely as by a fault (spill_refaults_since_mark). */
+	if (since_mark)
+		atomic_fetch_add_explicit(&e->refaulted_since_mark, since_mark, memory_order_relaxed);
 	return n;
 }
 

@@ -247,6 +247,16 @@ long spill_written(struct spill_engine *e, const void *addr, size_t len,
 /* The refault distance below which a page is hot (0, the default: none is). */
 void spill_set_hot_distance(struct spill_engine *e, size_t pages);
 /*
+ * Thrashing, as a reclaimer sees it: how many pages spilled since its
+ * last spill_mark_refaults() have come back since, by a fault or read
+ * ahead.  Pages that
+ * left before the mark do not count, however soon they come back: a
+ * program turning to data it left long ago is not undoing this
+ * reclaimer's work.  One mark for the engine (the background reclaim's).
+ */
+void spill_mark_refaults(struct spill_engine *e);
+uint64_t spill_refaults_since_mark(struct spill_engine *e);
+/*
  * Pause or resume readahead (opened with it off: stays off).  A caller
  * that must spill a page for each one brought back (a group at its
  * memory.max) gains nothing from pages brought back before they are

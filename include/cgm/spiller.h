@@ -111,8 +111,9 @@ void cgm_bg_reclaim_forked(void);
 uint64_t cgm_bg_reclaim_pages(void);
 /* Times it stopped because what it spilled came back (thrashing). */
 uint64_t cgm_bg_reclaim_thrash_stops(void);
-/* Pages brought back by faults so far, read ahead included (0: no engine). */
-uint64_t cgm_spill_refaults(void);
+/* The background reclaim's mark, and the pages spilled since it that came back (spill.h). */
+void cgm_spill_mark_refaults(void);
+uint64_t cgm_spill_refaults_since_mark(void);
 
 /* Publish the pool's figures and the spill counts for the next sample (resident.c). */
 void cgm_spill_publish(void);
