@@ -129,6 +129,7 @@ static void *bg_main(void *arg)
 	int64_t win_spilled = 0;
 
 	(void)arg;
+	cgm_spill_background_thread();
 	for (;;) {
 		/* Its process slot's word, which other processes wake (none while exiting). */
 		struct cgm_proc *p = hier_proc(&cgm_acct.h, cgm_acct.proc);
@@ -231,6 +232,11 @@ uint64_t cgm_bg_reclaim_pages(void)
 uint64_t cgm_bg_reclaim_thrash_stops(void)
 {
 	return __atomic_load_n(&thrash_stops, __ATOMIC_RELAXED);
+}
+
+bool cgm_bg_reclaim_started(void)
+{
+	return __atomic_load_n(&started, __ATOMIC_RELAXED);
 }
 
 bool cgm_bg_reclaim_busy(void)

@@ -106,6 +106,10 @@ void cgm_spill_release(void);
 void cgm_bg_reclaim_start(void);
 void cgm_bg_reclaim_kick(void);
 bool cgm_bg_reclaim_busy(void);
+/* The background reclaim thread runs in this process. */
+bool cgm_bg_reclaim_started(void);
+/* Called by the background reclaim thread as it starts. */
+void cgm_spill_background_thread(void);
 void cgm_bg_reclaim_forked(void);
 /* Pages the background reclaim spilled or got back from the pool, in all. */
 uint64_t cgm_bg_reclaim_pages(void);
