@@ -427,14 +427,13 @@ int cgm_spill_report(char *buf, size_t len)
 	spill_stats(engine, &ss);
 	zp_pool_stats(pool, &zs);
 	return snprintf(buf, len,
-			"== spill\nspilled %llu refaulted %llu (hot %llu) read ahead %llu (regions %llu) restored %llu "
+			"== spill\nspilled %llu refaulted %llu (hot %llu) read ahead %llu restored %llu "
 			"discarded %llu misreported %llu unshared %llu "
 			"skipped %llu (hot %llu, written %llu) in_pool %llu pool_bytes %llu "
 			"written_back %llu recompressed %llu (by the program's threads %llu) "
 			"background %llu (stopped %llu)\n",
 			(unsigned long long)ss.spilled, (unsigned long long)ss.refaulted,
 			(unsigned long long)ss.refaulted_hot, (unsigned long long)ss.readahead,
-			(unsigned long long)ss.regions_read,
 			(unsigned long long)ss.restored,
 			(unsigned long long)ss.forgotten, (unsigned long long)ss.misreported,
 			(unsigned long long)ss.unshared,

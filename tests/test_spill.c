@@ -243,21 +243,6 @@ static void assert_back(const unsigned char *p, const unsigned char *ref, size_t
 	ck_assert_int_eq(memcmp(p, ref, n * PG), 0);
 }
 
-/*
- * The engine's last pages came back, @faults of them by a fault and the
- * rest of [@p, @p + @n pages) read ahead, with @ref's bytes; the engine
- * goes.
- */
-static void all_back_after(const struct spill_stats *st, uint64_t faults, const unsigned char *p,
-			   const unsigned char *ref, size_t n)
-{
-	ck_assert_uint_eq(st->refaulted, faults);
-	ck_assert_uint_eq(st->readahead, n - faults);
-	assert_back(p, ref, n);
-	assert_accounted(st);
-	teardown();
-}
-
 /* Does @page read as zeros?  Touches it. */
 static bool zero_page(const unsigned char *page)
 {
@@ -1443,41 +1428,6 @@ START_TEST(test_refaults_since_mark)
 }
 END_TEST
 
-/*
- * Region readahead: once four clusters of one 2 MiB region were read
- * ahead (each faulted twice: not hot, but seen), the rest of the region
- * comes back in the handler's idle time.  Three are not enough: the other
- * pages stay in the pool.
- */
-START_TEST(test_region_readahead)
-{
-	enum { CL = 16, REGION = 512 };
-	unsigned char *m = map_pages(2 * REGION), *r = cluster_in(m, REGION), *ref = malloc(REGION * PG);
-	struct spill_stats st;
-
-	ck_assert_ptr_nonnull(ref);
-	setup_opts((struct spill_options){ .readahead = true });
-	fill_keep(r, REGION, ref);
-	ck_assert_int_eq(spill_out(eng, r, REGION), REGION);
-	for (unsigned k = 0; k < 4; k++) {
-		unsigned char *c = r + (size_t)(7 * k + 3) * CL * PG;
-		size_t off = (size_t)(c - r);
-
-		/* The first fault brings its page alone; the second, its cluster. */
-		ck_assert_int_eq(memcmp(c + 2 * PG, ref + off + 2 * PG, PG), 0);
-		settle(&st, REGION - k * CL - 1);
-		ck_assert_int_eq(memcmp(c + 11 * PG, ref + off + 11 * PG, PG), 0);
-		settle(&st, k < 3 ? REGION - (k + 1) * CL : 0);
-		ck_assert_uint_eq(st.regions_read, (k < 3 ? 0u : 1u));
-		if (k == 2)
-			ck_assert(!resident(r) && !resident(r + (REGION - 1) * PG));
-	}
-	all_back_after(&st, 8, r, ref, REGION);
-	munmap(m, 2 * REGION * PG);
-	free(ref);
-}
-END_TEST
-
 /* What the served hook was told, call by call (the handler thread's). */
 static _Atomic unsigned served_calls;
 static _Atomic uint64_t served_pages[64];
@@ -1793,7 +1743,11 @@ START_TEST(test_readahead_run_split)
 	/* A hot refault at page 2: pages 0-1 and 3-15 come back, the second run across the split. */
 	ck_assert_int_eq(memcmp(c + 2 * PG, ref + 2 * PG, PG), 0);
 	settle(&st, 0);
-	all_back_after(&st, 1, c, ref, CL);
+	ck_assert_uint_eq(st.refaulted, 1);
+	ck_assert_uint_eq(st.readahead, CL - 1);
+	assert_back(c, ref, CL);
+	assert_accounted(&st);
+	teardown();
 	munmap(m, 3 * CL * PG);
 	free(ref);
 }
@@ -2526,7 +2480,6 @@ int main(void)
 	tcase_add_test(tc, test_cluster_readahead);
 	tcase_add_test(tc, test_cluster_readahead_steps);
 	tcase_add_test(tc, test_refaults_since_mark);
-	tcase_add_test(tc, test_region_readahead);
 	tcase_add_test(tc, test_cpu_latency_in_bursts);
 	tcase_add_test(tc, test_cpu_latency_released);
 #ifndef CGM_TSAN

@@ -147,14 +147,6 @@ struct sp_range {
 #define SP_RA_STEP	8
 /* Sequential walks followed at once (threads each walking its own pages). */
 #define SP_STREAMS	8
-/*
- * Region readahead (sp_region_due): 2 MiB regions, a direct-mapped table
- * of them (512 MiB of address space without a clash), and the regions
- * waiting to be brought back.
- */
-#define SP_REGION_SHIFT		21
-#define SP_REGION_SLOTS		256
-#define SP_REGION_PENDING	64
 
 /*
  * What a descriptor of the engine was opened on, to look before writing
@@ -254,14 +246,6 @@ struct spill_engine {
 		uintptr_t from, to;
 	} ra_pending[SP_RA_PENDING];
 	unsigned ra_head, ra_count;
-	/* Regions whose clusters were read ahead lately (sp_region_due), and those pending. */
-	struct sp_region_seen {
-		uintptr_t base;
-		uint64_t fault;
-		unsigned clusters;
-	} region_seen[SP_REGION_SLOTS];
-	struct sp_ra_span region_pending[SP_REGION_PENDING];
-	unsigned rg_head, rg_count;
 
 	struct sp_hot *hot;
 	atomic_uint hot_distance;	/* pages; 0: nothing is ever hot */
@@ -324,7 +308,7 @@ struct spill_engine {
 
 	atomic_uint_fast64_t spilled, refaulted, restored, skipped,
 		store_failed, in_pool, nr_ranges, skipped_hot, refaulted_hot,
-		forgotten, readahead, regions_read, misreported, unshared, bursts, bursts_polled;
+		forgotten, readahead, misreported, unshared, bursts, bursts_polled;
 };
 
 #define SP_NO_RANGE	UINT32_MAX
@@ -1114,65 +1098,17 @@ static void sp_ra_defer(struct spill_engine *e, uintptr_t from, uintptr_t to)
 	e->ra_count++;
 }
 
-/*
- * Region readahead: a program that works through a part of its data it
- * left long ago (python3's hot records, built first and spilled during the
- * build; sqlite3's first rows) faults on it in random order, a cluster at
- * a time, each fault a round trip to the handler.  Once SP_REGION_CLUSTERS
- * clusters of one 2 MiB region were read ahead within SP_SEEN_FAULTS
- * faults, the rest of the region is wanted too, and comes back in the
- * handler's idle time, after the pending clusters: the kernel's swap
- * readahead by address grows its window by hits in the same way.  A
- * program touching a page here and there in its cold data never reads a
- * cluster ahead, so never a region.  The oldest pending region goes when
- * SP_REGION_PENDING are waiting and another comes.
- */
-#define SP_REGION_CLUSTERS	4
-
-static bool sp_region_due(struct spill_engine *e, uintptr_t page)
-{
-	uintptr_t base = page & ~(((uintptr_t)1 << SP_REGION_SHIFT) - 1);
-	struct sp_region_seen *r = &e->region_seen[(base >> SP_REGION_SHIFT) % SP_REGION_SLOTS];
-
-	if (r->base != base || e->faults - r->fault > SP_SEEN_FAULTS) {
-		r->base = base;
-		r->clusters = 0;
-	}
-	r->fault = e->faults;
-	return ++r->clusters == SP_REGION_CLUSTERS;
-}
-
-static void sp_region_defer(struct spill_engine *e, uintptr_t page)
-{
-	uintptr_t base = page & ~(((uintptr_t)1 << SP_REGION_SHIFT) - 1);
-
-	if (e->rg_count == SP_REGION_PENDING) {
-		e->rg_head = (e->rg_head + 1) % SP_REGION_PENDING;
-		e->rg_count--;
-	}
-	e->region_pending[(e->rg_head + e->rg_count) % SP_REGION_PENDING] =
-		(struct sp_ra_span){ .from = base, .to = base + ((uintptr_t)1 << SP_REGION_SHIFT) };
-	e->rg_count++;
-	atomic_fetch_add_explicit(&e->regions_read, 1, memory_order_relaxed);
-}
-
-/* One step of the oldest pending cluster readahead, or when none is left, region readahead. */
+/* One step of the oldest pending cluster readahead. */
 static void sp_ra_step(struct spill_engine *e)
 {
-	bool cluster = e->ra_count > 0;
-	struct sp_ra_span *r = cluster ? &e->ra_pending[e->ra_head] : &e->region_pending[e->rg_head];
+	struct sp_ra_span *r = &e->ra_pending[e->ra_head];
 	uintptr_t to = r->to - r->from > SP_RA_STEP * SP_PAGE ? r->from + SP_RA_STEP * SP_PAGE : r->to;
 
 	sp_read_span(e, r->from, to);
 	r->from = to;
-	if (r->from < r->to)
-		return;
-	if (cluster) {
+	if (r->from >= r->to) {
 		e->ra_head = (e->ra_head + 1) % SP_RA_PENDING;
 		e->ra_count--;
-	} else {
-		e->rg_head = (e->rg_head + 1) % SP_REGION_PENDING;
-		e->rg_count--;
 	}
 }
 
@@ -1182,11 +1118,8 @@ static void sp_cluster_readahead(struct spill_engine *e, uintptr_t page)
 	bool seen = sp_cluster_seen(e, base);
 
 	/* (@page itself is back: not stored, so the span skips it.) */
-	if (!seen && !sp_is_hot(e, page))
-		return;
-	sp_ra_defer(e, base, base + SP_CLUSTER * SP_PAGE);
-	if (sp_region_due(e, page))
-		sp_region_defer(e, page);
+	if (seen || sp_is_hot(e, page))
+		sp_ra_defer(e, base, base + SP_CLUSTER * SP_PAGE);
 }
 
 /*
@@ -1695,10 +1628,10 @@ static void *sp_handler(void *arg)
 				eventfd_read(e->wake_fd, &(eventfd_t){ 0 });
 			continue;
 		}
-		if (n <= 0 && (e->ra_count || e->rg_count)) {
+		if (n <= 0 && e->ra_count) {
 			/* Paused: what was pending is dropped, not kept for later. */
 			if (atomic_load_explicit(&e->ra_paused, memory_order_relaxed))
-				e->ra_count = e->rg_count = 0;
+				e->ra_count = 0;
 			else
 				sp_ra_served(e);
 			continue;
@@ -2672,7 +2605,6 @@ void spill_stats(struct spill_engine *e, struct spill_stats *st)
 	st->refaulted_hot = atomic_load_explicit(&e->refaulted_hot, memory_order_relaxed);
 	st->forgotten = atomic_load_explicit(&e->forgotten, memory_order_relaxed);
 	st->readahead = atomic_load_explicit(&e->readahead, memory_order_relaxed);
-	st->regions_read = atomic_load_explicit(&e->regions_read, memory_order_relaxed);
 	st->misreported = atomic_load_explicit(&e->misreported, memory_order_relaxed);
 	st->unshared = atomic_load_explicit(&e->unshared, memory_order_relaxed);
 	st->staged = 0;
@@ -2997,11 +2929,10 @@ int spill_fork_child(struct spill_engine *e)
 	atomic_store(&e->fork_announced, false);
 	e->child_uffd = -1;
 	/* The handler's own state: readahead, bursts. */
-	e->ra_count = e->rg_count = 0;
+	e->ra_count = 0;
 	e->in_burst = false;
 	memset(e->streams, 0, sizeof(e->streams));
 	memset(e->seen, 0, sizeof(e->seen));
-	memset(e->region_seen, 0, sizeof(e->region_seen));
 	if (ufd < 0) {
 		e->fork_sock[1] = -1;	/* kept open: the parent's sign that this child runs */
 		sp_fork_restore_plain(e);

@@ -146,8 +146,6 @@ struct spill_stats {
 	uint64_t readahead;	/* pages brought back ahead of a fault: faults
 				 * at consecutive pages read the next 2 to 32;
 				 * a hot refault, its 16-page cluster */
-	uint64_t regions_read;	/* 2 MiB regions read ahead: their clusters
-				 * kept faulting (sp_region_due) */
 	uint64_t misreported;	/* pages a move said it left in place but
 				 * moved all the same (a kernel bug: see
 				 * sp_check_left()); stored like the others */
