@@ -185,7 +185,7 @@ static void spill_serving(bool start)
  * them as the faulting task does in the kernel -- here at about ten times
  * the kernel's cost a page, so a program that reads much of what was
  * spilled thrashes: off by default.  Off, the background reclaim stops
- * while pages come back as fast as it spills, and the group passes its
+ * while the pages it spilled come back as fast as it spills, and the group passes its
  * memory.high meanwhile (sqlite3 of bench/spill_workload.sh reading its
  * whole cache back at a commit: twice its memory.high).  The background
  * reclaim, when it is spilling, is left to it.
