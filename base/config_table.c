@@ -84,8 +84,8 @@ const struct cgm_conf_key cgm_conf_keys[] = {
 	  "memory.high holds while pages come back: after each charge batch brought back, the "
 	  "handler thread spills what the group is over before it serves the next fault, as "
 	  "the kernel's swap-ins reclaim (a program reading much of what was spilled thrashes); "
-	  "0: the background reclaim stops while pages come back as fast as it spills, and the "
-	  "group may pass memory.high meanwhile",
+	  "0: the background reclaim stops while the pages it spilled come back as fast as it "
+	  "spills, and the group may pass memory.high meanwhile",
 	  NULL, 0, 0 },
 	{ "spill_hold_max", CGM_CONF_BOOL, FIELD(spill_hold_max), "0",
 	  "memory.max holds while pages come back, as the kernel never lets a swap-in pass it: "
