@@ -237,11 +237,12 @@ static void stock_refund(struct cgm_thread_slot *t, int64_t bytes)
  * request; cgm_acct_alloc_slow() looked): taken from the stock with no
  * lock, no clock and no look at other processes, as the small path takes
  * from its allowance -- the stock is precharged, and its refills do those.
- * Only the slot and the block live across mimalloc's call.
+ * The counts without cgm_careful_begin()'s site: a move in progress takes
+ * stocked_alloc_careful() instead, chosen before the call.
  */
-static inline __attribute__((always_inline)) void *stocked_alloc(size_t n, bool zero)
+static inline __attribute__((always_inline)) void *stocked_alloc(size_t n, bool zero, bool careful)
 {
-	struct cgm_thread_slot *t = cgm_tslot;
+	struct cgm_thread_slot *t;
 	int64_t actual;
 	void *p;
 
@@ -250,11 +251,30 @@ static inline __attribute__((always_inline)) void *stocked_alloc(size_t n, bool 
 		errno = ENOMEM;
 		return NULL;
 	}
+	/*
+	 * The slot is read after the call (the same as before it: the thread
+	 * has its own, or its stock would not have covered the block), so
+	 * that it need not live across the call in a saved register.
+	 */
+	t = cgm_tslot;
 	/* at most 128 KiB: never a huge block, whose size the page does not hold */
 	actual = mi209_block_size(p);
 	cgm_owner_add(t->stock, -actual);
-	count_big(t, actual);
+	if (careful) {
+		count_big(t, actual);
+		return p;
+	}
+	/* In this order gcc adds the last two with two instructions; the other way, with SSE. */
+	cgm_owner_add(t->big_hist[rstat_hist_bucket((uint64_t)actual)], 1);
+	cgm_owner_add(t->big_allocs, 1);
+	cgm_owner_add(t->big_alloc_bytes, (uint64_t)actual);
 	return p;
+}
+
+/* stocked_alloc() while a move is in progress: its counts under the process lock. */
+static CGM_KEYED CGM_NOINLINE void *stocked_alloc_careful(size_t n, bool zero)
+{
+	return stocked_alloc(n, zero, true);
 }
 
 /*
@@ -302,8 +322,11 @@ static CGM_KEYED CGM_NOINLINE void *alloc_charged(size_t n, size_t align, bool z
 /* (The boot slot's stock is hugely negative: a thread without a slot goes on.) */
 CGM_KEYED void *cgm_acct_alloc_slow(size_t n, size_t align, bool zero)
 {
-	if (n <= CGM_SAMPLED_MIN && !align && cgm_tslot->stock >= 2 * (int64_t)n)
-		return stocked_alloc(n, zero);
+	if (n <= CGM_SAMPLED_MIN && !align && cgm_tslot->stock >= 2 * (int64_t)n) {
+		if (static_branch_unlikely(&cgm_moving_key))
+			return stocked_alloc_careful(n, zero);
+		return stocked_alloc(n, zero, false);
+	}
 	return alloc_charged(n, align, zero);
 }
 
