@@ -214,13 +214,22 @@ static int64_t byte_charge(int64_t size)
 /* Blocks this large make a slow path look at residency at once. */
 #define LARGE_BLOCK (1 << 20)
 
+/* An allocation above the small sizes, of @bytes, in @t's counts. */
+static inline __attribute__((always_inline)) void count_big_plain(struct cgm_thread_slot *t,
+								    int64_t bytes)
+{
+	/* In this order gcc adds the last two with two instructions; the other way, with SSE. */
+	cgm_owner_add(t->big_hist[rstat_hist_bucket((uint64_t)bytes)], 1);
+	cgm_owner_add(t->big_allocs, 1);
+	cgm_owner_add(t->big_alloc_bytes, (uint64_t)bytes);
+}
+
+/* The same under the process lock while a move is in progress. */
 static inline __attribute__((always_inline)) void count_big(struct cgm_thread_slot *t, int64_t bytes)
 {
 	struct cgm_proc *p = cgm_careful_begin();
 
-	cgm_owner_add(t->big_allocs, 1);
-	cgm_owner_add(t->big_alloc_bytes, (uint64_t)bytes);
-	cgm_owner_add(t->big_hist[rstat_hist_bucket((uint64_t)bytes)], 1);
+	count_big_plain(t, bytes);
 	cgm_careful_end(p);
 }
 
@@ -260,14 +269,10 @@ static inline __attribute__((always_inline)) void *stocked_alloc(size_t n, bool 
 	/* at most 128 KiB: never a huge block, whose size the page does not hold */
 	actual = mi209_block_size(p);
 	cgm_owner_add(t->stock, -actual);
-	if (careful) {
+	if (careful)
 		count_big(t, actual);
-		return p;
-	}
-	/* In this order gcc adds the last two with two instructions; the other way, with SSE. */
-	cgm_owner_add(t->big_hist[rstat_hist_bucket((uint64_t)actual)], 1);
-	cgm_owner_add(t->big_allocs, 1);
-	cgm_owner_add(t->big_alloc_bytes, (uint64_t)actual);
+	else
+		count_big_plain(t, actual);
 	return p;
 }
 

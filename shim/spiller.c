@@ -185,9 +185,10 @@ static void spill_serving(bool start)
  * them as the faulting task does in the kernel -- here at about ten times
  * the kernel's cost a page, so a program that reads much of what was
  * spilled thrashes: off by default.  Off, the background reclaim stops
- * while the pages it spilled come back as fast as it spills, and the group passes its
- * memory.high meanwhile (sqlite3 of bench/spill_workload.sh reading its
- * whole cache back at a commit: twice its memory.high).  The background
+ * while the pages it spilled come back as fast as it spills, and the
+ * group passes its memory.high meanwhile (sqlite3 of
+ * bench/spill_workload.sh reading its whole cache back at a commit:
+ * twice its memory.high).  The background
  * reclaim, when it is spilling, is left to it.
  *
  * spill_hold_max=1: memory.max holds for them too, as far as pages that
@@ -713,6 +714,7 @@ int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked, bool thorough)
 		/* Hot: refaulting within as many spills as the process has pages resident. */
 		size_t hot_distance = p ? (size_t)(__atomic_load_n(&p->sampled[CGM_STAT_ANON], __ATOMIC_RELAXED) /
 						   (int64_t)PAGE) : 0;
+		bool program_thread = !on_background && !on_handler;
 
 		spill_set_hot_distance(engine, hot_distance);
 		/*
@@ -725,13 +727,12 @@ int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked, bool thorough)
 		 * its own batches.  A reclaim that must reach its amount (a
 		 * memory.reclaim, a charge refused at memory.max) still does.
 		 */
-		if (recompress && (thorough || on_background || on_handler ||
-				   !cgm_bg_reclaim_started())) {
+		if (recompress && (thorough || !program_thread || !cgm_bg_reclaim_started())) {
 			int64_t before = (int64_t)zp_get_total_pages(pool);
 			long n = zp_recompress(pool, want * 4 < RECOMPRESS_RECLAIM_MAX ?
 						     (unsigned long)want * 4 : RECOMPRESS_RECLAIM_MAX, 0);
 
-			if (n > 0 && !on_background && !on_handler)
+			if (n > 0 && program_thread)
 				__atomic_add_fetch(&recompressed_direct, (uint64_t)n, __ATOMIC_RELAXED);
 			freed = before - (int64_t)zp_get_total_pages(pool);
 			if (freed < 0)

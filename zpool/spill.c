@@ -365,13 +365,21 @@ static uint32_t sp_ms_now(void)
 	return (uint32_t)((uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000);
 }
 
+/*
+ * Did a page that left at spilled count @seq leave after spill_mark_refaults()'s
+ * @mark?  (Counts wrap at 2^32 pages: 16 TiB spilled, not within one window.)
+ */
+static bool sp_after_mark(uint32_t seq, uint32_t mark)
+{
+	return (int32_t)(seq - mark) >= 0;
+}
+
 static void sp_refaulted_at(struct spill_engine *e, uintptr_t page, uint32_t seq)
 {
 	uint32_t window = atomic_load_explicit(&e->hot_distance, memory_order_relaxed);
 	struct sp_hot *h;
 
-	/* (Counts wrap at 2^32 pages: 16 TiB spilled, not within one window.) */
-	if ((int32_t)(seq - atomic_load_explicit(&e->mark_seq, memory_order_relaxed)) >= 0)
+	if (sp_after_mark(seq, atomic_load_explicit(&e->mark_seq, memory_order_relaxed)))
 		atomic_fetch_add_explicit(&e->refaulted_since_mark, 1, memory_order_relaxed);
 	if (sp_seq_now(e) - seq >= window)
 		return;
@@ -960,7 +968,7 @@ static unsigned sp_claim_run(struct spill_engine *e, uintptr_t page, uintptr_t t
 		ent->state = SP_LOADING;
 		run[n].zent = ent->zent;
 		run[n].range = ent->range;
-		since_mark += (int32_t)(ent->seq - mark) >= 0;
+		since_mark += sp_after_mark(ent->seq, mark);
 	}
 	pthread_mutex_unlock(&e->lock);
 	/* Read ahead, these come back as surely as by a fault (spill_refaults_since_mark). */

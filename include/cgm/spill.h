@@ -249,10 +249,10 @@ void spill_set_hot_distance(struct spill_engine *e, size_t pages);
 /*
  * Thrashing, as a reclaimer sees it: how many pages spilled since its
  * last spill_mark_refaults() have come back since, by a fault or read
- * ahead.  Pages that
- * left before the mark do not count, however soon they come back: a
- * program turning to data it left long ago is not undoing this
- * reclaimer's work.  One mark for the engine (the background reclaim's).
+ * ahead.  Pages that left before the mark do not count, however soon
+ * they come back: a program turning to data it left long ago is not
+ * undoing this reclaimer's work.  One mark for the engine (the
+ * background reclaim's).
  */
 void spill_mark_refaults(struct spill_engine *e);
 uint64_t spill_refaults_since_mark(struct spill_engine *e);
