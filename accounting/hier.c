@@ -215,20 +215,35 @@ static void init_layout(void *base, size_t size)
 	psi_init(&root->psi);
 }
 
+/* The header's table sizes and offsets are this build's. */
+static bool our_geometry(const struct cgm_hier_header *hd)
+{
+	return hd->max_groups == CGM_MAX_GROUPS && hd->max_procs == CGM_MAX_PROCS &&
+	       hd->max_threads == CGM_MAX_THREADS &&
+	       hd->group_size == sizeof(struct cgm_group) &&
+	       hd->proc_size == sizeof(struct cgm_proc) &&
+	       hd->thread_size == sizeof(struct cgm_thread_slot) &&
+	       hd->groups_off == sizeof(*hd) &&
+	       hd->procs_off == hd->groups_off + (uint64_t)CGM_MAX_GROUPS * sizeof(struct cgm_group) &&
+	       hd->threads_off == hd->procs_off + (uint64_t)CGM_MAX_PROCS * sizeof(struct cgm_proc);
+}
+
 /*
  * A header that another cgmalloc wrote for its own layout: our magic, and
  * another version; or our version with a header of another size (its
  * checksum is then elsewhere); or a self-consistent header (the checksum
  * matches) whose geometry is not ours -- a build of the same version with
  * other sizes.  Not corruption: such a file may be replaced once nobody
- * uses it.
+ * uses it.  A file of our own geometry whose size is wrong is not
+ * another build's but truncated or grown: its groups and limits are the
+ * user's, and it is refused, never replaced (it once was, silently).
  */
 static bool other_build(const struct cgm_hier_header *hd)
 {
 	if (hd->magic != CGM_HIER_MAGIC)
 		return false;
 	return hd->version != CGM_HIER_VERSION || hd->header_size != sizeof(*hd) ||
-	       hd->checksum == hier_header_checksum(hd);
+	       (hd->checksum == hier_header_checksum(hd) && !our_geometry(hd));
 }
 
 /* Check everything in the header that the accessors rely on. */
@@ -249,14 +264,7 @@ static int validate(const struct cgm_hier_header *hd, size_t size,
 			 hd->version, CGM_HIER_VERSION);
 		return -EPROTO;
 	}
-	if (hd->header_size != sizeof(*hd) || hd->max_groups != CGM_MAX_GROUPS ||
-	    hd->max_procs != CGM_MAX_PROCS || hd->max_threads != CGM_MAX_THREADS ||
-	    hd->group_size != sizeof(struct cgm_group) ||
-	    hd->proc_size != sizeof(struct cgm_proc) ||
-	    hd->thread_size != sizeof(struct cgm_thread_slot) ||
-	    hd->groups_off != sizeof(*hd) ||
-	    hd->procs_off != hd->groups_off + (uint64_t)CGM_MAX_GROUPS * sizeof(struct cgm_group) ||
-	    hd->threads_off != hd->procs_off + (uint64_t)CGM_MAX_PROCS * sizeof(struct cgm_proc) ||
+	if (hd->header_size != sizeof(*hd) || !our_geometry(hd) ||
 	    hd->checksum != hier_header_checksum(hd)) {
 		snprintf(why, whylen, "corrupt header or another build's layout (geometry or "
 			 "checksum does not match; remove the file once no process uses it)");

@@ -185,6 +185,34 @@ START_TEST(test_other_build_replaced_when_unused)
 }
 END_TEST
 
+/*
+ * A file of this build's layout cut short or grown (a consistent header,
+ * the wrong size) holds the user's groups: refused, never replaced, even
+ * when nobody has it mapped.
+ */
+START_TEST(test_resized_not_replaced)
+{
+	struct stat st;
+	off_t sizes[3];
+
+	make_valid_file();
+	ck_assert_int_eq(stat(tmp.path, &st), 0);
+	sizes[0] = st.st_size + 4096;
+	sizes[1] = st.st_size - 64;
+	sizes[2] = 20000000;
+	for (int i = 0; i < 3; i++) {
+		struct stat now;
+
+		ck_assert_int_eq(truncate(tmp.path, sizes[i]), 0);
+		expect_replaced("our layout, resized", false);
+		ck_assert_int_eq(stat(tmp.path, &now), 0);
+		ck_assert_msg(now.st_ino == st.st_ino && now.st_size == sizes[i],
+			      "the resized file (%lld bytes) was replaced or changed",
+			      (long long)sizes[i]);
+	}
+}
+END_TEST
+
 START_TEST(test_truncated)
 {
 	size_t sizes[] = { 0, 100, sizeof(struct cgm_hier_header) - 1,
@@ -660,6 +688,7 @@ static void add_tests(TCase *tc, bool regressions)
 	tcase_add_test(tc, test_other_build_replaced_when_unused);
 	tcase_add_test(tc, test_truncated);
 	tcase_add_test(tc, test_resized);
+	tcase_add_test(tc, test_resized_not_replaced);
 	tcase_add_test(tc, test_corrupt_header);
 	tcase_add_test(tc, test_foreign_owner);
 	tcase_add_test(tc, test_user_dir);
