@@ -62,19 +62,24 @@ static bool add(int fd)
 	return false;
 }
 
-int cgm_fd_keep(int fd)
+int cgm_fd_move_high(int fd)
 {
 	int floor = high_floor(), moved;
 
+	if (fd < 0 || fd >= floor)
+		return fd;
+	moved = fcntl(fd, F_DUPFD_CLOEXEC, floor);
+	if (moved < 0)
+		return fd;
+	real_close(fd);
+	return moved;
+}
+
+int cgm_fd_keep(int fd)
+{
+	fd = cgm_fd_move_high(fd);
 	if (fd < 0)
 		return fd;
-	if (fd < floor) {
-		moved = fcntl(fd, F_DUPFD_CLOEXEC, floor);
-		if (moved >= 0) {
-			real_close(fd);
-			fd = moved;
-		}
-	}
 	__atomic_store_n(&keeper, (int)syscall(SYS_getpid), __ATOMIC_RELAXED);
 	add(fd);
 	return fd;

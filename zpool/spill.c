@@ -2729,6 +2729,9 @@ bool spill_fork_prepare(struct spill_engine *e, bool lazy)
 		e->fork_sock[0] = e->fork_sock[1] = -1;
 		return false;
 	}
+	/* Out of the program's way: the parent keeps one end until the next fork, the child the other. */
+	e->fork_sock[0] = cgm_fd_move_high(e->fork_sock[0]);
+	e->fork_sock[1] = cgm_fd_move_high(e->fork_sock[1]);
 	/*
 	 * A child still running the program when its sibling is forked is a
 	 * worker (a pool, a pre-forked server), which reads what the parent

@@ -268,6 +268,26 @@ uint64_t zp_wb_space_used(struct zp_pool *pool)
 
 /* ---- setup ---- */
 
+/*
+ * A ring's descriptor is the library's like the backing file's: moved out
+ * of the program's low numbers and guarded (cgm/own_fds.h).  They sat at
+ * 3-7, where a program's dup2() onto 3 or its close_range() would have
+ * taken the rings that read written-back pages in.  The ring works on
+ * through any descriptor of its file; liburing enters it through
+ * enter_ring_fd, which is ring_fd while no ring fd is registered.
+ */
+static void ring_keep(struct io_uring *ring)
+{
+	ring->ring_fd = ring->enter_ring_fd = cgm_fd_keep(ring->ring_fd);
+}
+
+/* io_uring_queue_exit() closes the descriptor: unguarded first, or the shim's close() keeps it. */
+static void ring_exit(struct io_uring *ring)
+{
+	cgm_fd_forget(ring->ring_fd);
+	io_uring_queue_exit(ring);
+}
+
 static int ring_init(struct io_uring *ring, unsigned entries,
 		     const struct iovec *iov, unsigned nbufs)
 {
@@ -278,6 +298,8 @@ static int ring_init(struct io_uring *ring, unsigned entries,
 	ret = io_uring_register_buffers(ring, iov, nbufs);
 	if (ret < 0)
 		io_uring_queue_exit(ring);
+	else
+		ring_keep(ring);
 	return ret;
 }
 
@@ -342,8 +364,8 @@ int zp_wb_init(struct zp_pool *pool)
 		ret = ring_init(&wb->rd[i].ring, 2, &iov, 1);
 		if (ret < 0) {
 			while (i--)
-				io_uring_queue_exit(&wb->rd[i].ring);
-			io_uring_queue_exit(&wb->ring);
+				ring_exit(&wb->rd[i].ring);
+			ring_exit(&wb->ring);
 		}
 	}
 	wb->rings = wb->uring = ret == 0;
@@ -363,9 +385,9 @@ void zp_wb_destroy(struct zp_pool *pool)
 	if (!wb)
 		return;
 	if (wb->rings) {
-		io_uring_queue_exit(&wb->ring);
+		ring_exit(&wb->ring);
 		for (unsigned i = 0; i < ZP_NR_RD; i++)
-			io_uring_queue_exit(&wb->rd[i].ring);
+			ring_exit(&wb->rd[i].ring);
 	}
 	cgm_fd_close(wb->fd);
 	for (unsigned i = 0; i < ZP_NR_RD; i++)

@@ -30,6 +30,15 @@
  */
 int cgm_fd_keep(int fd);
 
+/*
+ * Move @fd to a high number (close-on-exec) without registering it: a
+ * descriptor of the library's that the program may close (the engine
+ * notes its identity and checks it before use) but that must not take
+ * the low number the program's next open() expects.  Returns the
+ * descriptor to use: @fd itself when it cannot be moved.
+ */
+int cgm_fd_move_high(int fd);
+
 /* Unregister @fd and close it (the real close, not the guarded one). */
 void cgm_fd_close(int fd);
 

@@ -20,6 +20,7 @@
  * that the checks after run on what is left.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -98,6 +99,16 @@ static void sleep_ms(long ms)
 	nanosleep(&ts, NULL);
 }
 
+/* The descriptor open() would return next. */
+static int lowest_free_fd(void)
+{
+	int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+	if (fd >= 0)
+		close(fd);
+	return fd;
+}
+
 static void checks(void)
 {
 	unsigned char buf[4 * PAGE];
@@ -106,7 +117,7 @@ static void checks(void)
 	int fds[2];
 	long at;
 	pid_t child;
-	int st;
+	int st = 0, lowest;
 
 	/* A signal handler that touches a spilled page. */
 	signal(SIGUSR1, on_usr1);
@@ -178,8 +189,13 @@ static void checks(void)
 	}
 	ok("threads");
 
-	/* A forked child sees every byte (it serves itself from its copy of the pool, or, without
-	 * fork events, the parent's spilled pages came back first: time it). */
+	/*
+	 * A forked child sees every byte (it serves itself from its copy of the pool, or, without
+	 * fork events, the parent's spilled pages came back first: time it).  The fork takes
+	 * no low descriptor of the program's, in the parent or in the child: the number
+	 * open() would give next is the same after it (a socket of the library's once sat at 3).
+	 */
+	lowest = lowest_free_fd();
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	child = fork();
 	if (child > 0) {
@@ -188,13 +204,23 @@ static void checks(void)
 			(double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
 	}
 	if (child == 0) {
+		int now = lowest_free_fd();
+
+		if (now != lowest) {
+			fprintf(stderr, "spill_prog: child: next descriptor %d, %d before the fork\n",
+				now, lowest);
+			_exit(2);
+		}
 		for (size_t o = 0; o < nsmall; o++)
 			if (check(small[o], small_len(o), o, 0) >= 0)
 				_exit(1);
 		_exit(check(large, large_len, 1000000, 0) >= 0 ? 1 : 0);
 	}
 	if (child < 0 || waitpid(child, &st, 0) != child || !WIFEXITED(st) || WEXITSTATUS(st))
-		fail("fork child saw other bytes", child);
+		fail(WIFEXITED(st) && WEXITSTATUS(st) == 2 ? "fork took a low descriptor in the child" :
+		     "fork child saw other bytes", child);
+	else if (lowest_free_fd() != lowest)
+		fail("fork left a low descriptor in the parent", lowest_free_fd());
 	else
 		ok("fork");
 }
