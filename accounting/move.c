@@ -19,7 +19,7 @@ int acct_move(struct cgm_hier *h, uint32_t proc, uint32_t group)
 {
 	struct cgm_proc *p = hier_proc(h, proc);
 	struct cgm_group *from, *to = hier_group(h, group);
-	struct page_counter *fail;
+	struct page_counter *fail, *common;
 	bool moved = false;
 	int64_t pages;
 	int err = 0;
@@ -37,12 +37,20 @@ int acct_move(struct cgm_hier *h, uint32_t proc, uint32_t group)
 	from = hier_group(h, p->group);
 	if (p->group == group || !from)
 		goto unlock;
-	/* The destination's limit applies: a move that does not fit is refused. */
+	/*
+	 * The destination's limits apply: a move that does not fit is
+	 * refused.  Only below the two groups' common ancestor: at and above
+	 * it usage does not change.  (Charging the whole path first once
+	 * counted the pages twice there, and a move between two siblings
+	 * was refused whenever twice the process's usage passed their
+	 * parent's memory.max.)
+	 */
 	pages = proc_charged_pages(p);
-	if (pages > 0 && !page_counter_try_charge(&to->memory, pages, &fail)) {
+	common = page_counter_common(&from->memory, &to->memory);
+	if (pages > 0 && !page_counter_try_charge_below(&to->memory, common, pages, &fail)) {
 		err = -ENOMEM;
 	} else {
-		page_counter_uncharge(&from->memory, pages);
+		page_counter_uncharge_below(&from->memory, common, pages);
 		from->nr_procs--;
 		to->nr_procs++;
 		rstat_switch_group(h, p, group);

@@ -145,11 +145,18 @@ void page_counter_charge(struct page_counter *counter, int64_t nr)
 bool page_counter_try_charge(struct page_counter *counter, int64_t nr,
 			     struct page_counter **fail)
 {
+	return page_counter_try_charge_below(counter, NULL, nr, fail);
+}
+
+bool page_counter_try_charge_below(struct page_counter *counter, struct page_counter *stop,
+				   int64_t nr, struct page_counter **fail)
+{
 	int64_t usage_after[PAGE_COUNTER_MAX_DEPTH];
 	struct page_counter *c;
 	int depth = 0;
 
-	for (c = counter; c && depth < PAGE_COUNTER_MAX_DEPTH; c = page_counter_parent(c)) {
+	for (c = counter; c && c != stop && depth < PAGE_COUNTER_MAX_DEPTH;
+	     c = page_counter_parent(c)) {
 		/*
 		 * Check, then add, in one compare-and-swap: the kernel adds
 		 * first and takes the pages back if that passed max, which a
@@ -179,7 +186,8 @@ bool page_counter_try_charge(struct page_counter *counter, int64_t nr,
 	 * racing charge's transient overshoot of max.
 	 */
 	depth = 0;
-	for (c = counter; c && depth < PAGE_COUNTER_MAX_DEPTH; c = page_counter_parent(c))
+	for (c = counter; c && c != stop && depth < PAGE_COUNTER_MAX_DEPTH;
+	     c = page_counter_parent(c))
 		update_watermark(c, usage_after[depth++]);
 	return true;
 
@@ -192,11 +200,31 @@ failed:
 
 void page_counter_uncharge(struct page_counter *counter, int64_t nr)
 {
+	page_counter_uncharge_below(counter, NULL, nr);
+}
+
+void page_counter_uncharge_below(struct page_counter *counter, struct page_counter *stop, int64_t nr)
+{
 	int depth = 0;
 
-	for (struct page_counter *c = counter; c && depth++ < PAGE_COUNTER_MAX_DEPTH;
+	for (struct page_counter *c = counter; c && c != stop && depth++ < PAGE_COUNTER_MAX_DEPTH;
 	     c = page_counter_parent(c))
 		page_counter_cancel(c, nr);
+}
+
+struct page_counter *page_counter_common(struct page_counter *a, struct page_counter *b)
+{
+	int i = 0;
+
+	for (struct page_counter *x = a; x && i++ < PAGE_COUNTER_MAX_DEPTH; x = page_counter_parent(x)) {
+		int j = 0;
+
+		for (struct page_counter *y = b; y && j++ < PAGE_COUNTER_MAX_DEPTH;
+		     y = page_counter_parent(y))
+			if (x == y)
+				return x;
+	}
+	return NULL;
 }
 
 int page_counter_set_max(struct page_counter *c, int64_t nr)

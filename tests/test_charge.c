@@ -745,7 +745,21 @@ START_TEST(test_move_carries_charge)
 	for (int i = 0; i < 50; i++)
 		ck_assert_int_gt(sim_malloc(&ac, t, 10000, false), 0);
 	held = me()->held_pages;
-	ck_assert_int_eq(acct_move(&ac.h, ac.proc, b), 0);
+	/*
+	 * Their parent's memory.max takes the process once, not twice: a
+	 * move between siblings changes nothing at the parent, and once was
+	 * refused there (charged to /m/b before /m/a was uncharged).
+	 */
+	{
+		char max[32];
+		int64_t failcnt = group_at("/m")->memory.failcnt;
+
+		snprintf(max, sizeof(max), "%" PRId64, (held + held / 2) * 4096);
+		set_limit("/m", "memory.max", max);
+		ck_assert_int_eq(acct_move(&ac.h, ac.proc, b), 0);
+		ck_assert_int_eq(group_at("/m")->memory.failcnt, failcnt);
+		set_limit("/m", "memory.max", "max");
+	}
 	ck_assert_int_eq(usage_of("/m/a"), 0);
 	ck_assert_int_eq(usage_of("/m/b"), held);
 	ck_assert_int_eq(usage_of("/m"), held);

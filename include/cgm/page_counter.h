@@ -95,6 +95,18 @@ bool page_counter_try_charge(struct page_counter *c, int64_t nr,
 void page_counter_uncharge(struct page_counter *c, int64_t nr);
 
 /*
+ * The same, from @c up to @stop, which is left alone (NULL: up to the
+ * root): moving a charge between two counters changes nothing at or above
+ * their common ancestor (page_counter_common()).
+ */
+bool page_counter_try_charge_below(struct page_counter *c, struct page_counter *stop,
+				   int64_t nr, struct page_counter **fail);
+void page_counter_uncharge_below(struct page_counter *c, struct page_counter *stop, int64_t nr);
+
+/* The lowest counter that is @a or an ancestor of it and @b or an ancestor of it (NULL: none). */
+struct page_counter *page_counter_common(struct page_counter *a, struct page_counter *b);
+
+/*
  * Limits.  set_max refuses (-EBUSY) when usage already passes the new max;
  * memory.max writers that want the kernel's behaviour use
  * page_counter_force_max() and then reclaim.
