@@ -353,7 +353,7 @@ static void setup_proc(struct cgm_hier *h, uint32_t idx, uint32_t group)
 
 	/* The calling thread's name, which is the program's for a new process. */
 	prctl(PR_GET_NAME, comm, 0, 0, 0);
-	hier_lock(&p->lock);
+	hier_lock_claimed(h, &p->lock, "a process slot");
 	p->pid = (int32_t)getpid();
 	__atomic_store_n(&h->hdr->proc_pid[idx], p->pid, __ATOMIC_RELAXED);
 	p->attach_ns = boottime_ns();

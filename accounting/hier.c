@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cgm/hier.h"
@@ -158,6 +159,21 @@ bool hier_trylock(pthread_mutex_t *m)
 		return false;
 	}
 	return true;
+}
+
+void hier_lock_claimed(const struct cgm_hier *h, pthread_mutex_t *m, const char *what)
+{
+	struct timespec ms = { 0, 1000000 };
+
+	for (int i = 0; i < 1000; i++) {
+		if (hier_trylock(m))
+			return;
+		nanosleep(&ms, NULL);
+	}
+	cgm_log("hierarchy %s: the lock of %s was held for a second while the slot was free "
+		"(a corrupt file): made afresh", h->path, what);
+	init_shared_mutex(m);
+	hier_lock(m);
 }
 
 void hier_unlock(pthread_mutex_t *m)

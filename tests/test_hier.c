@@ -629,6 +629,36 @@ START_TEST(test_corrupt_counts)
 END_TEST
 
 /*
+ * Every process slot's lock word names an owner thread that does not
+ * exist (a scribbled file): a robust mutex waits for that owner for ever.
+ * The attach must still come through -- the free slot it claims has its
+ * lock made afresh after a second -- and say so in one line.
+ */
+static void attach_past_scribbled_locks(void *arg)
+{
+	struct cgm_acct a = { .proc = CGM_NONE, .batch_pages = CGM_CHARGE_BATCH };
+
+	(void)arg;
+	acct_tmp_open(&tmp, &a.h);
+	for (uint32_t i = 0; i < CGM_MAX_PROCS; i++) {
+		a.h.procs[i].lock.__data.__lock = 0x3ffffff0;
+		a.h.procs[i].lock.__data.__owner = 0x3ffffff0;
+	}
+	if (acct_attach(&a, "/g0") < 0)
+		_exit(2);
+	_exit(0);
+}
+
+START_TEST(test_attach_past_scribbled_locks)
+{
+	char msg[128];
+
+	ck_assert_msg(acct_run_guarded(attach_past_scribbled_locks, NULL, 5000, msg, sizeof(msg)) == 0,
+		      "attach with scribbled slot locks: %s", msg);
+}
+END_TEST
+
+/*
  * A group's page counter names its parent by a byte offset in the file
  * (page_counter.h: "accounting/hier.c checks it on open").  A scribbled
  * offset must be refused on open or ignored -- not followed out of the
@@ -689,6 +719,7 @@ static void add_tests(TCase *tc, bool regressions)
 	tcase_add_test(tc, test_truncated);
 	tcase_add_test(tc, test_resized);
 	tcase_add_test(tc, test_resized_not_replaced);
+	tcase_add_test(tc, test_attach_past_scribbled_locks);
 	tcase_add_test(tc, test_corrupt_header);
 	tcase_add_test(tc, test_foreign_owner);
 	tcase_add_test(tc, test_user_dir);

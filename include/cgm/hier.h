@@ -584,6 +584,14 @@ void hier_lock(pthread_mutex_t *m);
 void hier_unlock(pthread_mutex_t *m);
 /* The lock if it is free (true), else false at once. */
 bool hier_trylock(pthread_mutex_t *m);
+/*
+ * The lock of slot @what that was free when the caller claimed it (under
+ * tree_lock): nobody holds that but its releaser, for a moment.  Still
+ * held after a second, its lock word is corrupt (a scribbled file names
+ * an owner that never unlocks): it is made afresh, with one line on
+ * stderr, rather than wait for ever.
+ */
+void hier_lock_claimed(const struct cgm_hier *h, pthread_mutex_t *m, const char *what);
 /* How many of them the calling thread holds. */
 unsigned int hier_locks_held(void);
 
