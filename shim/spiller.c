@@ -322,11 +322,9 @@ void cgm_spill_init(void)
 			"when it is charged by residency): spilling off");
 		return;
 	}
-	/* The engine's own message names what to grant. */
-	if (spill_probe() < 0) {
-		cgm_log("spill=1 refused: spilling off");
+	/* The engine's one line says it is refused, and what to grant. */
+	if (spill_probe() < 0)
 		return;
-	}
 	/* Its own message names the library that is missing. */
 	if (cgm_lazy_libs_load() < 0)
 		return;

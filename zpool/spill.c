@@ -1780,8 +1780,12 @@ static uint32_t sp_range_budget(void)
 	return room < 2 ? 1 : room / 2 > UINT32_MAX ? UINT32_MAX : (uint32_t)(room / 2);
 }
 
-/* A uffd that serves system calls too, with @features; -errno on failure. */
-static int sp_uffd_new(uint64_t features)
+/*
+ * A uffd that serves system calls too, with @features; -errno on failure,
+ * said in one line that begins with @lead (spill_probe: "spill=1 refused:
+ * ", which scripts look for) and ends with @tail.
+ */
+static int sp_uffd_new_said(uint64_t features, const char *lead, const char *tail)
 {
 	struct uffdio_api api = { .api = UFFD_API, .features = features };
 	int fd, dev;
@@ -1800,23 +1804,28 @@ static int sp_uffd_new(uint64_t features)
 		int err = errno;
 
 		if (err == EPERM)
-			cgm_log("spill: userfaultfd refused (without user-mode-only, "
+			cgm_log("%suserfaultfd refused (without user-mode-only, "
 				"which system calls need): run as root, or grant "
 				"CAP_SYS_PTRACE, sysctl vm.unprivileged_userfaultfd=1, "
-				"or read-write access to /dev/userfaultfd");
+				"or read-write access to /dev/userfaultfd%s", lead, tail);
 		else if (err == ENOSYS)
-			cgm_log("spill: this kernel has no userfaultfd");
+			cgm_log("%sthis kernel has no userfaultfd%s", lead, tail);
 		else
-			cgm_log("spill: userfaultfd: %s", cgm_strerror(err));
+			cgm_log("%suserfaultfd: %s%s", lead, cgm_strerror(err), tail);
 		return err == ENOSYS ? -EOPNOTSUPP : -err;
 	}
 	if (ioctl(fd, UFFDIO_API, &api) || (api.features & features) != features) {
-		cgm_log("spill: this kernel's userfaultfd lacks UFFDIO_MOVE "
-			"(Linux 6.8 or later is needed)");
+		cgm_log("%sthis kernel's userfaultfd lacks UFFDIO_MOVE "
+			"(Linux 6.8 or later is needed)%s", lead, tail);
 		close(fd);
 		return -EOPNOTSUPP;
 	}
 	return fd;
+}
+
+static int sp_uffd_new(uint64_t features)
+{
+	return sp_uffd_new_said(features, "spill: ", "");
 }
 
 /* A uffd with @features if the kernel has them, else -1, without a word. */
@@ -1844,7 +1853,7 @@ static int sp_uffd_quiet(uint64_t features)
 
 int spill_probe(void)
 {
-	int fd = sp_uffd_new(UFFD_FEATURE_MOVE);
+	int fd = sp_uffd_new_said(UFFD_FEATURE_MOVE, "spill=1 refused: ", ": spilling off");
 
 	if (fd < 0)
 		return fd;

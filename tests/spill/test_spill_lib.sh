@@ -738,6 +738,7 @@ if [ "$(id -u)" = 0 ] && [ "$(cat /proc/sys/vm/unprivileged_userfaultfd 2>/dev/n
 	grep -qx 42 "$T/out" || fail "unprivileged spill=1: python3 printed $(cat "$T/out")"
 	grep -q "CAP_SYS_PTRACE" "$T/err" || fail "unprivileged spill=1: no line naming what to grant"
 	grep -q "spill=1 refused" "$T/err" || fail "unprivileged spill=1: no refusal line"
+	[ "$(wc -l <"$T/err")" = 1 ] || fail "unprivileged spill=1: not one line: $(cat "$T/err")"
 	CHECKS=$((CHECKS + 1))
 fi
 echo "$TEST_NAME: $CHECKS checks passed"
