@@ -68,7 +68,7 @@ const struct cgm_conf_key cgm_conf_keys[] = {
 	  codec_names, 0, 0 },
 	{ "spill_backing", CGM_CONF_STRING, FIELD(spill_backing), "",
 	  "file the pool writes pages back to past memory.zswap.max (default: none, spilling "
-	  "stops there)",
+	  "stops there); each process writes to FILE.PID of its own, unlinked once open",
 	  NULL, 0, 0 },
 	{ "spill_recompress", CGM_CONF_BOOL, FIELD(spill_recompress), "1",
 	  "pages of an lz4 pool are compressed again with zstd once idle a second, or oldest "

@@ -253,11 +253,38 @@ static CGM_KEYED void spill_served(uint64_t pages)
 	__atomic_store_n(&handler_reclaiming, false, __ATOMIC_RELAXED);
 }
 
+/*
+ * spill_backing=FILE: each process writes back to a file of its own,
+ * FILE.PID, which leaves the directory as soon as the pool has it open
+ * (it goes with the process, however that ends).  They once all opened
+ * FILE itself, with O_TRUNC: a forked child that spilled, or any other
+ * program started with the same setting, emptied the file under the
+ * pages its parent had written back there -- python3 forking under
+ * memory.max with a backing file died of SIGBUS in 4 runs of 6
+ * ("changed behind the pool's back").
+ */
+static char backing_path[4096];
+
+static const char *own_backing(void)
+{
+	int n;
+
+	if (!cgm_conf.spill_backing[0])
+		return NULL;
+	n = snprintf(backing_path, sizeof(backing_path), "%s.%d", cgm_conf.spill_backing,
+		     (int)getpid());
+	if (n < 0 || (size_t)n >= sizeof(backing_path)) {
+		cgm_log("spill: spill_backing path too long: no backing file");
+		return NULL;
+	}
+	return backing_path;
+}
+
 static bool open_engine(void)
 {
 	struct zp_options zo = {
 		.codec = cgm_conf.spill_codec == CGM_SPILL_ZSTD ? ZP_CODEC_ZSTD : ZP_CODEC_LZ4,
-		.backing = cgm_conf.spill_backing,
+		.backing = own_backing(),
 		.recompress = cgm_conf.spill_recompress && cgm_conf.spill_codec == CGM_SPILL_LZ4 &&
 			      !cgm_conf.spill_backing[0],
 	};
@@ -272,6 +299,8 @@ static bool open_engine(void)
 		spans = p;
 	}
 	err = zp_create_pool(&zo, &pool);
+	if (zo.backing)
+		unlink(zo.backing);
 	recompress = !err && zo.recompress;
 	if (err) {
 		cgm_log("spill: cannot create the pool (%s%s): spilling off", cgm_strerror(-err),

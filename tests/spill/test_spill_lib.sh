@@ -448,6 +448,40 @@ peak=$(value /wbmax memory.peak)
 echo "$TEST_NAME: a pool larger than memory.max=32M: $wb pages written back, memory.peak $(mib "$peak")"
 CHECKS=$((CHECKS + 1))
 
+# spill_backing=FILE with forks: each process writes back to a file of its
+# own (FILE.PID, unlinked once open).  They all opened FILE with O_TRUNC:
+# a child that spilled emptied the file under the pages its parent had
+# written back there, and the parent died of SIGBUS ("changed behind the
+# pool's back") in 4 runs of 6 of this program.  Its children may fail
+# their own allocations (every spilled page comes back before a fork with
+# a backing file, which takes the group to its limit); the parent's data
+# must come back whole, and no file is left behind.
+ok "$CGMCTL" --hierarchy "$H" mkdir /wbfork
+ok "$CGMCTL" --hierarchy "$H" set /wbfork memory.max 40M
+ok "$CGMCTL" --hierarchy "$H" set /wbfork memory.zswap.max 2M
+WBFORK_PY='import hashlib, os
+data = [("%d-" % i) * (i % 40 + 1) for i in range(300000)]
+def dig():
+    h = hashlib.md5()
+    for s in data: h.update(s.encode())
+    return h.hexdigest()
+first = dig()
+for k in range(6):
+    pid = os.fork()
+    if pid == 0:
+        dig()
+        os._exit(0)
+    os.waitpid(pid, 0)
+print("ok" if dig() == first else "CORRUPT", flush=True)'
+within 90 pre "group=/wbfork,spill=1,spill_backing=$T/swapfork" /usr/bin/python3 -c "$WBFORK_PY"
+[ "$ST" = 0 ] || fail "forks with a backing file: python3 exited $ST: $(grep -v Fatal "$T/err" | head -2)"
+grep -qx ok "$T/out" || fail "forks with a backing file: python3 printed $(cat "$T/out")"
+ls "$T"/swapfork* >/dev/null 2>&1 && fail "forks with a backing file: left behind: $(ls "$T"/swapfork*)"
+wb=$(value /wbfork memory.stat zswpwb)
+[ "$wb" -gt 0 ] || fail "forks with a backing file: nothing written back"
+echo "$TEST_NAME: six forks with a backing file: the parent's data whole, $wb pages written back"
+CHECKS=$((CHECKS + 1))
+
 # fork under memory.max: every spilled page comes back before a fork (the
 # child has no userfaultfd registration), which takes the group past its
 # limit, and afterwards every page present at the fork is copy-on-write
