@@ -2790,8 +2790,37 @@ bool spill_fork_prepare(struct spill_engine *e, bool lazy)
 	return false;
 }
 
+/*
+ * Wait (100 ms at most: a fork that failed is not reported) until the
+ * handler has dealt with the kernel's report of the fork that just
+ * returned, when one is due.  The kernel lets fork() return once the
+ * handler has read the report; the handler then closes the child's
+ * userfaultfd (or hands it on), which drops the child's registrations.
+ * A thread that forked again before that close gave the new child a copy
+ * of the old child's descriptor: the old child's registrations then
+ * outlived the close, and its next fault in one (mimalloc reusing a page
+ * it had purged) waited for ever -- python3's fork-based multiprocessing
+ * pool with a backing file hung in 1 run of 3.
+ */
+static void sp_fork_report_wait(struct spill_engine *e)
+{
+	bool due;
+
+	pthread_mutex_lock(&e->reg_lock);
+	due = e->fork_events && atomic_load_explicit(&e->running, memory_order_acquire) &&
+	      (atomic_load(&e->nr_ranges) || e->nr_tracked);
+	pthread_mutex_unlock(&e->reg_lock);
+	for (int i = 0; due && i < 10000 &&
+	     atomic_load_explicit(&e->fork_announced, memory_order_acquire); i++) {
+		struct timespec ts = { 0, 10000 };
+
+		nanosleep(&ts, NULL);
+	}
+}
+
 void spill_fork_parent(struct spill_engine *e)
 {
+	sp_fork_report_wait(e);
 	/*
 	 * A fork that was not handed over: the kernel's report (if any: the
 	 * handler read it before fork() returned) is the announced one.
