@@ -503,28 +503,34 @@ static void pool_republish(void)
  * Room in memory.zswap.max for @pages more: true, after writing back the
  * oldest entries if the group allows it and there is a backing file.
  */
-static bool pool_room(int64_t pages)
+/*
+ * How many of @pages the pool has room for under memory.zswap.max (a
+ * compressed page takes a third of a page or so: half a page is asked
+ * for each), after writing back the oldest entries if the group allows
+ * it and there is a backing file.  0: none.
+ *
+ * Fewer than @pages is an answer too.  It was all or nothing per chunk
+ * (512 pages: 1 MiB of room), and the pool's tables, which count in its
+ * zswap and keep their high-water mark, can hold half of a small
+ * memory.zswap.max on their own: python3 under memory.zswap.max=2M with a
+ * backing file, its pool empty after its forks had brought everything
+ * back, had 1,035,108 bytes of room, found no chunk it could take ("0
+ * spilled of 0 resident looked at") and got MemoryError.
+ */
+static int64_t pool_fit(int64_t pages)
 {
 	int64_t room;
-	long wrote;
 
-	/* The group's zswap as of now: this lap's stores included. */
-	pool_republish();
-	room = acct_zswap_room(&cgm_acct, false);
-
-	/* A compressed page takes a third of a page or so: ask for half. */
-	if (room >= pages * (int64_t)PAGE / 2)
-		return true;
-	/* Past memory.zswap.max: the oldest entries go to the backing file, as far as swap.max lets them. */
-	for (int i = 0; i < 16 && writeback_allowed(); i++) {
-		wrote = zp_writeback(pool, WB_BATCH);
-		if (wrote <= 0)
-			return false;
+	for (int i = 0;; i++) {
+		/* The group's zswap as of now: this lap's stores included. */
 		pool_republish();
-		if (acct_zswap_room(&cgm_acct, false) >= pages * (int64_t)PAGE / 2)
-			return true;
+		room = acct_zswap_room(&cgm_acct, false);
+		if (room >= pages * (int64_t)PAGE / 2)
+			return pages;
+		/* Past memory.zswap.max: the oldest entries go to the backing file, as far as swap.max lets them. */
+		if (i == 16 || !writeback_allowed() || zp_writeback(pool, WB_BATCH) <= 0)
+			return room / (PAGE / 2);
 	}
-	return false;
 }
 
 /*
@@ -669,9 +675,12 @@ static int64_t spill_lap(int64_t want, uint64_t *scanned)
 			uintptr_t end = pos + CHUNK_PAGES * PAGE < spans[i].end ?
 					pos + CHUNK_PAGES * PAGE : spans[i].end;
 
-			if (!pool_room(end - pos > PAGE ? (int64_t)((end - pos) / PAGE) : 1))
+			int64_t fit = pool_fit(end - pos > PAGE ? (int64_t)((end - pos) / PAGE) : 1);
+
+			if (fit <= 0)
 				return got;
-			got += spill_chunk(pos, end, want - got, scanned, tracked, &full);
+			got += spill_chunk(pos, end, want - got < fit ? want - got : fit, scanned,
+					   tracked, &full);
 			pos = end;
 			hand = pos;
 			/* No room for another run: the rest of the lap would be refused too. */
