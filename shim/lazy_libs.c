@@ -17,6 +17,7 @@
  * (which allocates and takes the loader's lock) must not.
  */
 #include <dlfcn.h>
+#include <string.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -177,7 +178,19 @@ int cgm_lazy_libs_load(void)
 
 fail:
 	why = dlerror();
-	cgm_log("spill=1 refused: %s (package %s): spilling off",
-		why ? why : libs[lib].soname, libs[lib].package);
+	if (!why)
+		why = libs[lib].soname;
+	/*
+	 * The package is named only when the library is missing.  A program
+	 * exec'd into a group at its memory.max finds the loader's own
+	 * allocations refused ("cannot allocate address lookup data", "out
+	 * of memory", even "cannot open shared object file"), and the line
+	 * then sent people to install what they had.
+	 */
+	if (strstr(why, "No such file"))
+		cgm_log("spill=1 refused: %s (package %s): spilling off", why, libs[lib].package);
+	else
+		cgm_log("spill=1 refused: loading %s failed: %s (a group at its memory.max refuses "
+			"the loader's own allocations too): spilling off", libs[lib].soname, why);
 	return -ENOENT;
 }
