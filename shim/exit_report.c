@@ -2,6 +2,7 @@
  * stats=exit: the group's memory.stat and memory.events at exit, to
  * stderr or to stats_file=.
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -48,13 +49,14 @@ void cgm_exit_report(void)
 	if (cgm_conf.stats_file[0]) {
 		fd = open(cgm_conf.stats_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 		if (fd < 0) {
-			cgm_log("stats_file: cannot open %s; the report goes to stderr",
-				cgm_conf.stats_file);
+			cgm_log("stats_file: cannot open %s (%s); the report goes to stderr",
+				cgm_conf.stats_file, cgm_strerror(errno));
 			fd = STDERR_FILENO;
 		}
 	}
 	if (write(fd, buf, n) < 0)
-		cgm_log("stats: cannot write the exit report");
+		cgm_log("stats: cannot write the exit report to %s: %s",
+			fd == STDERR_FILENO ? "stderr" : cgm_conf.stats_file, cgm_strerror(errno));
 	if (fd != STDERR_FILENO)
 		close(fd);
 }

@@ -5,6 +5,16 @@
 # private mount namespace (root, or a user namespace): skipped otherwise.
 . "$(cd "$(dirname "$0")" && pwd)/lib.sh"
 
+# First, the exit report to a full device: one line naming the file and
+# the error (it named neither), and the program's exit status stands.
+within 30 pre "scope=/full,stats=exit,stats_file=/dev/full" "$PY" -c 'print("done")'
+[ "$ST" = 0 ] || fail "stats_file=/dev/full: exit status $ST: $(cat "$T/err")"
+out_is "done"
+[ "$(wc -l <"$T/err")" = 1 ] &&
+	grep -q "cannot write the exit report to /dev/full: No space left on device" "$T/err" ||
+	fail "stats_file=/dev/full: $(cat "$T/err")"
+CHECKS=$((CHECKS + 1))
+
 mkdir "$T/shm"
 unshare -m --propagation private sh -c 'mount -t tmpfs -o size=1M none "$0"' "$T/shm" 2>/dev/null ||
 	skip "cannot mount a tmpfs in a private mount namespace here"
