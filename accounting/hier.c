@@ -415,7 +415,12 @@ reopen:
 	}
 	if (fd < 0) {
 		err = -errno;
-		snprintf(why, whylen, "cannot open %s: %s", path, cgm_strerror(errno));
+		/* O_NOFOLLOW's ELOOP reads "too many levels of symbolic links" for one. */
+		if (errno == ELOOP)
+			snprintf(why, whylen, "cannot open %s: a symbolic link, which is not "
+				 "followed (name the file itself)", path);
+		else
+			snprintf(why, whylen, "cannot open %s: %s", path, cgm_strerror(errno));
 		return err;
 	}
 	if (fstat(fd, &st) < 0) {

@@ -358,7 +358,7 @@ START_TEST(test_not_regular)
 	make_valid_file();
 	ck_assert_int_eq(rename(tmp.path, target), 0);
 	ck_assert_int_eq(symlink(target, tmp.path), 0);
-	expect_refused("a symlink", "cannot open", -ELOOP);
+	expect_refused("a symlink", "a symbolic link, which is not followed", -ELOOP);
 	/* /dev/null: a character device. */
 	{
 		struct cgm_hier h;
