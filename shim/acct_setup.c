@@ -140,6 +140,10 @@ static const char *refuse(bool limit_applies, const char *status, const char *fm
 static void pick_group(char *group, size_t len, bool *scope, bool limits_asked)
 {
 	*scope = false;
+	/* Both named: said, since one of them is dropped (it was, silently). */
+	if (cgm_conf.scope[0] && cgm_conf.group[0])
+		cgm_log("CGMALLOC_CONF: both group=%s and scope=%s: the scope is used",
+			cgm_conf.group, cgm_conf.scope);
 	if (cgm_conf.scope[0] || cgm_conf.group[0]) {
 		const char *named = cgm_conf.scope[0] ? cgm_conf.scope : cgm_conf.group;
 

@@ -84,6 +84,12 @@ shim_lines badgroup | grep -qF "cgmalloc: CGMALLOC_CONF: bad value 'batch job' f
 expect_normal_run badgroup
 ok
 
+# Both a group and a scope: one line saying which is used; the program runs.
+run both "hierarchy=$PL_TMP/h,group=/g1,scope=/s1"
+expect_shim_lines both "cgmalloc: CGMALLOC_CONF: both group=/g1 and scope=/s1: the scope is used"
+expect_normal_run both
+ok
+
 # Bytes that are not UTF-8 are escaped in the line, not passed to the terminal.
 run badutf8 "$(printf 'max=1\351M')"
 shim_lines badutf8 | grep -qF "bad value '1\\xe9M' for 'max'" ||
