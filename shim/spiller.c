@@ -500,10 +500,6 @@ static void pool_republish(void)
 }
 
 /*
- * Room in memory.zswap.max for @pages more: true, after writing back the
- * oldest entries if the group allows it and there is a backing file.
- */
-/*
  * How many of @pages the pool has room for under memory.zswap.max (a
  * compressed page takes a third of a page or so: half a page is asked
  * for each), after writing back the oldest entries if the group allows
