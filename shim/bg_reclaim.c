@@ -149,9 +149,15 @@ static void *bg_main(void *arg)
 			cgm_spill_mark_refaults();
 		while ((want = acct_reclaim_excess_below(&cgm_acct, BG_TARGET_SHIFT)) > 0) {
 			if (bg_thrashing(win_spilled)) {
+				/*
+				 * What came back counts the pages spilled since the
+				 * window began by any thread, each time one came
+				 * back: more than this thread spilled, at times.
+				 */
 				if (cgm_conf.verbose)
-					cgm_log("spill: background reclaim stops for 0.5 s: %llu of the "
-						"%lld pages it spilled came back (the program works on "
+					cgm_log("spill: background reclaim stops for 0.5 s: %llu pages "
+						"spilled since its window began came back, against %lld "
+						"it spilled in it (the program works on "
 						"what is spilled)",
 						(unsigned long long)cgm_spill_refaults_since_mark(),
 						(long long)win_spilled);
