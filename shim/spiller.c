@@ -401,7 +401,17 @@ static void spill_state(struct acct_spill_state *out)
 	spill_stats(engine, &ss);
 	zp_pool_stats(pool, &zs);
 	st.spilled_pages = (int64_t)ss.in_pool;
-	st.zswap = (int64_t)(zs.mem_used_total + zs.meta_bytes);
+	/*
+	 * The pool's pages alone, as the kernel's memory.zswap.current counts
+	 * its zpool's: the tables (a handle and an entry per page stored or
+	 * written back, never shrinking) are like zswap's entries, kernel
+	 * memory charged to the group but not to zswap.  Here they are in
+	 * the process's sampled memory all the same.  Counted in zswap they
+	 * filled a small memory.zswap.max on their own once enough had been
+	 * written back (python3 building 80 MB under 1M with a backing file:
+	 * MemoryError, nothing more could spill).
+	 */
+	st.zswap = (int64_t)zs.mem_used_total;
 	st.zswapped = (int64_t)zs.orig_data_size;
 	st.swap = (int64_t)zs.wb_pages_on_disk * (int64_t)PAGE;
 	st.counts[CGM_STAT_ZSWPOUT - CGM_STAT_SPILL0] = ss.spilled;

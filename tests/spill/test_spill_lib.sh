@@ -448,6 +448,27 @@ peak=$(value /wbmax memory.peak)
 echo "$TEST_NAME: a pool larger than memory.max=32M: $wb pages written back, memory.peak $(mib "$peak")"
 CHECKS=$((CHECKS + 1))
 
+# memory.zswap.max=1M with a backing file: the pool's tables (an entry per
+# page stored or written back) do not count in zswap, as zswap's entries
+# do not in the kernel's memory.zswap.current.  Counted, they filled the
+# 1M on their own once about 40,000 pages had been written back, and
+# python3 building 80 MB got MemoryError.
+ok "$CGMCTL" --hierarchy "$H" mkdir /wb1m
+ok "$CGMCTL" --hierarchy "$H" set /wb1m memory.max 40M
+ok "$CGMCTL" --hierarchy "$H" set /wb1m memory.zswap.max 1M
+within 90 pre "group=/wb1m,spill=1,spill_backing=$T/swap1m" /usr/bin/python3 -c '
+import hashlib
+d = [(("%d-" % i) * 30).encode() for i in range(500000)]
+h = hashlib.md5()
+for i in range(0, 500000, 7):
+    h.update((("%d-" % i) * 30).encode())
+print("ok" if hashlib.md5(b"".join(d[::7])).digest() == h.digest() else "CORRUPT")'
+[ "$ST" = 0 ] && grep -qx ok "$T/out" ||
+	fail "80 MB under memory.zswap.max=1M with a backing file: exit $ST, $(cat "$T/out") $(tail -1 "$T/err")"
+wb=$(value /wb1m memory.stat zswpwb)
+echo "$TEST_NAME: 80 MB under memory.max=40M, memory.zswap.max=1M with a backing file: $wb pages written back"
+CHECKS=$((CHECKS + 1))
+
 # spill_backing=FILE with forks: each process writes back to a file of its
 # own (FILE.PID, unlinked once open).  They all opened FILE with O_TRUNC:
 # a child that spilled emptied the file under the pages its parent had
