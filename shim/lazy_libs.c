@@ -17,10 +17,10 @@
  * (which allocates and takes the loader's lock) must not.
  */
 #include <dlfcn.h>
-#include <string.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <string.h>
 
 #include "cgm/compiler.h"
 

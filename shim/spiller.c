@@ -516,11 +516,11 @@ static void pool_republish(void)
  * it and there is a backing file.  0: none.
  *
  * Fewer than @pages is an answer too.  It was all or nothing per chunk
- * (512 pages: 1 MiB of room), and the pool's tables, which count in its
- * zswap and keep their high-water mark, can hold half of a small
- * memory.zswap.max on their own: python3 under memory.zswap.max=2M with a
- * backing file, its pool empty after its forks had brought everything
- * back, had 1,035,108 bytes of room, found no chunk it could take ("0
+ * (512 pages: 1 MiB of room), and under a small memory.zswap.max less
+ * than a chunk's room may be all there is: python3 under
+ * memory.zswap.max=2M with a backing file, its pool empty after its forks
+ * had brought everything back, had 1,035,108 bytes of room (the pool's
+ * tables then counted in zswap), found no chunk it could take ("0
  * spilled of 0 resident looked at") and got MemoryError.
  */
 static int64_t pool_fit(int64_t pages)

@@ -1487,15 +1487,13 @@ static void sp_fork_event(struct spill_engine *e, int ufd)
 	 * it.  (The flag goes with the report it announced, not in the fork
 	 * handler: the handler may take the message in hand only after fork()
 	 * has returned.  A fork with nothing registered is not reported: the
-	 * next unannounced one then goes unsaid.)
-	 */
-	/*
-	 * Said only while pages are spilled: a fork the handlers saw without
-	 * handing over restored them all first (the forking thread holds the
-	 * shim's spill lock until fork() returns, so none left since), and
-	 * its child reads what it should, whatever the flag says.  The flag
-	 * alone gave the warning on ordinary forks: 3 runs of 9 of a perl
-	 * forking readers under memory.max with spill_fork_lazy=0.
+	 * next unannounced one then goes unsaid.)  An unseen fork is said
+	 * only while pages are spilled: a fork the handlers saw restored them
+	 * all first (the forking thread holds the shim's spill lock until
+	 * fork() returns, so none left since), and its child reads what it
+	 * should, whatever the flag says.  The flag alone gave the warning on
+	 * ordinary forks: 3 runs of 9 of a perl forking readers under
+	 * memory.max with spill_fork_lazy=0.
 	 */
 	if (st != SP_FORK_FROZEN && st != SP_FORK_THAW &&
 	    !atomic_exchange_explicit(&e->fork_announced, false, memory_order_acq_rel) &&
