@@ -36,10 +36,20 @@ CWARN := $(WARN) -Wmissing-prototypes
 CPPFLAGS_BASE := -Iinclude -D_GNU_SOURCE
 CFLAGS_BASE := -std=c11 -O2 -g -fPIC -fvisibility=hidden $(CWARN)
 CXXFLAGS_BASE := -std=c++17 -O2 -g $(WARN)
-# The library's own calls into mimalloc go through the GOT, not a PLT stub
-# (one instruction less on every malloc), and every symbol is bound at load
-# time so that no lazy-binding resolver runs inside malloc.
-LIB_CFLAGS := -fno-plt
+# The library is linked for lazy binding: bound at load time, its ~130
+# imports cost /bin/true about 700 instructions each (the dynamic
+# loader's symbol lookups), most of the start-up budget, for functions a
+# program mostly never calls.  The files below call through the GOT
+# instead of a PLT stub (-fno-plt), and what they call is bound at load
+# time: the malloc paths (one instruction less on every call into
+# mimalloc, and no resolver run inside malloc on the way) and the signal
+# handlers (no resolver on a small alternate stack).  With spill=1 the
+# rest is bound as the spiller starts, before a page can spill
+# (shim/bind_now.c says why).
+LIB_CFLAGS :=
+BIND_AT_LOAD := shim/interpose.c shim/accounted.c shim/new_delete.c shim/glibc_extras.c \
+	shim/thread_start.c shim/core_dump.c shim/static_key_x86_64.c shim/static_key_aarch64.c
+lib_obj_flags = $(CFLAGS_$(subst /,_,$(1))) $(if $(filter $(1).c,$(BIND_AT_LOAD)),-fno-plt)
 # Each function a section of its own, so that the library's linker script
 # (scripts/lib-ld-script, from the list shim/hot-text.ld that
 # scripts/hot-text makes) can put the ones an ordinary program runs
@@ -53,7 +63,7 @@ LIB_LD_SCRIPT := $(B)/libcgmalloc.ld
 # not resident in every process.  Segments aligned to 64 KiB (the loader
 # aligns the library so too): the hot code then starts where a
 # fault-around window does, wherever the library is loaded.
-LIB_LDFLAGS_BASE := -shared -Wl,-z,now -Wl,-z,relro -Wl,--no-undefined -Wl,-z,max-page-size=0x10000 \
+LIB_LDFLAGS_BASE := -shared -Wl,-z,lazy -Wl,-z,relro -Wl,--no-undefined -Wl,-z,max-page-size=0x10000 \
 	-Wl,-z,pack-relative-relocs -Wl,-soname,libcgmalloc.so
 LIB_LDFLAGS := $(LIB_LDFLAGS_BASE) -Wl,-T,$(LIB_LD_SCRIPT)
 # Not $(ZPOOL_LIBS): the library loads those when spilling starts
@@ -111,13 +121,13 @@ endef
 # flags they were built with change (-ffunction-sections matters to the
 # layout of shim/hot-text.ld).
 LIB_FLAGS_STAMP := $(B)/obj/.flags
-LIB_FLAGS_NOW := $(CPPFLAGS_BASE) $(CFLAGS_BASE) $(LIB_CFLAGS) $(CFLAGS) $(LIB_LDFLAGS) $(LDFLAGS)
+LIB_FLAGS_NOW := $(CPPFLAGS_BASE) $(CFLAGS_BASE) $(LIB_CFLAGS) $(BIND_AT_LOAD) $(CFLAGS) $(LIB_LDFLAGS) $(LDFLAGS)
 $(shell mkdir -p $(B)/obj && echo '$(LIB_FLAGS_NOW)' | cmp -s - $(LIB_FLAGS_STAMP) || \
 	echo '$(LIB_FLAGS_NOW)' > $(LIB_FLAGS_STAMP))
 
 $(B)/obj/%.o: %.c $(LIB_FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS_BASE) $(CFLAGS_BASE) $(LIB_CFLAGS) $(CFLAGS_$(subst /,_,$*)) $(CFLAGS) -MMD -MP -c -o $@ $<
+	$(CC) $(CPPFLAGS_BASE) $(CFLAGS_BASE) $(LIB_CFLAGS) $(call lib_obj_flags,$*) $(CFLAGS) -MMD -MP -c -o $@ $<
 
 define flavour_objects
 $(OBJDIR_$(1))/%.o: %.c

@@ -8,7 +8,7 @@ NOSITES_OBJS = $(patsubst %.c,$(NOSITES_DIR)/obj/%.o,$(LIB_SRCS))
 
 $(NOSITES_DIR)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS_BASE) $(CFLAGS_BASE) $(LIB_CFLAGS) $(CFLAGS_$(subst /,_,$*)) $(CFLAGS) -DCGM_STATIC_KEYS_COMPILED_OUT -MMD -MP -c -o $@ $<
+	$(CC) $(CPPFLAGS_BASE) $(CFLAGS_BASE) $(LIB_CFLAGS) $(call lib_obj_flags,$*) $(CFLAGS) -DCGM_STATIC_KEYS_COMPILED_OUT -MMD -MP -c -o $@ $<
 
 .SECONDEXPANSION:
 $(NOSITES_DIR)/libcgmalloc.so: $$(NOSITES_OBJS) $$(LIB_ARCHIVES) $$(LIB_LD_SCRIPT)

@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "cgm/accounted.h"
+#include "cgm/bind_now.h"
 #include "cgm/clock.h"
 #include "cgm/lazy_libs.h"
 #include "cgm/log.h"
@@ -334,6 +335,25 @@ static bool open_engine(void)
 	return true;
 }
 
+/*
+ * No function of the library may be bound lazily from here on: the
+ * resolver could fault on a spilled page in the handler, or under a lock
+ * the handler takes (include/cgm/bind_now.h).
+ */
+static void bind_all_now(void)
+{
+	struct cgm_bind_count n;
+
+	if (cgm_bind_now(&n) < 0)
+		return;
+	if (n.failed)
+		cgm_log("spill: %d of the library's %d lazily bound functions not found by "
+			"dlsym: they stay lazily bound", n.failed, n.slots);
+	if (cgm_conf.verbose)
+		cgm_log("spill: %d of the library's %d lazily bound functions bound now, "
+			"%d left unbound", n.bound, n.slots, cgm_bind_pending());
+}
+
 static void spill_prepare(void);
 static void spill_parent(void);
 static void spill_child(void);
@@ -357,6 +377,7 @@ void cgm_spill_init(void)
 	/* Its own message names the library that is missing. */
 	if (cgm_lazy_libs_load() < 0)
 		return;
+	bind_all_now();
 	allowed = true;
 	if (!open_engine())
 		return;

@@ -19,7 +19,20 @@ $(T)/test_own_fds: tests/test_own_fds.c shim/fd_guard.c $(call archives,plain,ba
 	$(CC) $(TEST_CFLAGS) $(TEST_DEPFLAGS) $(CHECK_CFLAGS) -o $@ tests/test_own_fds.c shim/fd_guard.c \
 		$(call archives,plain,base) $(CHECK_LIBS)
 
-check-unit: $(T)/test_interpose $(T)/test_config $(T)/test_own_fds
+# shim/bind_now.c in a library of its own, linked for lazy binding as
+# libcgmalloc.so is.
+$(T)/libbind_lib.so: tests/bind_lib.c shim/bind_now.c $(call archives,plain,base)
+	@mkdir -p $(T)
+	$(CC) $(TEST_CFLAGS) $(TEST_DEPFLAGS) -fPIC -shared -Wl,-z,lazy -Itests -o $@ \
+		tests/bind_lib.c shim/bind_now.c $(call archives,plain,base)
+
+$(T)/test_bind_now: tests/test_bind_now.c $(T)/libbind_lib.so
+	@mkdir -p $(T)
+	$(CC) $(TEST_CFLAGS) $(TEST_DEPFLAGS) $(CHECK_CFLAGS) -Itests -o $@ $< \
+		-L$(T) -Wl,-rpath,$(abspath $(T)) -lbind_lib $(CHECK_LIBS)
+
+check-unit: $(T)/test_interpose $(T)/test_config $(T)/test_own_fds $(T)/test_bind_now
+	$(RUN) $(T)/test_bind_now
 	$(RUN) $(T)/test_config
 	$(RUN) $(T)/test_own_fds
 	$(RUN) env CGMALLOC_CONF=$(TEST_CONF) $(T)/test_interpose

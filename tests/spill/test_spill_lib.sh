@@ -259,6 +259,14 @@ stops=$(sed -n '/^built$/,/^looped$/p' "$T/bg.err" | grep -c "background reclaim
 echo "$TEST_NAME: thrashing: $((z1 - z0)) pages spilled in 2.5 s of reading back, $stops stops of the background"
 CHECKS=$((CHECKS + 1))
 
+# The library is linked for lazy binding; with spill=1 every function it
+# imports is bound as the spiller starts, none left to a resolver that
+# could fault on a spilled page (shim/bind_now.c).
+bind=$(grep "lazily bound functions bound now" "$T/bg.err" | head -1)
+echo "$bind" | grep -Eq ": spill: [1-9][0-9]* of the library's [0-9]+ lazily bound functions bound now, 0 left unbound$" ||
+	fail "spill=1 did not bind the library's functions at once: '$bind'"
+CHECKS=$((CHECKS + 1))
+
 # spill_hold_high=1: the same python3 reading its strings back twice
 # holds memory.high while they come back (the handler thread spills what
 # they take the group over, a charge batch at a time); the default lets
