@@ -156,6 +156,21 @@ void cgm_thread_register(void)
 	thread_slot();
 }
 
+void cgm_stock_ahead(int64_t bytes)
+{
+	struct cgm_thread_slot *t = thread_slot();
+
+	if (!t)
+		return;
+	if (bytes > 0) {
+		/* Charged as used, whatever the limits, then handed to the stock. */
+		acct_force_charge(&cgm_acct, t, bytes);
+		cgm_owner_add(t->stock, bytes);
+	} else {
+		acct_stock_trim(&cgm_acct, t);
+	}
+}
+
 /* The limits key says whether stocks must watch for limits. */
 static inline int stock_take(struct cgm_thread_slot *t, int64_t bytes)
 {

@@ -38,6 +38,7 @@
 
 #include "cgm/lazy_libs.h"
 #include "cgm/log.h"
+#include "cgm/shim.h"
 
 enum lazy_lib { LZ4, ZSTD, URING, NR_LAZY_LIBS };
 
@@ -51,6 +52,9 @@ static const struct {
 	/* The version that linking with -luring binds (io_uring_queue_init@LIBURING_2.0). */
 	[URING] = { "liburing.so.2", "liburing2", "LIBURING_2.0" },
 };
+
+/* What the loader may allocate for the three libraries, charged ahead. */
+#define LOADER_STOCK	(256 * 1024)
 
 /* A ZSTD_isError() code: what a zstd wrapper returns without its library. */
 #define ZSTD_FAILED	((size_t)-1)
@@ -156,12 +160,23 @@ int cgm_lazy_libs_load(void)
 
 	if (loaded)
 		return 0;
+	/*
+	 * A program exec'd into a group at its memory.max had the loader's
+	 * allocations for these refused ("cannot allocate address lookup
+	 * data") and never spilled, though spilling is what would have made
+	 * room.  They are charged past the limits instead: some kilobytes,
+	 * once (LOADER_STOCK covers the three with room to spare).
+	 */
+	cgm_stock_ahead(LOADER_STOCK);
 	for (lib = 0; lib < NR_LAZY_LIBS; lib++) {
 		if (!handles[lib])
 			handles[lib] = dlopen(libs[lib].soname, RTLD_NOW | RTLD_LOCAL);
 		if (!handles[lib])
-			goto fail;
+			break;
 	}
+	cgm_stock_ahead(0);
+	if (lib < NR_LAZY_LIBS)
+		goto fail;
 	/*
 	 * The handler thread that calls the wrappers is created after this
 	 * returns: pthread_create orders these stores before its first load.

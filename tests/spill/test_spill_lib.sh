@@ -267,6 +267,30 @@ echo "$bind" | grep -Eq ": spill: [1-9][0-9]* of the library's [0-9]+ lazily bou
 	fail "spill=1 did not bind the library's functions at once: '$bind'"
 CHECKS=$((CHECKS + 1))
 
+# A program exec'd into a group at its memory.max: the loader's
+# allocations for the spill pool's libraries are charged past the limit
+# (shim/lazy_libs.c), so spilling starts.  Before, spill=1 was refused
+# with "loading liblz4.so.1 failed: out of memory" and stayed off.
+start "group=/atmax,max=24M" /usr/bin/python3 -c '
+import os, sys, time
+a = []
+try:
+    while True:
+        a.append(bytes(100000))
+except MemoryError:
+    pass
+print("full", file=sys.stderr, flush=True)
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.02)' "$T/go-atmax"
+reach full
+env LD_PRELOAD="$CGM_LIB" CGMALLOC_CONF="hierarchy=$H,group=/atmax,spill=1,verbose=1" /bin/true 2>"$T/atmax.err" ||
+	fail "/bin/true exec'd at memory.max exited $?: $(head -3 "$T/atmax.err")"
+touch "$T/go-atmax"
+finish
+grep -q "^cgmalloc: spill: on" "$T/atmax.err" ||
+	fail "spill=1 exec'd at memory.max did not start: $(grep -v config "$T/atmax.err" | head -2)"
+CHECKS=$((CHECKS + 1))
+
 # spill_hold_high=1: the same python3 reading its strings back twice
 # holds memory.high while they come back (the handler thread spills what
 # they take the group over, a charge batch at a time); the default lets
