@@ -674,36 +674,6 @@ static int64_t spill_chunk(uintptr_t start, uintptr_t end, int64_t want, uint64_
 	return got;
 }
 
-/* Pages one mincore() looks at while a lap skips what is not resident. */
-#define SKIP_PAGES	16384
-
-/*
- * The first resident page at or after @pos and below @end, or @end.  A
- * lap passes the untouched part of a region (mimalloc reserves far more
- * than it commits) with one mincore() per 64 MiB instead of a mincore()
- * and a PAGEMAP_SCAN per chunk.  A python3 started in a group that
- * another process held at memory.max, with about 60 pages of its own
- * resident, made 188 mincore() and 203 ioctl() calls per refused
- * allocation; 77 and 81 with this (strace -c).  Caller holds spill_lock
- * (the vector is static).
- */
-static uintptr_t first_resident(uintptr_t pos, uintptr_t end)
-{
-	static unsigned char vec[SKIP_PAGES];
-
-	while (pos < end) {
-		size_t len = end - pos < SKIP_PAGES * PAGE ? end - pos : SKIP_PAGES * PAGE;
-
-		if (mincore((void *)pos, len, vec) < 0)
-			return pos;	/* spill_chunk() will see for itself */
-		for (size_t i = 0; i < len / PAGE; i++)
-			if (vec[i] & 1)
-				return pos + i * PAGE;
-		pos += len;
-	}
-	return end;
-}
-
 /* One lap at most of the clock over the regions, from the hand. */
 static int64_t spill_lap(int64_t want, uint64_t *scanned)
 {
@@ -729,17 +699,11 @@ static int64_t spill_lap(int64_t want, uint64_t *scanned)
 		tracked = spill_track(engine, (void *)spans[i].start,
 				      spans[i].end - spans[i].start) == 0;
 		while (pos < spans[i].end && got < want) {
-			uintptr_t end;
-			int64_t fit;
+			uintptr_t end = pos + CHUNK_PAGES * PAGE < spans[i].end ?
+					pos + CHUNK_PAGES * PAGE : spans[i].end;
 
-			pos = first_resident(pos, spans[i].end);
-			if (pos >= spans[i].end) {
-				hand = pos;
-				break;
-			}
-			end = pos + CHUNK_PAGES * PAGE < spans[i].end ? pos + CHUNK_PAGES * PAGE :
-									  spans[i].end;
-			fit = pool_fit(end - pos > PAGE ? (int64_t)((end - pos) / PAGE) : 1);
+			int64_t fit = pool_fit(end - pos > PAGE ? (int64_t)((end - pos) / PAGE) : 1);
+
 			if (fit <= 0)
 				return got;
 			got += spill_chunk(pos, end, want - got < fit ? want - got : fit, scanned,
