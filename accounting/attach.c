@@ -316,7 +316,7 @@ static uint32_t claim_proc_slot(struct cgm_hier *h)
 }
 
 /*
- * Slots with our own pid are what this process left behind before an
+ * Slots with our own pid (@pid) are what this process left behind before an
  * exec (the old image ran no exit handlers, so the slot is attached, not
  * exiting).  Only attached slots count, and they are found by the pids
  * in the header: reading each slot would map a page of the table per
@@ -324,10 +324,8 @@ static uint32_t claim_proc_slot(struct cgm_hier *h)
  * exiting ones; 72 KiB with 128 attached slots that killed processes
  * left).  Caller holds tree_lock.
  */
-static void release_own_stale(struct cgm_hier *h)
+static void release_own_stale(struct cgm_hier *h, int32_t pid)
 {
-	int32_t pid = (int32_t)getpid();
-
 	for (uint32_t w = 0; w < CGM_MAX_PROCS / 64; w++) {
 		uint64_t used = __atomic_load_n(&h->hdr->proc_map[w], __ATOMIC_ACQUIRE) &
 				~__atomic_load_n(&h->hdr->exiting_map[w], __ATOMIC_ACQUIRE);
@@ -345,8 +343,8 @@ static void release_own_stale(struct cgm_hier *h)
 	}
 }
 
-/* Fill slot @idx for this process in group @group.  Caller holds tree_lock. */
-static void setup_proc(struct cgm_hier *h, uint32_t idx, uint32_t group)
+/* Fill slot @idx for this process (@pid) in group @group.  Caller holds tree_lock. */
+static void setup_proc(struct cgm_hier *h, uint32_t idx, uint32_t group, int32_t pid)
 {
 	struct cgm_proc *p = &h->procs[idx];
 	char comm[16] = "";
@@ -354,7 +352,7 @@ static void setup_proc(struct cgm_hier *h, uint32_t idx, uint32_t group)
 	/* The calling thread's name, which is the program's for a new process. */
 	prctl(PR_GET_NAME, comm, 0, 0, 0);
 	hier_lock_claimed(h, &p->lock, "a process slot");
-	p->pid = (int32_t)getpid();
+	p->pid = pid;
 	__atomic_store_n(&h->hdr->proc_pid[idx], p->pid, __ATOMIC_RELAXED);
 	p->attach_ns = boottime_ns();
 	p->group = group;
@@ -388,8 +386,8 @@ static void setup_proc(struct cgm_hier *h, uint32_t idx, uint32_t group)
 	h->groups[group].nr_procs++;
 }
 
-/* Attach to existing group @group.  Caller holds tree_lock. */
-static int attach_locked(struct cgm_acct *a, uint32_t group)
+/* Attach this process (@pid) to existing group @group.  Caller holds tree_lock. */
+static int attach_locked(struct cgm_acct *a, uint32_t group, int32_t pid)
 {
 	struct cgm_hier *h = &a->h;
 	uint32_t idx;
@@ -399,7 +397,7 @@ static int attach_locked(struct cgm_acct *a, uint32_t group)
 	idx = claim_proc_slot(h);
 	if (idx == CGM_NONE)
 		return -ENOSPC;
-	setup_proc(h, idx, group);
+	setup_proc(h, idx, group, pid);
 	a->proc = idx;
 	return 0;
 }
@@ -408,13 +406,15 @@ static int attach_locked(struct cgm_acct *a, uint32_t group)
 static int attach_path(struct cgm_acct *a, const char *path, uint32_t flags)
 {
 	struct cgm_hier *h = &a->h;
+	/* One getpid() for both: no system call at start-up more than needed. */
+	int32_t pid = (int32_t)getpid();
 	int64_t group;
 	int err;
 
 	hier_lock(&h->hdr->tree_lock);
-	release_own_stale(h);
+	release_own_stale(h, pid);
 	group = group_create(h, path, flags);
-	err = group < 0 ? (int)group : attach_locked(a, (uint32_t)group);
+	err = group < 0 ? (int)group : attach_locked(a, (uint32_t)group, pid);
 	/* A scope this call made but could not enter goes again. */
 	if (err && group >= 0)
 		group_reap_transient(h, (uint32_t)group);
@@ -437,7 +437,7 @@ int acct_attach_group(struct cgm_acct *a, uint32_t group)
 	int err;
 
 	hier_lock(&a->h.hdr->tree_lock);
-	err = attach_locked(a, group);
+	err = attach_locked(a, group, (int32_t)getpid());
 	hier_unlock(&a->h.hdr->tree_lock);
 	return err;
 }
