@@ -42,19 +42,20 @@ CXXFLAGS_BASE := -std=c++17 -O2 -g $(WARN)
 # below call through the GOT instead of a PLT stub (-fno-plt), so what
 # they call is bound at load time: whatever malloc and free can run (one
 # instruction less on every call into mimalloc, and no resolver inside
-# malloc, which may take the loader's lock and allocate), and the signal
-# handlers (no resolver on a small alternate stack).  What stays lazy is
-# start-up, exit, the API, the fd guards and the spiller; with spill=1
-# the spiller binds it all as it starts, before a page can spill
-# (shim/bind_now.c says why).  As in any lazily bound library, a first
-# call binds to the first definition in the global scope at that time,
-# which a dlopen(RTLD_GLOBAL) may have added.
+# malloc, which may take the loader's lock and allocate), the signal
+# handlers, and the guards of close() and dup2(), which programs call
+# from signal handlers and forked children (no resolver on a small
+# alternate stack).  What stays lazy is start-up, exit, the API and the
+# spiller; with spill=1 the spiller binds it all as it starts, before a
+# page can spill (shim/bind_now.c says why).  As in any lazily bound
+# library, a first call binds to the first definition in the global
+# scope at that time, which a dlopen(RTLD_GLOBAL) may have added.
 LIB_CFLAGS :=
 BIND_AT_LOAD := shim/interpose.c shim/accounted.c shim/new_delete.c shim/glibc_extras.c \
 	shim/thread_start.c shim/resident.c shim/regions.c shim/mi_purge.c shim/epoch.c \
 	shim/moving.c shim/static_key.c shim/static_key_sync.c $(wildcard accounting/*.c) \
 	base/log.c base/proc_maps.c \
-	shim/core_dump.c shim/static_key_x86_64.c shim/static_key_aarch64.c
+	shim/core_dump.c shim/static_key_x86_64.c shim/static_key_aarch64.c shim/fd_guard.c
 lib_obj_flags = $(CFLAGS_$(subst /,_,$(1))) $(if $(filter $(1).c,$(BIND_AT_LOAD)),-fno-plt)
 # Each function a section of its own, so that the library's linker script
 # (scripts/lib-ld-script, from the list shim/hot-text.ld that
