@@ -167,7 +167,8 @@ void cgm_stock_ahead(int64_t bytes)
 		acct_force_charge(&cgm_acct, t, bytes);
 		cgm_owner_add(t->stock, bytes);
 	} else {
-		acct_stock_trim(&cgm_acct, t);
+		/* All of it: two batches would stay precharged past the limit. */
+		acct_stock_drain(&cgm_acct, t);
 	}
 }
 
