@@ -2,10 +2,10 @@
  * Binding the library's lazily bound functions all at once.
  *
  * libcgmalloc.so is linked for lazy binding, with only what malloc can
- * run and the signal handlers calling through the GOT (bound at load
- * time; the Makefile's BIND_AT_LOAD): binding each of its ~130 imports at
- * load time cost /bin/true about 700 instructions apiece, most of the
- * start-up budget.
+ * run, the signal handlers and the fd guards calling through the GOT
+ * (bound at load time; the Makefile's BIND_AT_LOAD): binding each of its
+ * ~130 imports at load time cost /bin/true about 700 instructions
+ * apiece, most of the start-up budget.
  *
  * With spill=1 a lazy binding is a hazard: the resolver reads the
  * loader's link maps and scope lists, and for whatever dlopen loaded
