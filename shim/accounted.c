@@ -162,14 +162,18 @@ void cgm_stock_ahead(int64_t bytes)
 
 	if (!t)
 		return;
-	if (bytes > 0) {
-		/* Charged as used, whatever the limits, then handed to the stock. */
-		acct_force_charge(&cgm_acct, t, bytes);
-		cgm_owner_add(t->stock, bytes);
-	} else {
-		/* All of it: two batches would stay precharged past the limit. */
+	/* Charged as used, whatever the limits, then handed to the stock. */
+	acct_force_charge(&cgm_acct, t, bytes);
+	cgm_owner_add(t->stock, bytes);
+}
+
+void cgm_stock_give_back(void)
+{
+	struct cgm_thread_slot *t = thread_slot();
+
+	/* All of it: a trim would leave two batches precharged past the limit. */
+	if (t)
 		acct_stock_drain(&cgm_acct, t);
-	}
 }
 
 /* The limits key says whether stocks must watch for limits. */

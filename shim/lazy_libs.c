@@ -174,7 +174,7 @@ int cgm_lazy_libs_load(void)
 		if (!handles[lib])
 			break;
 	}
-	cgm_stock_ahead(0);
+	cgm_stock_give_back();
 	if (lib < NR_LAZY_LIBS)
 		goto fail;
 	/*

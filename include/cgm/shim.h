@@ -107,11 +107,13 @@ void cgm_epoch_fork_child(void);
  * Charge @bytes into the calling thread's stock past memory.max and
  * memory.high, as the kernel charges past them what must not fail
  * (__GFP_NOFAIL): the allocations that follow take from the stock and are
- * not refused until it runs dry.  0: give back all that is left in the
- * thread's stock and allowances.  For the dynamic loader's allocations
- * when the spill pool's libraries load (shim/lazy_libs.c).
+ * not refused until it runs dry.  cgm_stock_give_back() then gives back
+ * all that is left in the thread's stock and allowances.  For the
+ * dynamic loader's allocations when the spill pool's libraries load
+ * (shim/lazy_libs.c).
  */
 void cgm_stock_ahead(int64_t bytes);
+void cgm_stock_give_back(void);
 
 /* ---- resident.c: residency samples ---- */
 
