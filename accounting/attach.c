@@ -584,7 +584,10 @@ void acct_thread_exit(struct cgm_acct *a, uint32_t slot)
 	acct_harvest(h, a->proc);
 }
 
-/* Have harvest and flush both seen every small free of @t? */
+/*
+ * Have harvest and flush both seen every small free of @t, and flush
+ * every medium one (those went back into the stock, not to harvest)?
+ */
 static bool small_frees_settled(const struct cgm_thread_slot *t)
 {
 	for (unsigned int b = 0; b < CGM_NR_BINS; b++) {
@@ -593,6 +596,9 @@ static bool small_frees_settled(const struct cgm_thread_slot *t)
 		if (n != t->harvested_small[b] || n != t->snap_freed_small[b])
 			return false;
 	}
+	for (unsigned int m = 0; m < CGM_NR_MEDIUM_BINS; m++)
+		if (t->medium_frees[m] != t->snap_medium_frees[m])
+			return false;
 	return true;
 }
 

@@ -63,6 +63,27 @@ static bool slot_delta(struct cgm_thread_slot *t, int64_t d[CGM_NR_STATS])
 		wrap_add(&d[CGM_STAT_FREE_BYTES], n * s * 8);
 		any = true;
 	}
+	/* Medium blocks: counted per bin, each its bin's block size. */
+	for (unsigned int m = 0; m < CGM_NR_MEDIUM_BINS; m++) {
+		uint64_t size = cgm_medium_sizes[m];
+		uint64_t a = __atomic_load_n(&t->medium_allocs[m], __ATOMIC_RELAXED);
+		uint64_t f = __atomic_load_n(&t->medium_frees[m], __ATOMIC_RELAXED);
+		uint64_t na = a - t->snap_medium_allocs[m], nf = f - t->snap_medium_frees[m];
+
+		if (na) {
+			t->snap_medium_allocs[m] = a;
+			wrap_add(&d[CGM_STAT_ALLOCS], na);
+			wrap_add(&d[CGM_STAT_ALLOC_BYTES], na * size);
+			wrap_add(&d[CGM_STAT_HIST0 + rstat_hist_bucket(size)], na);
+			any = true;
+		}
+		if (nf) {
+			t->snap_medium_frees[m] = f;
+			wrap_add(&d[CGM_STAT_FREES], nf);
+			wrap_add(&d[CGM_STAT_FREE_BYTES], nf * size);
+			any = true;
+		}
+	}
 	for (unsigned int b = 0; b < CGM_HIST_BUCKETS; b++) {
 		uint64_t now = __atomic_load_n(&t->big_hist[b], __ATOMIC_RELAXED);
 		uint64_t n = now - t->snap_big_hist[b];

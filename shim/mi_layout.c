@@ -89,6 +89,24 @@ static const char *check_retire(void)
 		if (mi209_bin_at_size[size / 8] >= MI209_BIN_HUGE || *(const size_t *)(queue + 16) != size)
 			return "mimalloc's heap queues are not the ones of 2.0.9";
 	}
+	/*
+	 * The medium bins are charged before the allocation by the block
+	 * size their table gives: the first and the last request of each
+	 * must go to a queue of blocks of that size.
+	 */
+	for (unsigned int m = 0; m < CGM_NR_MEDIUM_BINS; m++) {
+		size_t last = cgm_medium_sizes[m], first = m ? cgm_medium_sizes[m - 1] + 1u : 1025u;
+
+		for (size_t n = first; n <= last; n += last - first) {
+			const char *queue = heap + MI209_HEAP_QUEUES_AT +
+					    MI209_BIN((n + 7) & ~(size_t)7) * MI209_QUEUE_SIZE;
+
+			if (MI209_BIN((n + 7) & ~(size_t)7) >= MI209_BIN_HUGE ||
+			    *(const size_t *)(queue + 16) != last ||
+			    cgm_medium_block[(n - 1) >> 8] != last)
+				return "mimalloc's heap queues above 1 KiB are not the ones of 2.0.9";
+		}
+	}
 #if defined(__x86_64__) && !defined(CGM_TSAN)
 	for (unsigned int i = 0; i < 3; i++) {
 		static const size_t sizes[] = { 32, 8, 1024 };

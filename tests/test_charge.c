@@ -165,6 +165,32 @@ START_TEST(test_bins_are_the_block_sizes)
 }
 END_TEST
 
+/*
+ * Above 1 KiB: every request up to 8 KiB finds mimalloc's block size
+ * (the same rule) and its medium bin in the tables malloc and free read,
+ * and the bins are those block sizes, in order, each its own bin.
+ */
+START_TEST(test_medium_bins)
+{
+	for (size_t n = CGM_SMALL_MAX + 1; n <= CGM_MEDIUM_MAX; n++) {
+		size_t i = (n - 1) >> 8, block = cgm_small_block_size(n);
+		unsigned int m = cgm_medium_bin[i];
+
+		ck_assert_msg(cgm_medium_block[i] == block, "request %zu: table %u, rule %zu",
+			      n, cgm_medium_block[i], block);
+		ck_assert_uint_lt(m, CGM_NR_MEDIUM_BINS);
+		ck_assert_uint_eq(cgm_medium_sizes[m], block);
+		/* A free finds the bin from the block size the same way. */
+		ck_assert_uint_eq(cgm_medium_bin[(block - 1) >> 8], m);
+	}
+	ck_assert_uint_eq(cgm_medium_sizes[0], cgm_small_block_size(CGM_SMALL_MAX + 1));
+	ck_assert_uint_eq(cgm_medium_sizes[CGM_NR_MEDIUM_BINS - 1], CGM_MEDIUM_MAX);
+	for (unsigned int m = 1; m < CGM_NR_MEDIUM_BINS; m++)
+		ck_assert_uint_eq(cgm_medium_sizes[m],
+				  cgm_small_block_size(cgm_medium_sizes[m - 1] + 1u));
+}
+END_TEST
+
 START_TEST(test_alloc_free_restores_ancestors)
 {
 	static int64_t live_size[4096];
@@ -1027,6 +1053,7 @@ static void add_tests(TCase *tc, bool regressions)
 	tcase_add_test(tc, test_live_process_survives_reclaim);
 	tcase_add_test(tc, test_small_bin);
 	tcase_add_test(tc, test_bins_are_the_block_sizes);
+	tcase_add_test(tc, test_medium_bins);
 	tcase_add_test(tc, test_alloc_free_restores_ancestors);
 	tcase_add_test(tc, test_threads_cross_frees);
 	tcase_add_test(tc, test_stock_trim_and_exit);

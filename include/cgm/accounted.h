@@ -61,9 +61,17 @@ extern uint8_t cgm_size_bin[CGM_SMALL_MAX + 1] __attribute__((visibility("hidden
 
 /* The fast path's allowance ran out: refill (finds the bin again from @n). */
 void *cgm_acct_refill(size_t n, bool zero);
+/*
+ * A request above 1 KiB: up to 8 KiB taken from the stock by its medium
+ * bin's block size (size_class.h), above that cgm_acct_alloc_slow().
+ * Out of line, so that malloc's small path stays as short as it is.
+ */
+void *cgm_acct_alloc_medium(size_t n, bool zero);
 void *cgm_acct_alloc_slow(size_t n, size_t align, bool zero);
-/* A block above 1 KiB (or in a longer page): @slice is mi209_slice(p), already found. */
+/* A block above 8 KiB (or in a longer page): @slice is mi209_slice(p), already found. */
 void cgm_acct_free_big(void *p, const char *slice);
+/* A free put the stock of @t above two batches: trim it, then free @p. */
+void cgm_acct_free_trim(void *p, struct cgm_thread_slot *t);
 void cgm_acct_count_big_free(void *p);
 
 /* The careful paths taken while a move is in progress (shim/moving.c). */
@@ -108,7 +116,7 @@ static inline __attribute__((always_inline)) void *cgm_acct_malloc(size_t n, boo
 	unsigned int bin;
 
 	if (cgm_unlikely(n > CGM_SMALL_MAX))
-		return cgm_acct_alloc_slow(n, 0, zero);
+		return cgm_acct_alloc_medium(n, zero);
 	bin = cgm_size_bin[n];
 	t = cgm_tslot;
 	if (cgm_unlikely(cgm_owner_add(t->allow[bin], -1) < 0))
@@ -124,6 +132,32 @@ static inline __attribute__((always_inline)) void cgm_count_small_free(uint32_t 
 	cgm_owner_add(*(uint64_t *)((char *)cgm_tslot->freed_small + size), 1);
 }
 
+/*
+ * Free a block of a medium bin (1..8 KiB, @size): such a block lives in a
+ * one-slice page, as every block up to 16 KiB does, so @slice is its page.
+ * Its bytes go back into the freeing thread's stock (the kernel's
+ * obj_stock takes freed bytes back so), its count to its bin.  On a slot
+ * shared by threads without one of their own they go, as a small free's
+ * count does, where nothing reads them: the boot slot's stock stays
+ * hugely negative, the unaccounted slot's hugely positive (every such
+ * free asks for a trim and gets none).
+ */
+static inline __attribute__((always_inline)) void cgm_acct_free_medium(void *p, const char *slice,
+									uint32_t size)
+{
+	struct cgm_thread_slot *t = cgm_tslot;
+
+	cgm_owner_add(t->medium_frees[cgm_medium_bin[(size - 1) >> 8]], 1);
+	cgm_owner_add(t->stock, (int64_t)size);
+	if (cgm_unlikely(acct_stock_over(&cgm_acct, t))) {
+		cgm_acct_free_trim(p, t);
+		return;
+	}
+	if (cgm_likely(mi209_free_block(p, slice, 0)))
+		return;
+	mi_free(p);
+}
+
 static inline __attribute__((always_inline)) void cgm_acct_free(void *p)
 {
 	const char *slice;
@@ -133,9 +167,16 @@ static inline __attribute__((always_inline)) void cgm_acct_free(void *p)
 		return;
 	slice = mi209_slice(p);
 	size = mi209_page_block_size(slice);
-	/* Blocks above 1 KiB, and pointers into longer pages, out of line. */
+	/*
+	 * Blocks above 1 KiB: up to 8 KiB inline too; larger ones, and
+	 * pointers into later slices of longer pages (whose slice names a
+	 * block size of 1), out of line.
+	 */
 	if (cgm_unlikely(size - 8 > CGM_SMALL_MAX - 8)) {
-		cgm_acct_free_big(p, slice);
+		if (cgm_likely(size - (CGM_SMALL_MAX + 1) < CGM_MEDIUM_MAX - CGM_SMALL_MAX))
+			cgm_acct_free_medium(p, slice, size);
+		else
+			cgm_acct_free_big(p, slice);
 		return;
 	}
 	cgm_count_small_free(size);

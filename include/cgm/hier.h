@@ -30,7 +30,7 @@
 #include "cgm/size_class.h"
 
 #define CGM_HIER_MAGIC		0x3152454948474d43ULL	/* "CGMHIER1" */
-#define CGM_HIER_VERSION	16
+#define CGM_HIER_VERSION	17
 #define CGM_NONE		UINT32_MAX
 #define CGM_ROOT		0
 #define CGM_NAME_MAX		64		/* a path component, NUL included */
@@ -277,16 +277,20 @@ struct cgm_proc {
  * without charging; malloc does allow[b]--, and a negative value sends
  * it to the refill path, which charges another batch of that bin from
  * the byte stock.  Allocations from bin b so far = refilled[b] - allow[b].
- * Small frees count per block size: freed_small[size / 8]++.
+ * Small frees count per block size: freed_small[size / 8]++.  Blocks of
+ * 1..8 KiB (size_class.h's medium bins) are taken from the stock and
+ * given back to it by their block size, and counted per bin.
  */
 struct cgm_thread_slot {
 	int64_t allow[CGM_NR_BINS];
 	uint64_t freed_small[CGM_SMALL_STEPS];
 	int64_t stock;			/* precharged bytes not given to a bin */
+	uint64_t medium_allocs[CGM_NR_MEDIUM_BINS];
+	uint64_t medium_frees[CGM_NR_MEDIUM_BINS];	/* back into the stock, never harvested */
 	uint64_t refilled[CGM_NR_BINS];
 	uint32_t refill_seq;		/* odd while allow[]/refilled[] change together */
 	uint32_t drained_gen;		/* owner: the hdr->drain_gen it last answered */
-	uint64_t frees;			/* frees of blocks above 1 KiB */
+	uint64_t frees;			/* other frees of blocks above 1 KiB */
 	uint64_t freed_bytes;		/* their bytes (harvested: uncharged) */
 	uint64_t freed_unpooled_bytes;	/* bytes of freed blocks not for the pool: never byte-charged, or back in the stock */
 	uint64_t big_allocs;
@@ -312,6 +316,7 @@ struct cgm_thread_slot {
 	uint64_t snap_allocs_small[CGM_NR_BINS];
 	uint64_t snap_freed_small[CGM_NR_BINS];	/* per bin: freed_small[cgm_bin_step[b]] */
 	uint64_t snap_big_hist[CGM_HIST_BUCKETS];
+	uint64_t snap_medium_allocs[CGM_NR_MEDIUM_BINS], snap_medium_frees[CGM_NR_MEDIUM_BINS];
 	/* harvester-owned (process lock) */
 	uint64_t harvested_freed_bytes;
 	uint64_t harvested_small[CGM_NR_BINS];	/* per bin, as snap_freed_small */

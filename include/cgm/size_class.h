@@ -47,6 +47,35 @@ static inline size_t cgm_bin_size(unsigned int bin)
 }
 
 /*
+ * mimalloc's bins above 1 KiB up to 8 KiB, the medium ones.  A request of
+ * 1025..8192 bytes is charged from the thread's stock by its bin's block
+ * size, before the allocation, and counted per bin; the block's free
+ * gives the bytes back to the stock of the freeing thread and counts
+ * again.  Above 1 KiB every block size of mimalloc's is a multiple of
+ * 256 bytes, so the request rounded up to 256 decides the bin: both
+ * tables are indexed by (size - 1) / 256 (entries 0..3, sizes of at most
+ * 1 KiB, are never read).  The shim checks at start-up that the loaded
+ * mimalloc's queues hold these sizes (shim/mi_layout.c).
+ */
+#define CGM_MEDIUM_MAX 8192
+#define CGM_NR_MEDIUM_BINS 12
+static const uint8_t cgm_medium_bin[CGM_MEDIUM_MAX / 256] = {
+	0, 0, 0, 0, 0, 1, 2, 3, 4, 4, 5, 5, 6, 6, 7, 7,
+	8, 8, 8, 8, 9, 9, 9, 9, 10, 10, 10, 10, 11, 11, 11, 11,
+};
+static const uint16_t cgm_medium_block[CGM_MEDIUM_MAX / 256] = {
+	1280, 1280, 1280, 1280, 1280, 1536, 1792, 2048,
+	2560, 2560, 3072, 3072, 3584, 3584, 4096, 4096,
+	5120, 5120, 5120, 5120, 6144, 6144, 6144, 6144,
+	7168, 7168, 7168, 7168, 8192, 8192, 8192, 8192,
+};
+
+/* The block size of medium bin @m (the flusher's, per bin). */
+static const uint16_t cgm_medium_sizes[CGM_NR_MEDIUM_BINS] = {
+	1280, 1536, 1792, 2048, 2560, 3072, 3584, 4096, 5120, 6144, 7168, 8192,
+};
+
+/*
  * The bin of a small request of @n bytes (n <= 1024): the bin whose block
  * cgm_small_block_size() gives.  A search, for start-up: the shim keeps
  * the answer for every size in a table that malloc reads.
