@@ -344,7 +344,7 @@ static CGM_KEYED CGM_NOINLINE void *alloc_charged(size_t n, size_t align, bool z
 	return p;
 }
 
-/* Take a block of 1025..@n..8192 bytes from @t's stock, and count it in its bin. */
+/* Take a block of 1025..@n..16384 bytes from @t's stock, and count it in its bin. */
 static inline __attribute__((always_inline)) void medium_take(struct cgm_thread_slot *t, size_t n)
 {
 	size_t i = (n - 1) >> 8;
@@ -366,7 +366,7 @@ static CGM_NOINLINE void *medium_refused(size_t n)
 }
 
 /*
- * 1025..8192 bytes: the block size is known before the allocation (its
+ * 1025..16384 bytes: the block size is known before the allocation (its
  * bin's, one load), so the block is taken from the stock and counted in
  * its bin first, and only a refusal from mimalloc (out of memory) has
  * anything to do after the call; the flusher makes the size histogram
@@ -499,11 +499,6 @@ static CGM_KEYED CGM_NOINLINE void free_big_slow(void *p, int64_t size)
 		mi_free(p);
 }
 
-/*
- * A medium block (1..128 KiB: always charged by its bytes) goes back to
- * the freeing thread's stock as count_big_free() does, inline: programs
- * free blocks of a few KiB about as often as small ones.
- */
 /* (The unaccounted slot's stock is always above two batches: nothing to trim.) */
 void cgm_acct_free_trim(void *p, struct cgm_thread_slot *t)
 {
@@ -512,9 +507,14 @@ void cgm_acct_free_trim(void *p, struct cgm_thread_slot *t)
 	mi_free(p);
 }
 
+/*
+ * A block of 16..128 KiB (always charged by its bytes) goes back to the
+ * freeing thread's stock as count_big_free() does, without a call:
+ * programs free blocks of some KiB about as often as small ones.
+ */
 void cgm_acct_free_big(void *p, const char *slice)
 {
-	/* Above 8 KiB (cgm_acct_free() took the medium bins' blocks). */
+	/* Above 16 KiB (cgm_acct_free() took the medium bins' blocks). */
 	const char *page = mi209_slice_page(slice);
 	uint32_t size = mi209_page_block_size(page);
 	struct cgm_thread_slot *t = cgm_tslot;

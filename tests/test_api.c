@@ -165,7 +165,7 @@ static long stat_delta(const char *before, const char *after, const char *key)
 }
 
 /*
- * Blocks of 1..8 KiB are charged and counted by their bin's block size,
+ * Blocks of 1..16 KiB are charged and counted by their bin's block size,
  * known before the allocation (include/cgm/size_class.h): the counts and
  * bytes of memory.stat, its size histogram and heap_live must come out
  * exactly as mimalloc sized the blocks, allocated and freed.  (No Check
@@ -174,12 +174,12 @@ static long stat_delta(const char *before, const char *after, const char *key)
 START_TEST(test_medium_blocks_counted)
 {
 	/* The first and the last request of bins, and some between. */
-	static const size_t req[] = { 1025, 1280, 1281, 1600, 2048, 2049,
-				      3000, 4096, 4097, 6000, 7169, 8192 };
+	static const size_t req[] = { 1025, 1280, 1281, 1600, 2048, 2049, 3000, 4096,
+				      4097, 6000, 7169, 8192, 8193, 12000, 14337, 16384 };
 	enum { KINDS = sizeof(req) / sizeof(req[0]), N = 200 };
 	static void *blk[KINDS][N];
 	static char s0[4096], s1[4096], s2[4096];
-	long bytes = 0, le2048 = 0, le8192 = 0;
+	long bytes = 0, le2048 = 0, le8192 = 0, le16384 = 0;
 	int bad = 0;
 
 	bad += cgm_flush() != 0;
@@ -197,7 +197,8 @@ START_TEST(test_medium_blocks_counted)
 			usable = malloc_usable_size(blk[k][i]);
 			bytes += (long)usable;
 			le2048 += usable <= 2048;
-			le8192 += usable > 4096;
+			le8192 += usable > 4096 && usable <= 8192;
+			le16384 += usable > 8192;
 		}
 	}
 	bad += cgm_flush() != 0;
@@ -213,6 +214,7 @@ START_TEST(test_medium_blocks_counted)
 	ck_assert_int_eq(stat_delta(s0, s1, "heap_live"), bytes);
 	ck_assert_int_eq(stat_delta(s0, s1, "alloc_size_le_2048"), le2048);
 	ck_assert_int_eq(stat_delta(s0, s1, "alloc_size_le_8192"), le8192);
+	ck_assert_int_eq(stat_delta(s0, s1, "alloc_size_le_16384"), le16384);
 	ck_assert_int_eq(stat_delta(s1, s2, "frees"), KINDS * N);
 	ck_assert_int_eq(stat_delta(s1, s2, "free_bytes"), bytes);
 	ck_assert_int_eq(stat_delta(s0, s2, "heap_live"), 0);

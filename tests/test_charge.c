@@ -166,7 +166,7 @@ START_TEST(test_bins_are_the_block_sizes)
 END_TEST
 
 /*
- * Above 1 KiB: every request up to 8 KiB finds mimalloc's block size
+ * Above 1 KiB: every request up to 16 KiB finds mimalloc's block size
  * (the same rule) and its medium bin in the tables malloc and free read,
  * and the bins are those block sizes, in order, each its own bin.
  */

@@ -62,13 +62,13 @@ extern uint8_t cgm_size_bin[CGM_SMALL_MAX + 1] __attribute__((visibility("hidden
 /* The fast path's allowance ran out: refill (finds the bin again from @n). */
 void *cgm_acct_refill(size_t n, bool zero);
 /*
- * A request above 1 KiB: up to 8 KiB taken from the stock by its medium
+ * A request above 1 KiB: up to 16 KiB taken from the stock by its medium
  * bin's block size (size_class.h), above that cgm_acct_alloc_slow().
  * Out of line, so that malloc's small path stays as short as it is.
  */
 void *cgm_acct_alloc_medium(size_t n, bool zero);
 void *cgm_acct_alloc_slow(size_t n, size_t align, bool zero);
-/* A block above 8 KiB (or in a longer page): @slice is mi209_slice(p), already found. */
+/* A block above 16 KiB (or in a longer page): @slice is mi209_slice(p), already found. */
 void cgm_acct_free_big(void *p, const char *slice);
 /* A free put the stock of @t above two batches: trim it, then free @p. */
 void cgm_acct_free_trim(void *p, struct cgm_thread_slot *t);
@@ -133,7 +133,7 @@ static inline __attribute__((always_inline)) void cgm_count_small_free(uint32_t 
 }
 
 /*
- * Free a block of a medium bin (1..8 KiB, @size): such a block lives in a
+ * Free a block of a medium bin (1..16 KiB, @size): such a block lives in a
  * one-slice page, as every block up to 16 KiB does, so @slice is its page.
  * Its bytes go back into the freeing thread's stock (the kernel's
  * obj_stock takes freed bytes back so), its count to its bin.  On a slot
@@ -168,7 +168,7 @@ static inline __attribute__((always_inline)) void cgm_acct_free(void *p)
 	slice = mi209_slice(p);
 	size = mi209_page_block_size(slice);
 	/*
-	 * Blocks above 1 KiB: up to 8 KiB inline too; larger ones, and
+	 * Blocks above 1 KiB: up to 16 KiB inline too; larger ones, and
 	 * pointers into later slices of longer pages (whose slice names a
 	 * block size of 1), out of line.
 	 */

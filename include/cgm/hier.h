@@ -30,7 +30,7 @@
 #include "cgm/size_class.h"
 
 #define CGM_HIER_MAGIC		0x3152454948474d43ULL	/* "CGMHIER1" */
-#define CGM_HIER_VERSION	17
+#define CGM_HIER_VERSION	18
 #define CGM_NONE		UINT32_MAX
 #define CGM_ROOT		0
 #define CGM_NAME_MAX		64		/* a path component, NUL included */
@@ -278,7 +278,7 @@ struct cgm_proc {
  * it to the refill path, which charges another batch of that bin from
  * the byte stock.  Allocations from bin b so far = refilled[b] - allow[b].
  * Small frees count per block size: freed_small[size / 8]++.  Blocks of
- * 1..8 KiB (size_class.h's medium bins) are taken from the stock and
+ * 1..16 KiB (size_class.h's medium bins) are taken from the stock and
  * given back to it by their block size, and counted per bin.
  */
 struct cgm_thread_slot {

@@ -47,8 +47,9 @@ static inline size_t cgm_bin_size(unsigned int bin)
 }
 
 /*
- * mimalloc's bins above 1 KiB up to 8 KiB, the medium ones.  A request of
- * 1025..8192 bytes is charged from the thread's stock by its bin's block
+ * mimalloc's bins above 1 KiB up to 16 KiB, the medium ones (the blocks
+ * of its small pages, a 64 KiB slice each).  A request of 1025..16384
+ * bytes is charged from the thread's stock by its bin's block
  * size, before the allocation, and counted per bin; the block's free
  * gives the bytes back to the stock of the freeing thread and counts
  * again.  Above 1 KiB every block size of mimalloc's is a multiple of
@@ -57,22 +58,29 @@ static inline size_t cgm_bin_size(unsigned int bin)
  * 1 KiB, are never read).  The shim checks at start-up that the loaded
  * mimalloc's queues hold these sizes (shim/mi_layout.c).
  */
-#define CGM_MEDIUM_MAX 8192
-#define CGM_NR_MEDIUM_BINS 12
+#define CGM_MEDIUM_MAX 16384
+#define CGM_NR_MEDIUM_BINS 16
 static const uint8_t cgm_medium_bin[CGM_MEDIUM_MAX / 256] = {
 	0, 0, 0, 0, 0, 1, 2, 3, 4, 4, 5, 5, 6, 6, 7, 7,
 	8, 8, 8, 8, 9, 9, 9, 9, 10, 10, 10, 10, 11, 11, 11, 11,
+	12, 12, 12, 12, 12, 12, 12, 12, 13, 13, 13, 13, 13, 13, 13, 13,
+	14, 14, 14, 14, 14, 14, 14, 14, 15, 15, 15, 15, 15, 15, 15, 15,
 };
 static const uint16_t cgm_medium_block[CGM_MEDIUM_MAX / 256] = {
 	1280, 1280, 1280, 1280, 1280, 1536, 1792, 2048,
 	2560, 2560, 3072, 3072, 3584, 3584, 4096, 4096,
 	5120, 5120, 5120, 5120, 6144, 6144, 6144, 6144,
 	7168, 7168, 7168, 7168, 8192, 8192, 8192, 8192,
+	10240, 10240, 10240, 10240, 10240, 10240, 10240, 10240,
+	12288, 12288, 12288, 12288, 12288, 12288, 12288, 12288,
+	14336, 14336, 14336, 14336, 14336, 14336, 14336, 14336,
+	16384, 16384, 16384, 16384, 16384, 16384, 16384, 16384,
 };
 
 /* The block size of medium bin @m (the flusher's, per bin). */
 static const uint16_t cgm_medium_sizes[CGM_NR_MEDIUM_BINS] = {
-	1280, 1536, 1792, 2048, 2560, 3072, 3584, 4096, 5120, 6144, 7168, 8192,
+	1280, 1536, 1792, 2048, 2560, 3072, 3584, 4096,
+	5120, 6144, 7168, 8192, 10240, 12288, 14336, 16384,
 };
 
 /*
