@@ -136,8 +136,9 @@ static const char *check_retire(void)
  * aligned block has flags 0 and names its heap in the word after an empty
  * thread-free list, mi_free() of a block of ours pushes it on local_free
  * and counts one block less in use, and a page where an aligned block had
- * to be offset inside its block has nonzero flags (mimalloc's
- * has_aligned).  Returns NULL or what differs.
+ * to be offset inside its block has flags MI209_HAS_ALIGNED exactly (a
+ * free from another thread looks at that bit alone).  Returns NULL or
+ * what differs.
  */
 static const char *check_free_block(void)
 {
@@ -181,7 +182,8 @@ static const char *check_free_block(void)
 	for (int i = 0; i < 8; i++) {
 		aligned[i] = mi_heap_malloc_aligned(heap, 8, 64);
 		if (offset < 0 && aligned[i] && mi_usable_size(aligned[i]) < mi209_block_size(aligned[i]))
-			offset = *(const uint8_t *)(mi209_page(aligned[i]) + MI209_FLAGS_AT) != 0;
+			offset = *(const uint8_t *)(mi209_page(aligned[i]) + MI209_FLAGS_AT) ==
+				 MI209_HAS_ALIGNED;
 	}
 	if (offset == 0)
 		why = "mimalloc's page flags are not the ones of 2.0.9 (has_aligned)";

@@ -20,6 +20,11 @@
  * look like a small page of this thread, which a free that read them
  * would take the block for, keep it and leak it (found by this test).
  *
+ * And a producer's full pages emptied by another thread (bench/prodcons):
+ * pages in their heap's full queue take frees from other threads on
+ * their thread-free list too, as mimalloc's own free does; the heap walk
+ * finds none of those blocks live.
+ *
  * Usage: test_local_free [ROUNDS]   (accounting must be on)
  */
 #include <pthread.h>
@@ -31,6 +36,7 @@
 
 #include <mimalloc.h>
 
+#include "cgm/mi_layout.h"
 #include "cgmalloc.h"
 
 #define NBLOCKS 20000
@@ -148,6 +154,63 @@ static long huge_aligned_frees(void)
 	return (resident_pages() - before) * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
+#define HANDED 6000
+static void *handed[HANDED];
+
+static void *free_handed(void *arg)
+{
+	(void)arg;
+	for (size_t i = 0; i < HANDED; i++)
+		free(handed[i]);
+	return NULL;
+}
+
+/*
+ * Blocks of 48 bytes allocated here and freed by another thread, most of
+ * them from pages in the full queue (counted in *@full): the heap walk
+ * (after mi_heap_collect has taken in the thread-free lists and the
+ * heap's delayed frees) must find none of them live, and the pages' used
+ * counts must agree with it.  0, or what went wrong in *@what.
+ */
+static int remote_frees_of_full_pages(size_t *full, const char **what, size_t *got, size_t *want)
+{
+	struct walk before = walk_heap(), w;
+	pthread_t other;
+
+	*full = 0;
+	for (size_t i = 0; i < HANDED; i++) {
+		handed[i] = malloc(48);
+		if (!handed[i]) {
+			*what = "malloc(48) returned NULL, block";
+			*got = i;
+			*want = 0;
+			return -1;
+		}
+	}
+	for (size_t i = 0; i < HANDED; i++)
+		*full += *(const uint8_t *)(mi209_page(handed[i]) + MI209_FLAGS_AT) == MI209_IN_FULL;
+	w = walk_heap();
+	if (w.blocks != before.blocks + HANDED || w.used != w.blocks) {
+		*what = "blocks found with the 48-byte blocks live";
+		*got = w.blocks;
+		*want = before.blocks + HANDED;
+		return -1;
+	}
+	if (pthread_create(&other, NULL, free_handed, NULL) || pthread_join(other, NULL)) {
+		*what = "cannot run a thread";
+		*got = *want = 0;
+		return -1;
+	}
+	w = walk_heap();
+	if (w.blocks != before.blocks || w.used != w.blocks) {
+		*what = "blocks found after another thread freed the 48-byte blocks";
+		*got = w.blocks;
+		*want = before.blocks;
+		return -1;
+	}
+	return 0;
+}
+
 static int fail(const char *what, size_t a, size_t b)
 {
 	fprintf(stderr, "test_local_free: %s: %zu, expected %zu\n", what, a, b);
@@ -176,6 +239,17 @@ int main(int argc, char **argv)
 
 		if (pthread_create(&first, NULL, free_some, &none) || pthread_join(first, NULL))
 			return fail("cannot run a thread", 0, 0);
+	}
+	{
+		size_t full, got, want;
+		const char *what;
+
+		if (remote_frees_of_full_pages(&full, &what, &got, &want) < 0)
+			return fail(what, got, want);
+		/* All but the last page or two were full when the other thread freed them. */
+		if (full < HANDED * 3 / 4)
+			return fail("blocks in full pages when another thread freed them", full,
+				    HANDED * 3 / 4);
 	}
 	base = walk_heap();
 	if (base.blocks != base.used)

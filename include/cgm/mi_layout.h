@@ -29,6 +29,8 @@
 /* What mimalloc's own free reads and writes of a local block (mi209_free_block). */
 #define MI209_SEG_THREAD_ID_AT	0x100	/* segment: the owning thread's thread pointer */
 #define MI209_FLAGS_AT		14	/* page: nonzero when in the full queue or has aligned blocks */
+#define MI209_IN_FULL		1	/* flags: the page is in its heap's full queue */
+#define MI209_HAS_ALIGNED	2	/* flags: some block of the page was offset for its alignment */
 #define MI209_USED_AT		24	/* page: blocks in use */
 #define MI209_LOCAL_FREE_AT	32	/* page: the owning thread's list of freed blocks */
 #define MI209_THREAD_FREE_AT	40	/* page: other threads' freed blocks; 2 low bits: delayed-free state */
@@ -166,10 +168,15 @@ extern const uint64_t mi209_bin_at_size[129] __attribute__((visibility("hidden")
  *    pushed on the page's thread-free list with one compare-and-swap
  *    (release: the link is written first), keeping the list's two tag
  *    bits, the page's delayed-free state; the owner collects it later.
+ *    Whether the page is in its heap's full queue does not matter there
+ *    (mimalloc's _mi_free_block_mt does not look): a producer's pages
+ *    are full when its consumer frees their blocks, and every such free
+ *    went to mi_free() while this asked for flags 0 (bench/prodcons).
  * Returns false, having done nothing, for every other case -- a full page
- * or one with aligned blocks (mimalloc moves or adjusts them), a page
- * whose delayed-free state says its heap must hear of the free (0:
- * mimalloc's USE_DELAYED_FREE), a page that empties and must be freed,
+ * of our own or a page with aligned blocks (mimalloc moves or adjusts
+ * them), a page whose delayed-free state says its heap must hear of the
+ * free (0: mimalloc's USE_DELAYED_FREE, which the first free from another
+ * thread into a full page meets), a page that empties and must be freed,
  * the last block of another thread's page -- and the caller calls
  * mi_free().  Not for huge blocks (a segment of their own, which mimalloc
  * frees apart).  mi_layout_check() checks these facts against the loaded
@@ -187,6 +194,7 @@ static inline __attribute__((always_inline)) bool mi209_free_block(void *p, cons
 	uint32_t *used = (uint32_t *)(page + MI209_USED_AT);
 	void **local_free = (void **)(page + MI209_LOCAL_FREE_AT);
 	uintptr_t *thread_free = (uintptr_t *)(page + MI209_THREAD_FREE_AT), old;
+	uint8_t flags;
 
 	/* The last block first: the rarer case, out of the common path's way. */
 	if (cgm_unlikely(*used <= 1)) {
@@ -219,15 +227,18 @@ static inline __attribute__((always_inline)) bool mi209_free_block(void *p, cons
 			*(size_t *)(heap + MI209_RETIRED_MAX_AT) = bin;
 		return true;
 	}
-	if (*(const uint8_t *)(page + MI209_FLAGS_AT) != 0)
-		return false;
+	flags = *(const uint8_t *)(page + MI209_FLAGS_AT);
 	if (cgm_likely(__atomic_load_n((const uintptr_t *)(seg + MI209_SEG_THREAD_ID_AT),
 				       __ATOMIC_RELAXED) == mi209_thread_id())) {
+		if (flags != 0)
+			return false;
 		*(void **)p = *local_free;
 		*local_free = p;
 		*used -= 1;
 		return true;
 	}
+	if (flags & MI209_HAS_ALIGNED)
+		return false;
 	old = __atomic_load_n(thread_free, __ATOMIC_RELAXED);
 	do {
 		if ((old & MI209_DELAYED_MASK) == MI209_USE_DELAYED_FREE)
@@ -260,7 +271,7 @@ int mi_layout_check(const char **why);
  * (a new revision), which a hierarchy made by an older library has not
  * seen pass.
  */
-#define MI209_CHECK_REVISION 2	/* 2: page retirement */
+#define MI209_CHECK_REVISION 3	/* 2: page retirement; 3: medium queues, has_aligned alone */
 uint64_t mi_build_id_hash(void);
 
 #endif /* CGM_MI_LAYOUT_H */
