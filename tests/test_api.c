@@ -221,6 +221,79 @@ START_TEST(test_medium_blocks_counted)
 }
 END_TEST
 
+/* Bytes 0..@n of @p hold the pattern of @seed? */
+static int holds(const unsigned char *p, size_t n, unsigned seed)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i] != (unsigned char)(seed + i * 7))
+			return 0;
+	return 1;
+}
+
+static void pattern(unsigned char *p, size_t n, unsigned seed)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = (unsigned char)(seed + i * 7);
+}
+
+/*
+ * realloc of blocks of the bins (at most 16 KiB) that must move: a new
+ * block by malloc's paths, the copy, the old one freed by free's
+ * (shim/accounted.c).  The bytes follow, an aligned block's included, and
+ * once everything is freed heap_live is back where it was, and as many
+ * frees as allocations were counted.
+ */
+START_TEST(test_realloc_in_bins)
+{
+	static char s0[4096], s1[4096];
+	static void *(*volatile grow)(void *, size_t) = realloc;
+	unsigned char *p, *q;
+	size_t n = 24;
+	int bad = 0, lost = 0;
+
+	bad += cgm_flush() != 0;
+	bad += cgm_read(NULL, "memory.stat.local", s0, sizeof(s0)) <= 0;
+	p = alloc(n);
+	bad += !p;
+	if (p)
+		pattern(p, n, 1);
+	/* Up through the small and the medium bins, then past them, then down. */
+	for (size_t next = 40; p && next <= 40000; next = next * 3 / 2) {
+		q = grow(p, next);
+		if (!q) {
+			bad++;
+			break;
+		}
+		lost += !holds(q, n, 1);
+		p = q;
+		n = next;
+		pattern(p, n, 1);
+	}
+	q = p ? grow(p, 5000) : NULL;
+	lost += q && !holds(q, 5000, 1);
+	p = q ? grow(q, 100) : p;
+	lost += p && !holds(p, 100, 1);
+	release(p);
+	/* An aligned block (offset in its block: has_aligned) moved by realloc. */
+	p = aligned_alloc(64, 200);
+	bad += !p;
+	if (p) {
+		pattern(p, 200, 3);
+		q = grow(p, 3000);
+		lost += !q || !holds(q, 200, 3);
+		release(q ? q : p);
+	}
+	bad += cgm_flush() != 0;
+	bad += cgm_read(NULL, "memory.stat.local", s1, sizeof(s1)) <= 0;
+	ck_assert_int_eq(bad, 0);
+	ck_assert_int_eq(lost, 0);
+	ck_assert_int_eq(stat_delta(s0, s1, "heap_live"), 0);
+	ck_assert_int_eq(stat_delta(s0, s1, "allocs"), stat_delta(s0, s1, "frees"));
+	ck_assert_int_eq(stat_delta(s0, s1, "alloc_bytes"), stat_delta(s0, s1, "free_bytes"));
+	ck_assert_int_ge(stat_delta(s0, s1, "allocs"), 10);
+}
+END_TEST
+
 /* Set our own group's memory.max to @room above its usage; returns the limit. */
 static long max_above_current(long room)
 {
@@ -405,6 +478,7 @@ int main(void)
 		tcase_add_test(tc, test_bad_writes_change_nothing);
 		tcase_add_test(tc, test_usage_follows_the_heap);
 		tcase_add_test(tc, test_medium_blocks_counted);
+		tcase_add_test(tc, test_realloc_in_bins);
 		tcase_add_test(tc, test_limit_set_from_inside);
 		tcase_add_test(tc, test_move_self);
 		tcase_add_test(tc, test_no_allocation);
