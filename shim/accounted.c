@@ -552,17 +552,14 @@ static inline __attribute__((always_inline)) void count_realloc(struct cgm_threa
 /*
  * A block of the bins (at most 16 KiB) that must move to another block
  * of the bins, as mimalloc's realloc moves it: the new block from
- * malloc's own paths (a bin's allowance or the stock), the bytes copied,
- * the old block freed by free's.  That counts one allocation and one free
- * with their bytes, as a realloc counts; the slow path below took 70
- * instructions more (bench/replay).  A refusal leaves @p as it was.  Of a
- * block that an alignment offset (has_aligned), only what follows @p is
- * copied.
+ * malloc's own paths (a bin's allowance or the stock), @keep bytes
+ * copied, the old block freed by free's.  That counts one allocation and
+ * one free with their bytes, as a realloc counts; the slow path below
+ * took 70 instructions more (bench/replay).  A refusal leaves @p as it
+ * was.
  */
-static CGM_NOINLINE void *realloc_in_bins(void *p, const char *page, size_t n, size_t old)
+static CGM_NOINLINE void *realloc_in_bins(void *p, size_t n, size_t keep)
 {
-	size_t keep = *(const uint8_t *)(page + MI209_FLAGS_AT) & MI209_HAS_ALIGNED ?
-			      mi_usable_size(p) : old;
 	void *q = cgm_acct_malloc(n, false);
 
 	if (cgm_unlikely(!q)) {
@@ -586,6 +583,7 @@ CGM_KEYED void *cgm_acct_realloc(void *p, size_t n)
 	struct cgm_thread_slot *t;
 	int64_t old, actual, delta;
 	const char *page;
+	size_t usable;
 	void *q;
 
 	if (!p)
@@ -597,11 +595,15 @@ CGM_KEYED void *cgm_acct_realloc(void *p, size_t n)
 	/*
 	 * mimalloc keeps a block that the new size still fills at least half
 	 * of, as it is: nothing changes but the statistics (a large block
-	 * goes on, for its residency tick).
+	 * goes on, for its residency tick).  Charged and counted by its block
+	 * size (@old); what the program may use of it (@usable) is less when
+	 * an alignment offset @p in its block (has_aligned).
 	 */
 	page = mi209_page(p);
 	old = page_block_size(p, page);
-	if (n <= (size_t)old && n >= (size_t)old / 2 && old < LARGE_BLOCK) {
+	usable = *(const uint8_t *)(page + MI209_FLAGS_AT) & MI209_HAS_ALIGNED ? mi_usable_size(p) :
+										   (size_t)old;
+	if (n <= usable && n >= usable / 2 && old < LARGE_BLOCK) {
 		t = cgm_tslot;
 		if (cgm_likely(!slot_is_shared(t))) {
 			count_realloc(t, old, old);
@@ -609,7 +611,7 @@ CGM_KEYED void *cgm_acct_realloc(void *p, size_t n)
 		}
 	}
 	if (n <= CGM_MEDIUM_MAX && old <= CGM_MEDIUM_MAX && !static_branch_unlikely(&cgm_moving_key))
-		return realloc_in_bins(p, page, n, (size_t)old);
+		return realloc_in_bins(p, n, usable);
 	t = thread_slot();
 	if (!t || n >= (size_t)INT64_MAX / 2) {
 		q = t ? NULL : mi_realloc(p, n);
@@ -618,7 +620,7 @@ CGM_KEYED void *cgm_acct_realloc(void *p, size_t n)
 		return q;
 	}
 	cgm_resident_tick(n >= LARGE_BLOCK || old >= LARGE_BLOCK);
-	if (n > (size_t)old) {
+	if (n > usable) {
 		if (byte_charge((int64_t)n) == 0 && cgm_resident_refuse((int64_t)n)) {
 			errno = ENOMEM;
 			return NULL;
@@ -637,7 +639,7 @@ CGM_KEYED void *cgm_acct_realloc(void *p, size_t n)
 		}
 		if (delta < 0)
 			stock_refund(t, -delta);
-		memcpy(q, p, (size_t)old);
+		memcpy(q, p, usable);
 		mi_free(p);
 	} else {
 		q = mi_realloc(p, n);

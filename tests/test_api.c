@@ -294,6 +294,32 @@ START_TEST(test_realloc_in_bins)
 }
 END_TEST
 
+/*
+ * realloc to a little more than an aligned block's usable size: the block
+ * mimalloc offset inside a larger one for its alignment holds less than
+ * that block, and realloc must not keep it in place for a size that fits
+ * the block but not what follows the pointer.
+ */
+START_TEST(test_realloc_aligned_past_usable)
+{
+	static void *(*volatile grow)(void *, size_t) = realloc;
+
+	for (int i = 0; i < 16; i++) {
+		unsigned char *p = aligned_alloc(64, 40 + 8 * (size_t)i), *q;
+		size_t usable;
+
+		ck_assert_ptr_nonnull(p);
+		usable = malloc_usable_size(p);
+		pattern(p, usable, 5);
+		q = grow(p, usable + 8);
+		ck_assert_ptr_nonnull(q);
+		ck_assert_uint_ge(malloc_usable_size(q), usable + 8);
+		ck_assert(holds(q, usable, 5));
+		release(q);
+	}
+}
+END_TEST
+
 /* Set our own group's memory.max to @room above its usage; returns the limit. */
 static long max_above_current(long room)
 {
@@ -479,6 +505,7 @@ int main(void)
 		tcase_add_test(tc, test_usage_follows_the_heap);
 		tcase_add_test(tc, test_medium_blocks_counted);
 		tcase_add_test(tc, test_realloc_in_bins);
+		tcase_add_test(tc, test_realloc_aligned_past_usable);
 		tcase_add_test(tc, test_limit_set_from_inside);
 		tcase_add_test(tc, test_move_self);
 		tcase_add_test(tc, test_no_allocation);
