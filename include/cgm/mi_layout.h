@@ -194,7 +194,6 @@ static inline __attribute__((always_inline)) bool mi209_free_block(void *p, cons
 	uint32_t *used = (uint32_t *)(page + MI209_USED_AT);
 	void **local_free = (void **)(page + MI209_LOCAL_FREE_AT);
 	uintptr_t *thread_free = (uintptr_t *)(page + MI209_THREAD_FREE_AT), old;
-	uint8_t flags;
 
 	/* The last block first: the rarer case, out of the common path's way. */
 	if (cgm_unlikely(*used <= 1)) {
@@ -227,17 +226,17 @@ static inline __attribute__((always_inline)) bool mi209_free_block(void *p, cons
 			*(size_t *)(heap + MI209_RETIRED_MAX_AT) = bin;
 		return true;
 	}
-	flags = *(const uint8_t *)(page + MI209_FLAGS_AT);
+	/* The flags read in each branch, as the test's memory operand: no register for them. */
 	if (cgm_likely(__atomic_load_n((const uintptr_t *)(seg + MI209_SEG_THREAD_ID_AT),
 				       __ATOMIC_RELAXED) == mi209_thread_id())) {
-		if (flags != 0)
+		if (cgm_unlikely(*(const uint8_t *)(page + MI209_FLAGS_AT) != 0))
 			return false;
 		*(void **)p = *local_free;
 		*local_free = p;
 		*used -= 1;
 		return true;
 	}
-	if (flags & MI209_HAS_ALIGNED)
+	if (*(const uint8_t *)(page + MI209_FLAGS_AT) & MI209_HAS_ALIGNED)
 		return false;
 	old = __atomic_load_n(thread_free, __ATOMIC_RELAXED);
 	do {
