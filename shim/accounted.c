@@ -508,13 +508,13 @@ void cgm_acct_free_trim(void *p, struct cgm_thread_slot *t)
 }
 
 /*
- * A block of 16..128 KiB (always charged by its bytes) goes back to the
- * freeing thread's stock as count_big_free() does, without a call:
- * programs free blocks of some KiB about as often as small ones.
+ * A block above 16 KiB (cgm_acct_free() took the bins' blocks): up to
+ * 128 KiB, always charged by its bytes, it goes back to the freeing
+ * thread's stock as count_big_free() does, without a call; larger ones,
+ * and any block of a thread with no slot of its own, take free_big_slow().
  */
 void cgm_acct_free_big(void *p, const char *slice)
 {
-	/* Above 16 KiB (cgm_acct_free() took the medium bins' blocks). */
 	const char *page = mi209_slice_page(slice);
 	uint32_t size = mi209_page_block_size(page);
 	struct cgm_thread_slot *t = cgm_tslot;
