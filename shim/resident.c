@@ -5,7 +5,7 @@
  * charge=resident, charged (accounting/sample.c).
  *
  * With no thread of its own, the process samples in its allocation slow
- * paths: stock refills, blocks above 1 KiB, realloc, mmap.  A sample is
+ * paths: stock refills, blocks above 128 KiB, realloc past 16 KiB, mmap.  A sample is
  * due 20 ms after the last one, or later when sampling is slow -- the
  * interval is at least 50 times what the last sample cost, so sampling
  * takes at most 2% of the time -- and every 16th slow path of a thread
