@@ -197,8 +197,8 @@ out:
 int mi_layout_check(const char **why)
 {
 	static const size_t sizes[] = {
-		/* small pages at both ends, a medium page, large pages of a span and of a segment */
-		8, 24, 1000, 1024, 2000, 40000, 300000, 5 << 20,
+		/* small pages at both ends and at 2 and 16 KiB, a medium page, large pages of a span and of a segment */
+		8, 24, 1000, 1024, 2000, 16384, 40000, 300000, 5 << 20,
 	};
 	void *blocks[sizeof(sizes) / sizeof(sizes[0])];
 	int bad = 0;
@@ -211,8 +211,10 @@ int mi_layout_check(const char **why)
 		blocks[i] = mi_malloc(sizes[i]);
 		if (!blocks[i] || mi209_block_size(blocks[i]) != mi_usable_size(blocks[i]))
 			bad++;
-		if (sizes[i] <= 1024 && (mi_usable_size(blocks[i]) != cgm_small_block_size(sizes[i]) ||
-					 mi209_slice_block_size(blocks[i]) != mi_usable_size(blocks[i])))
+		/* Up to 16 KiB (the bins) a block's own slice names its size: its page is one slice. */
+		if (sizes[i] <= CGM_MEDIUM_MAX &&
+		    (mi_usable_size(blocks[i]) != cgm_small_block_size(sizes[i]) ||
+		     mi209_slice_block_size(blocks[i]) != mi_usable_size(blocks[i])))
 			bad++;
 	}
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)

@@ -270,7 +270,7 @@ int mi_layout_check(const char **why);
  * (a new revision), which a hierarchy made by an older library has not
  * seen pass.
  */
-#define MI209_CHECK_REVISION 3	/* 2: page retirement; 3: medium queues, has_aligned alone */
+#define MI209_CHECK_REVISION 4	/* 2: page retirement; 3: medium queues, has_aligned alone; 4: slices up to 16 KiB */
 uint64_t mi_build_id_hash(void);
 
 #endif /* CGM_MI_LAYOUT_H */
