@@ -344,23 +344,23 @@ static CGM_KEYED CGM_NOINLINE void *alloc_charged(size_t n, size_t align, bool z
 	return p;
 }
 
-/* Take a block of 1025..@n..16384 bytes from @t's stock, and count it in its bin. */
-static inline __attribute__((always_inline)) void medium_take(struct cgm_thread_slot *t, size_t n)
+/*
+ * Take @blocks blocks for a request of 1025..@n..16384 bytes from @t's
+ * stock and count them in their bin (-1: give one back).
+ */
+static inline __attribute__((always_inline)) void medium_take(struct cgm_thread_slot *t, size_t n,
+								int64_t blocks)
 {
-	size_t i = (n - 1) >> 8;
+	unsigned int m = cgm_medium_bin[(n - 1) >> 8];
 
-	cgm_owner_add(t->stock, -(int64_t)cgm_medium_block[i]);
-	cgm_owner_add(t->medium_allocs[cgm_medium_bin[i]], 1);
+	cgm_owner_add(t->stock, -blocks * (int64_t)cgm_medium_sizes[m]);
+	cgm_owner_add(t->medium_allocs[m], (uint64_t)blocks);
 }
 
 /* mimalloc failed a medium block: give its charge and its count back. */
 static CGM_NOINLINE void *medium_refused(size_t n)
 {
-	struct cgm_thread_slot *t = cgm_tslot;
-	size_t i = (n - 1) >> 8;
-
-	cgm_owner_add(t->stock, (int64_t)cgm_medium_block[i]);
-	cgm_owner_add(t->medium_allocs[cgm_medium_bin[i]], -1);
+	medium_take(cgm_tslot, n, -1);
 	errno = ENOMEM;
 	return NULL;
 }
@@ -384,7 +384,7 @@ CGM_KEYED void *cgm_acct_alloc_medium(size_t n, bool zero)
 	if (cgm_unlikely(n > CGM_MEDIUM_MAX || t->stock < CGM_MEDIUM_MAX) ||
 	    static_branch_unlikely(&cgm_moving_key))
 		return cgm_acct_alloc_slow(n, 0, zero);
-	medium_take(t, n);
+	medium_take(t, n, 1);
 	p = zero ? mi_zalloc(n) : mi_malloc(n);
 	if (cgm_unlikely(!p))
 		return medium_refused(n);

@@ -103,7 +103,7 @@ static const char *check_retire(void)
 
 			if (MI209_BIN((n + 7) & ~(size_t)7) >= MI209_BIN_HUGE ||
 			    *(const size_t *)(queue + 16) != last ||
-			    cgm_medium_block[(n - 1) >> 8] != last)
+			    cgm_medium_sizes[cgm_medium_bin[(n - 1) >> 8]] != last)
 				return "mimalloc's heap queues above 1 KiB are not the ones of 2.0.9";
 		}
 	}

@@ -53,10 +53,10 @@ static inline size_t cgm_bin_size(unsigned int bin)
  * size, before the allocation, and counted per bin; the block's free
  * gives the bytes back to the stock of the freeing thread and counts
  * again.  Above 1 KiB every block size of mimalloc's is a multiple of
- * 256 bytes, so the request rounded up to 256 decides the bin: both
- * tables are indexed by (size - 1) / 256 (entries 0..3, sizes of at most
- * 1 KiB, are never read).  The shim checks at start-up that the loaded
- * mimalloc's queues hold these sizes (shim/mi_layout.c).
+ * 256 bytes, so the request rounded up to 256 decides the bin:
+ * cgm_medium_bin[] is indexed by (size - 1) / 256 (entries 0..3, sizes of
+ * at most 1 KiB, are never read).  The shim checks at start-up that the
+ * loaded mimalloc's queues hold these sizes (shim/mi_layout.c).
  */
 #define CGM_MEDIUM_MAX 16384
 #define CGM_NR_MEDIUM_BINS 16
@@ -66,18 +66,8 @@ static const uint8_t cgm_medium_bin[CGM_MEDIUM_MAX / 256] = {
 	12, 12, 12, 12, 12, 12, 12, 12, 13, 13, 13, 13, 13, 13, 13, 13,
 	14, 14, 14, 14, 14, 14, 14, 14, 15, 15, 15, 15, 15, 15, 15, 15,
 };
-static const uint16_t cgm_medium_block[CGM_MEDIUM_MAX / 256] = {
-	1280, 1280, 1280, 1280, 1280, 1536, 1792, 2048,
-	2560, 2560, 3072, 3072, 3584, 3584, 4096, 4096,
-	5120, 5120, 5120, 5120, 6144, 6144, 6144, 6144,
-	7168, 7168, 7168, 7168, 8192, 8192, 8192, 8192,
-	10240, 10240, 10240, 10240, 10240, 10240, 10240, 10240,
-	12288, 12288, 12288, 12288, 12288, 12288, 12288, 12288,
-	14336, 14336, 14336, 14336, 14336, 14336, 14336, 14336,
-	16384, 16384, 16384, 16384, 16384, 16384, 16384, 16384,
-};
 
-/* The block size of medium bin @m (the flusher's, per bin). */
+/* The block size of medium bin @m. */
 static const uint16_t cgm_medium_sizes[CGM_NR_MEDIUM_BINS] = {
 	1280, 1536, 1792, 2048, 2560, 3072, 3584, 4096,
 	5120, 6144, 7168, 8192, 10240, 12288, 14336, 16384,
