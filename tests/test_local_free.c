@@ -25,6 +25,10 @@
  * their thread-free list too, as mimalloc's own free does; the heap walk
  * finds none of those blocks live.
  *
+ * And frees by the owning thread into its own full pages: the page goes
+ * back to its size's queue (mi209_free_flagged) and its freed blocks are
+ * handed out again before any new page.
+ *
  * Usage: test_local_free [ROUNDS]   (accounting must be on)
  */
 #include <pthread.h>
@@ -211,6 +215,97 @@ static int remote_frees_of_full_pages(size_t *full, const char **what, size_t *g
 	return 0;
 }
 
+#define OWN 4000
+#define OWN_SIZE 2048	/* 32 blocks a page */
+static void *own[OWN];
+
+static bool in_pages(const void *p, const char *const *pages, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (mi209_page(p) == pages[i])
+			return true;
+	return false;
+}
+
+/*
+ * Blocks of 2 KiB freed by the thread that allocated them from pages in
+ * the full queue (*@full of them): the free puts such a page back at the
+ * end of its size's queue (mi209_free_flagged), where the next
+ * allocations find the freed blocks -- a free that left the page in the
+ * full queue would have them taken from new pages -- and the heap walk
+ * stays exact.  0, or what went wrong.
+ */
+static int own_frees_of_full_pages(size_t *full, const char **what, size_t *got, size_t *want)
+{
+	struct walk before = walk_heap(), w;
+	static const char *pages[OWN / 8];
+	size_t npages = 0, found = 0;
+
+	*full = 0;
+	for (size_t i = 0; i < OWN; i++) {
+		own[i] = malloc(OWN_SIZE);
+		if (!own[i]) {
+			*what = "malloc(2048) returned NULL, block";
+			*got = i;
+			*want = 0;
+			return -1;
+		}
+	}
+	for (size_t i = 0; i < OWN; i += 8) {
+		const char *page = mi209_page(own[i]);
+
+		if (*(const uint8_t *)(page + MI209_FLAGS_AT) == MI209_IN_FULL &&
+		    (!npages || pages[npages - 1] != page))
+			pages[npages++] = page;
+	}
+	/* One block in 8 of each full page freed here: four frees a page, the first takes it out. */
+	for (size_t i = 0; i < OWN; i += 8) {
+		const char *page = mi209_page(own[i]);
+
+		if (!in_pages(own[i], pages, npages))
+			continue;
+		++*full;
+		free(own[i]);
+		own[i] = NULL;
+		if (*(const uint8_t *)(page + MI209_FLAGS_AT) != 0) {
+			*what = "flags of a full page after a free of ours into it";
+			*got = *(const uint8_t *)(page + MI209_FLAGS_AT);
+			*want = 0;
+			return -1;
+		}
+	}
+	w = walk_heap();
+	if (w.blocks != before.blocks + OWN - *full || w.used != w.blocks) {
+		*what = "blocks found after freeing 2 KiB blocks of full pages";
+		*got = w.blocks;
+		*want = before.blocks + OWN - *full;
+		return -1;
+	}
+	/* The freed blocks come back before any new page (the last page's room aside: 32 blocks). */
+	for (size_t i = 0; i < OWN; i += 8) {
+		if (own[i])
+			continue;
+		own[i] = malloc(OWN_SIZE);
+		found += own[i] && in_pages(own[i], pages, npages);
+	}
+	for (size_t i = 0; i < OWN; i++)
+		free(own[i]);
+	w = walk_heap();
+	if (found + 32 < *full) {
+		*what = "2 KiB blocks handed out again from the pages freed into";
+		*got = found;
+		*want = *full;
+		return -1;
+	}
+	if (w.blocks != before.blocks || w.used != w.blocks) {
+		*what = "blocks found after freeing the 2 KiB blocks";
+		*got = w.blocks;
+		*want = before.blocks;
+		return -1;
+	}
+	return 0;
+}
+
 static int fail(const char *what, size_t a, size_t b)
 {
 	fprintf(stderr, "test_local_free: %s: %zu, expected %zu\n", what, a, b);
@@ -250,6 +345,15 @@ int main(int argc, char **argv)
 		if (full < HANDED * 3 / 4)
 			return fail("blocks in full pages when another thread freed them", full,
 				    HANDED * 3 / 4);
+	}
+	{
+		size_t full, got, want;
+		const char *what;
+
+		if (own_frees_of_full_pages(&full, &what, &got, &want) < 0)
+			return fail(what, got, want);
+		if (full < OWN / 8 * 3 / 4)
+			return fail("2 KiB blocks freed from full pages", full, OWN / 8 * 3 / 4);
 	}
 	base = walk_heap();
 	if (base.blocks != base.used)
