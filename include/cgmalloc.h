@@ -136,6 +136,16 @@ int cgm_vmpressure_listen(const char *group, const char *level);
 /* Disarm the trigger or listener of @fd and close it: 0 or -EBADF. */
 int cgm_pressure_trigger_close(int fd);
 
+/*
+ * spill=1: bring back every page this process spilled and stop spilling
+ * in it for good, as mlockall() does.  A debugger cannot read a spilled
+ * page (gdb: "Cannot access memory"); in gdb, `call (long)
+ * cgm_spill_stop()` first (with the other threads free to run, gdb's
+ * default).  Says so in one line on stderr.  Returns the pages brought
+ * back; 0 when nothing spills in this process.
+ */
+long cgm_spill_stop(void);
+
 #ifdef __cplusplus
 }
 #endif

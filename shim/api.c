@@ -14,6 +14,7 @@
 #include "cgm/shim.h"
 #include "cgm/compiler.h"
 #include "cgm/files.h"
+#include "cgm/spiller.h"
 #include "cgmalloc.h"
 
 /* Our slot, or CGM_NONE when accounting is off or we have detached. */
@@ -130,4 +131,9 @@ CGM_EXPORT int cgm_group(char *buf, size_t len)
 	if (err == -ENAMETOOLONG)
 		return -ERANGE;
 	return err < 0 ? err : (int)strlen(buf);
+}
+
+CGM_EXPORT long cgm_spill_stop(void)
+{
+	return cgm_spill_stop_asked();
 }

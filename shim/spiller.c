@@ -1027,7 +1027,28 @@ long cgm_spill_restore_for_core(void)
 	return spill_restore_range(engine, NULL, SIZE_MAX);
 }
 
-/* ---- mlockall ---- */
+/* ---- the end of spilling, asked for ---- */
+
+/*
+ * Spilling stops for good in this process and every spilled page comes
+ * back; the pool and what was in it leave the group's figures, the
+ * counts stay (every page in the pool comes back: zswpin).  Spill lock
+ * held.  Returns the pages that were spilled.
+ */
+static long spill_stop(void)
+{
+	struct acct_spill_state st;
+	long back;
+
+	allowed = false;
+	spill_state(&st);
+	back = (long)st.spilled_pages;
+	st.counts[CGM_STAT_ZSWPIN - CGM_STAT_SPILL0] += (uint64_t)st.spilled_pages;
+	st.spilled_pages = st.zswap = st.zswapped = st.swap = 0;
+	spill_end(true);
+	acct_spill_publish(&cgm_acct, &st);
+	return back;
+}
 
 /*
  * The program locks its memory (mlockall): locked pages are never
@@ -1042,25 +1063,36 @@ long cgm_spill_restore_for_core(void)
  */
 void cgm_spill_stop_locked(const char *why)
 {
-	struct acct_spill_state st;
-
 	if (!spill_hold_lock())
 		return;
-	allowed = false;
-	/*
-	 * The counts stay (every page in the pool comes back: zswpin); the
-	 * pool and what was in it leave the group's figures.
-	 */
-	spill_state(&st);
-	st.counts[CGM_STAT_ZSWPIN - CGM_STAT_SPILL0] += (uint64_t)st.spilled_pages;
-	st.spilled_pages = st.zswap = st.zswapped = st.swap = 0;
-	spill_end(true);
-	acct_spill_publish(&cgm_acct, &st);
+	spill_stop();
 	cgm_spill_release();
 	cgm_log("spill: the program locked its memory (%s): locked pages are never reclaimed, "
 		"as in the kernel; spilling is off for this process, every spilled page brought "
 		"back", why);
 	cgm_resident_sample();
+}
+
+/*
+ * cgm_spill_stop() (cgmalloc.h): a debugger cannot read a spilled page
+ * (the kernel does not wait for a userfaultfd on a remote access), so
+ * gdb, or the program itself, asks for them all back.  The caller waits
+ * for the spill lock: a thread spilling now finishes its batch first
+ * (with gdb, whose call lets the other threads run, the one it stopped
+ * there too).
+ */
+long cgm_spill_stop_asked(void)
+{
+	long back;
+
+	if (!spill_hold_lock())
+		return 0;
+	back = spill_stop();
+	cgm_spill_release();
+	cgm_log("spill: cgm_spill_stop() was called: spilling is off for this process, "
+		"%ld spilled pages brought back", back);
+	cgm_resident_sample();
+	return back;
 }
 
 /* ---- fork ---- */

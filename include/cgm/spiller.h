@@ -59,6 +59,13 @@ int64_t cgm_spill_answer(struct cgm_proc *p);
 void cgm_spill_stop_locked(const char *why);
 
 /*
+ * cgm_spill_stop() of cgmalloc.h: spilling stops for good, every spilled
+ * page comes back, with one line on stderr.  The pages, 0 without an
+ * engine.
+ */
+long cgm_spill_stop_asked(void);
+
+/*
  * A core-dumping signal is on its way: spilling stops for good and every
  * spilled page comes back (shim/core_dump.c).  The pages, or -1 without
  * an engine.

@@ -11,6 +11,7 @@
 : "${SPILL_THREADS_MAX:?SPILL_THREADS_MAX must name tests/spill/spill_threads_max (run through make)}"
 : "${SPILL_CANCEL:?SPILL_CANCEL must name tests/spill/spill_cancel (run through make)}"
 : "${SPILL_CORE:?SPILL_CORE must name tests/spill/spill_core (run through make)}"
+: "${SPILL_STOP:?SPILL_STOP must name tests/spill/spill_stop (run through make)}"
 
 # Threads cancelled (pthread_cancel, deferred) while they allocate under
 # limits (tests/spill/spill_cancel.c), first without spilling, so that it
@@ -856,6 +857,20 @@ set -e
 	fail "spill_core quit: SIGQUIT ignored from the start ended the program (status $ST): $(tail -2 "$T/err")"
 CHECKS=$((CHECKS + 1))
 echo "$TEST_NAME: the program's own SIGSEGV handler takes its crash; an ignored SIGQUIT stays ignored"
+
+# A debugger reads a process's memory as /proc/PID/mem does, and cannot
+# read a spilled page (EIO); cgm_spill_stop() brings them all back
+# (tests/spill/spill_stop.c checks every byte through /proc/self/mem) and
+# spilling stops: a memory.reclaim after it spills nothing.
+within 60 pre "group=/stop,spill=1" "$SPILL_STOP" 32
+[ "$ST" = 0 ] && grep -q "^spill_stop: ok" "$T/out" ||
+	fail "spill_stop: status $ST: $(tail -2 "$T/err")"
+grep -q "cgm_spill_stop() was called: spilling is off for this process" "$T/err" ||
+	fail "spill_stop: no line on stderr: $(tail -2 "$T/err")"
+[ "$(value /stop memory.zswap.current)" = 0 ] ||
+	fail "spill_stop: memory.zswap.current $(value /stop memory.zswap.current) after the program ended"
+CHECKS=$((CHECKS + 1))
+echo "$TEST_NAME: $(cat "$T/out")"
 
 # Without the privilege (uid 65534, vm.unprivileged_userfaultfd=0): one
 # line that says what to grant, and the program runs unspilled.

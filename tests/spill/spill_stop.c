@@ -1,0 +1,117 @@
+/*
+ * cgm_spill_stop() for a debugger (tests/spill/test_spill_lib.sh,
+ * spill_stop).
+ *
+ *   spill_stop MB
+ *
+ * Fills MB MiB of cold blocks (cold_blocks.h) and has its own process
+ * reclaim them (memory.reclaim through cgm_write): spilled pages cannot
+ * be read through /proc/self/mem, as a debugger reads them (EIO: the
+ * kernel does not wait for a userfaultfd on a remote access).  Then
+ * cgm_spill_stop(): every page must read through /proc/self/mem with
+ * its bytes right, and a second memory.reclaim must spill nothing.
+ * Prints "spill_stop: ok, U pages unreadable, B brought back" or says
+ * what failed (exit 1).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cold_blocks.h"
+
+/* The library's, found through the preload. */
+extern int cgm_write(const char *group, const char *file, const char *value) __attribute__((weak));
+extern int cgm_read(const char *group, const char *file, char *buf, size_t len) __attribute__((weak));
+extern long cgm_spill_stop(void) __attribute__((weak));
+
+static long zswpout(void)
+{
+	static char buf[16384];
+	const char *at;
+
+	if (cgm_read(NULL, "memory.stat.local", buf, sizeof(buf)) < 0 || !(at = strstr(buf, "\nzswpout ")))
+		return -1;
+	return strtol(at + 9, NULL, 10);
+}
+
+/*
+ * Pages of the @n blocks that /proc/self/mem (@mem) cannot read (EIO),
+ * and in *@bad the bytes of the readable ones that differ.
+ */
+static size_t unreadable(int mem, unsigned char **cold, size_t n, size_t *bad)
+{
+	static unsigned char page[4096];
+	size_t count = 0;
+
+	*bad = 0;
+	for (size_t b = 0; b < n; b++) {
+		/* Whole pages inside the block. */
+		uintptr_t lo = ((uintptr_t)cold[b] + 4095) & ~(uintptr_t)4095;
+		uintptr_t hi = ((uintptr_t)cold[b] + COLD_BLOCK) & ~(uintptr_t)4095;
+
+		for (uintptr_t a = lo; a < hi; a += 4096) {
+			if (pread(mem, page, sizeof(page), (off_t)a) != (ssize_t)sizeof(page)) {
+				count++;
+				continue;
+			}
+			for (size_t i = 0; i < sizeof(page); i++)
+				*bad += page[i] != cold_byte(b, a - (uintptr_t)cold[b] + i);
+		}
+	}
+	return count;
+}
+
+int main(int argc, char **argv)
+{
+	unsigned long mb;
+	unsigned char **cold;
+	size_t n, before, after, bad;
+	long back, out;
+	int mem;
+	char want[32];
+
+	if (!spill_args(argc, argv, 1, "MB", &mb))
+		return 2;
+	if (!cgm_write || !cgm_read || !cgm_spill_stop) {
+		fprintf(stderr, "spill_stop: FAIL: libcgmalloc.so is not preloaded\n");
+		return 1;
+	}
+	cold = cold_fill("spill_stop", mb, &n);
+	mem = open("/proc/self/mem", O_RDONLY);
+	if (!cold || n == 0 || mem < 0)
+		return 1;
+	snprintf(want, sizeof(want), "%luM", mb);
+	cgm_write(NULL, "memory.reclaim", want);
+	before = unreadable(mem, cold, n, &bad);
+	if (before == 0 || bad) {
+		fprintf(stderr, "spill_stop: FAIL: after memory.reclaim %s, %zu pages unreadable "
+			"through /proc/self/mem, %zu bytes wrong\n", want, before, bad);
+		return 1;
+	}
+	back = cgm_spill_stop();
+	after = unreadable(mem, cold, n, &bad);
+	if (back < (long)before || after || bad) {
+		fprintf(stderr, "spill_stop: FAIL: cgm_spill_stop() brought back %ld pages of %zu "
+			"unreadable; %zu still unreadable, %zu bytes wrong\n", back, before, after, bad);
+		return 1;
+	}
+	out = zswpout();
+	cgm_write(NULL, "memory.reclaim", want);
+	if (out < 0 || zswpout() != out) {
+		fprintf(stderr, "spill_stop: FAIL: zswpout %ld -> %ld: memory.reclaim spilled after "
+			"cgm_spill_stop()\n", out, zswpout());
+		return 1;
+	}
+	if (cgm_spill_stop() != 0) {
+		fprintf(stderr, "spill_stop: FAIL: a second cgm_spill_stop() brought pages back\n");
+		return 1;
+	}
+	if (cold_check("spill_stop", cold, n))
+		return 1;
+	printf("spill_stop: ok, %zu pages unreadable, %ld brought back\n", before, back);
+	return 0;
+}
