@@ -264,7 +264,8 @@ static CGM_KEYED void spill_served(uint64_t pages)
  * memory.max with a backing file died of SIGBUS in 4 runs of 6
  * ("changed behind the pool's back").
  */
-static char backing_path[4096];
+/* A page of its own: only spill_backing writes it, and it once split the bss every process writes. */
+CGM_BIG_BSS static char backing_path[4096];
 
 static const char *own_backing(void)
 {
