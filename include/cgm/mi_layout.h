@@ -192,16 +192,17 @@ void mi209_free_flagged(void *p, const char *page) __attribute__((visibility("hi
  *    (mimalloc's _mi_free_block_mt does not look): a producer's pages
  *    are full when its consumer frees their blocks, and every such free
  *    went to mi_free() while this asked for flags 0 (bench/prodcons).
- * A block of our own page with flags (in the full queue or with aligned
- * blocks) is freed by mi209_free_flagged().
- * Returns false, having done nothing, for every other case -- a page with
- * aligned blocks of another thread (mimalloc adjusts them), a page whose delayed-free state says its heap must hear of the
- * free (0: mimalloc's USE_DELAYED_FREE, which the first free from another
- * thread into a full page meets), a page that empties and must be freed,
- * the last block of another thread's page -- and the caller calls
- * mi_free().  Not for huge blocks (a segment of their own, which mimalloc
- * frees apart).  mi_layout_check() checks these facts against the loaded
- * mimalloc at start-up.
+ *  - A block of our own page with flags (in the full queue, or with
+ *    aligned blocks) is freed by mi209_free_flagged().
+ * Returns false, having done nothing, for every other case -- another
+ * thread's page with aligned blocks (mimalloc adjusts them), a page whose
+ * delayed-free state says its heap must hear of the free (0: mimalloc's
+ * USE_DELAYED_FREE, which the first free from another thread into a full
+ * page meets), a page that empties and must be freed, the last block of
+ * another thread's page -- and the caller calls mi_free().  Not for huge
+ * blocks (a segment of their own, which mimalloc frees apart).
+ * mi_layout_check() checks these facts against the loaded mimalloc at
+ * start-up.
  *
  * Under ThreadSanitizer, never: TSan does not see the atomics by which
  * mimalloc hands pages between threads (it is not instrumented), so it
