@@ -93,6 +93,13 @@ static void accounting_stop(void)
 		return;
 	if (cgm_conf.stats == CGM_STATS_EXIT)
 		cgm_exit_report();
+	/*
+	 * spill=1: what came back or left since the last sample goes into the
+	 * group's counts, which keep a dead process's last published ones
+	 * (a program that read back 8,000 spilled pages after its last
+	 * sample left zswpin short by all of them).
+	 */
+	cgm_spill_publish();
 	acct_detach(&cgm_acct);
 }
 
