@@ -138,13 +138,20 @@ int cgm_pressure_trigger_close(int fd);
 
 /*
  * spill=1: bring back every page this process spilled and stop spilling
- * in it for good, as mlockall() does.  A debugger cannot read a spilled
- * page (gdb: "Cannot access memory"); in gdb, `call (long)
- * cgm_spill_stop()` first (with the other threads free to run, gdb's
- * default).  Says so in one line on stderr.  Returns the pages brought
- * back; 0 when nothing spills in this process.
+ * in it until cgm_spill_resume().  A debugger cannot read a spilled page
+ * (gdb: "Cannot access memory"); in gdb, `call (long) cgm_spill_stop()`
+ * first (with the other threads free to run, gdb's default).  Says so in
+ * one line on stderr.  Returns the pages brought back; 0 when nothing
+ * spills in this process.
  */
 long cgm_spill_stop(void);
+
+/*
+ * Let spilling start again after cgm_spill_stop() (at the next reclaim).
+ * Returns 0, -ENODEV when spill=1 is not set or was refused at start-up,
+ * or -EPERM once the program locked its memory (mlockall: for good).
+ */
+int cgm_spill_resume(void);
 
 #ifdef __cplusplus
 }

@@ -137,3 +137,8 @@ CGM_EXPORT long cgm_spill_stop(void)
 {
 	return cgm_spill_stop_asked();
 }
+
+CGM_EXPORT int cgm_spill_resume(void)
+{
+	return cgm_spill_resume_asked();
+}

@@ -85,6 +85,8 @@ DEFINE_STATIC_KEY_FALSE(cgm_spill_key);
 #define RECOMPRESS_RECLAIM_MAX	512
 
 static bool allowed;			/* spill=1, and the probe passed */
+/* spill=1 was accepted at start-up: cgm_spill_resume() may turn spilling on again. */
+static bool resumable;
 static bool recompress;			/* the pool was made with recompression */
 static struct zp_pool *pool;
 static struct spill_engine *engine;
@@ -379,7 +381,7 @@ void cgm_spill_init(void)
 	if (cgm_lazy_libs_load() < 0)
 		return;
 	bind_all_now();
-	allowed = true;
+	allowed = resumable = true;
 	if (!open_engine())
 		return;
 	pthread_atfork(spill_prepare, spill_parent, spill_child);
@@ -413,6 +415,15 @@ static int64_t less_base(int64_t v, int64_t base)
 {
 	return v > base ? v - base : 0;
 }
+
+/*
+ * The counts an engine closed by cgm_spill_stop() had reached, less what
+ * a new one would report from the start (pgscan is the process's own):
+ * the engine made after cgm_spill_resume() counts from zero, and the
+ * totals the group folds must go on from where they were.  Zero in a
+ * forked child, whose slot counts afresh.
+ */
+static int64_t carried[CGM_NR_SPILL_COUNTS];
 
 static void spill_state(struct acct_spill_state *out)
 {
@@ -453,6 +464,8 @@ static void spill_state(struct acct_spill_state *out)
 			st.counts[i] = (uint64_t)less_base((int64_t)st.counts[i],
 							   (int64_t)fork_base.counts[i]);
 	}
+	for (int i = 0; i < CGM_NR_SPILL_COUNTS; i++)
+		st.counts[i] = (uint64_t)((int64_t)st.counts[i] + carried[i]);
 	*out = st;
 }
 
@@ -1031,10 +1044,11 @@ long cgm_spill_restore_for_core(void)
 /* ---- the end of spilling, asked for ---- */
 
 /*
- * Spilling stops for good in this process and every spilled page comes
- * back; the pool and what was in it leave the group's figures, the
- * counts stay (every page in the pool comes back: zswpin).  Spill lock
- * held.  Returns the pages that were spilled.
+ * Spilling stops in this process (until cgm_spill_resume(), unless the
+ * memory is locked) and every spilled page comes back; the pool and what
+ * was in it leave the group's figures, the counts stay (every page in the
+ * pool comes back: zswpin).  Spill lock held.  Returns the pages that
+ * were spilled.
  */
 static long spill_stop(void)
 {
@@ -1046,6 +1060,11 @@ static long spill_stop(void)
 	back = (long)st.spilled_pages;
 	st.counts[CGM_STAT_ZSWPIN - CGM_STAT_SPILL0] += (uint64_t)st.spilled_pages;
 	st.spilled_pages = st.zswap = st.zswapped = st.swap = 0;
+	for (int i = 0; i < CGM_NR_SPILL_COUNTS; i++)
+		carried[i] = (int64_t)st.counts[i];
+	carried[CGM_STAT_PGSCAN - CGM_STAT_SPILL0] -= (int64_t)__atomic_load_n(&pgscan, __ATOMIC_RELAXED);
+	/* A new engine has no fork base: what it counts is all this process's. */
+	fork_base_set = false;
 	spill_end(true);
 	acct_spill_publish(&cgm_acct, &st);
 	return back;
@@ -1064,6 +1083,8 @@ static long spill_stop(void)
  */
 void cgm_spill_stop_locked(const char *why)
 {
+	/* For good: cgm_spill_resume() cannot undo a lock. */
+	__atomic_store_n(&resumable, false, __ATOMIC_RELAXED);
 	if (!spill_hold_lock())
 		return;
 	spill_stop();
@@ -1075,12 +1096,12 @@ void cgm_spill_stop_locked(const char *why)
 }
 
 /*
- * cgm_spill_stop() (cgmalloc.h): a debugger cannot read a spilled page
- * (the kernel does not wait for a userfaultfd on a remote access), so
- * gdb, or the program itself, asks for them all back.  The caller waits
- * for the spill lock: a thread spilling now finishes its batch first
- * (with gdb, whose call lets the other threads run, the one it stopped
- * there too).
+ * cgm_spill_stop() (cgmalloc.h), until cgm_spill_resume(): a debugger
+ * cannot read a spilled page (the kernel does not wait for a userfaultfd
+ * on a remote access), so gdb, or the program itself, asks for them all
+ * back.  The caller waits for the spill lock: a thread spilling now
+ * finishes its batch first (with gdb, whose call lets the other threads
+ * run, the one it stopped there too).
  */
 long cgm_spill_stop_asked(void)
 {
@@ -1094,6 +1115,21 @@ long cgm_spill_stop_asked(void)
 		"%ld spilled pages brought back", back);
 	cgm_resident_sample();
 	return back;
+}
+
+/*
+ * cgm_spill_resume(): spilling may start again.  Nothing more than that
+ * here: the next reclaim that needs the engine makes a new one, as a
+ * forked child's first reclaim does.
+ */
+int cgm_spill_resume_asked(void)
+{
+	if (!__atomic_load_n(&resumable, __ATOMIC_RELAXED))
+		return cgm_conf.spill ? -EPERM : -ENODEV;
+	if (__atomic_exchange_n(&allowed, true, __ATOMIC_RELAXED))
+		return 0;
+	cgm_log("spill: cgm_spill_resume() was called: spilling is on again for this process");
+	return 0;
 }
 
 /* ---- fork ---- */
@@ -1142,6 +1178,7 @@ static void spill_child(void)
 	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
 
 	spill_lock = fresh;
+	memset(carried, 0, sizeof(carried));
 	fork_held = false;
 	cgm_bg_reclaim_forked();
 	if (!engine)

@@ -66,6 +66,13 @@ void cgm_spill_stop_locked(const char *why);
 long cgm_spill_stop_asked(void);
 
 /*
+ * cgm_spill_resume() of cgmalloc.h: spilling may start again (the next
+ * reclaim makes a new engine).  0, -ENODEV (spill=1 not set or refused
+ * at start-up) or -EPERM (the program locked its memory).
+ */
+int cgm_spill_resume_asked(void);
+
+/*
  * A core-dumping signal is on its way: spilling stops for good and every
  * spilled page comes back (shim/core_dump.c).  The pages, or -1 without
  * an engine.

@@ -9,9 +9,10 @@
  * be read through /proc/self/mem, as a debugger reads them (EIO: the
  * kernel does not wait for a userfaultfd on a remote access).  Then
  * cgm_spill_stop(): every page must read through /proc/self/mem with
- * its bytes right, and a second memory.reclaim must spill nothing.
- * Prints "spill_stop: ok, U pages unreadable, B brought back" or says
- * what failed (exit 1).
+ * its bytes right, and a second memory.reclaim must spill nothing.  Then
+ * cgm_spill_resume(): a third memory.reclaim spills again, and zswpout
+ * goes on from where it was (a new engine counts from zero).  Prints
+ * "spill_stop: ok, ..." or says what failed (exit 1).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -27,6 +28,7 @@
 extern int cgm_write(const char *group, const char *file, const char *value) __attribute__((weak));
 extern int cgm_read(const char *group, const char *file, char *buf, size_t len) __attribute__((weak));
 extern long cgm_spill_stop(void) __attribute__((weak));
+extern int cgm_spill_resume(void) __attribute__((weak));
 
 static long zswpout(void)
 {
@@ -69,14 +71,14 @@ int main(int argc, char **argv)
 {
 	unsigned long mb;
 	unsigned char **cold;
-	size_t n, before, after, bad;
+	size_t n, before, after, again, bad;
 	long back, out;
 	int mem;
 	char want[32];
 
 	if (!spill_args(argc, argv, 1, "MB", &mb))
 		return 2;
-	if (!cgm_write || !cgm_read || !cgm_spill_stop) {
+	if (!cgm_write || !cgm_read || !cgm_spill_stop || !cgm_spill_resume) {
 		fprintf(stderr, "spill_stop: FAIL: libcgmalloc.so is not preloaded\n");
 		return 1;
 	}
@@ -110,8 +112,21 @@ int main(int argc, char **argv)
 		fprintf(stderr, "spill_stop: FAIL: a second cgm_spill_stop() brought pages back\n");
 		return 1;
 	}
+	/* Resumed: the next reclaim spills again, and the counts go on from where they were. */
+	if (cgm_spill_resume() != 0) {
+		fprintf(stderr, "spill_stop: FAIL: cgm_spill_resume() refused\n");
+		return 1;
+	}
+	cgm_write(NULL, "memory.reclaim", want);
+	again = unreadable(mem, cold, n, &bad);
+	if (again == 0 || bad || zswpout() < out + (long)again) {
+		fprintf(stderr, "spill_stop: FAIL: after cgm_spill_resume(), memory.reclaim left %zu "
+			"pages unreadable (%zu bytes wrong); zswpout %ld -> %ld\n", again, bad, out, zswpout());
+		return 1;
+	}
 	if (cold_check("spill_stop", cold, n))
 		return 1;
-	printf("spill_stop: ok, %zu pages unreadable, %ld brought back\n", before, back);
+	printf("spill_stop: ok, %zu pages unreadable, %ld brought back; %zu unreadable again after "
+	       "cgm_spill_resume()\n", before, back, again);
 	return 0;
 }

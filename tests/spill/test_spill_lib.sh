@@ -861,14 +861,22 @@ echo "$TEST_NAME: the program's own SIGSEGV handler takes its crash; an ignored 
 # A debugger reads a process's memory as /proc/PID/mem does, and cannot
 # read a spilled page (EIO); cgm_spill_stop() brings them all back
 # (tests/spill/spill_stop.c checks every byte through /proc/self/mem) and
-# spilling stops: a memory.reclaim after it spills nothing.
+# spilling stops: a memory.reclaim after it spills nothing.  After
+# cgm_spill_resume() one spills again, the counts going on.
 within 60 pre "group=/stop,spill=1" "$SPILL_STOP" 32
 [ "$ST" = 0 ] && grep -q "^spill_stop: ok" "$T/out" ||
 	fail "spill_stop: status $ST: $(tail -2 "$T/err")"
-grep -q "cgm_spill_stop() was called: spilling is off for this process" "$T/err" ||
+grep -q "cgm_spill_stop() was called: spilling is off for this process" "$T/err" &&
+	grep -q "cgm_spill_resume() was called: spilling is on again" "$T/err" ||
 	fail "spill_stop: no line on stderr: $(tail -2 "$T/err")"
 [ "$(value /stop memory.zswap.current)" = 0 ] ||
 	fail "spill_stop: memory.zswap.current $(value /stop memory.zswap.current) after the program ended"
+# Both engines' pages, counted on: out twice, and back (the program read
+# every byte at the end, after its last sample: its exit publishes them).
+out=$(value /stop memory.stat zswpout)
+in=$(value /stop memory.stat zswpin)
+[ "$out" -ge $((3 * 32 * MIB / 4096 / 2)) ] && [ "$in" -ge $((out * 9 / 10)) ] ||
+	fail "spill_stop: zswpout $out, zswpin $in after spilling 32 MiB twice and reading it all back"
 CHECKS=$((CHECKS + 1))
 echo "$TEST_NAME: $(cat "$T/out")"
 
