@@ -43,9 +43,6 @@ const char *cgm_stat_name(int i, char *buf, size_t len)
 	return buf;
 }
 
-/* A process's sample older than this is refreshed by a reader (RssAnon costs a read of /proc). */
-#define CGM_SAMPLE_STALE_NS (10 * 1000000LL)
-
 void cgm_files_flush(struct cgm_hier *h, uint32_t group)
 {
 	/* What processes that died without detaching held is not in use. */

@@ -109,6 +109,16 @@ int64_t acct_reclaim_subtree(struct cgm_hier *h, uint32_t group, int64_t want, b
 		return 0;
 	acct_reclaim_dead(h);
 	acct_harvest_subtree(h, group);
+	/*
+	 * The usage it starts from must be now's, as a reader's is: an idle
+	 * process's last sample may be from before it filled what it holds
+	 * (python3 idle after making a 40 MB bytes object, charged by its
+	 * resident pages), and the spill that answers samples it afresh --
+	 * then the usage rose by what was spilled, and the writer said
+	 * "reclaimed 0" and failed (6 of 6 runs of cgmctl set
+	 * memory.reclaim 30M with nothing read before it).
+	 */
+	acct_refresh_stale(h, group, CGM_SAMPLE_STALE_NS);
 	rstat_flush(h);
 	before = page_counter_read(&g->memory);
 	zswap = __atomic_load_n(&g->stat[CGM_STAT_ZSWAP], __ATOMIC_RELAXED);

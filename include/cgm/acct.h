@@ -312,6 +312,8 @@ void acct_set_anon_base(struct cgm_acct *a, int64_t base);
  * @group whose last sample is older than @max_age_ns, from /proc.
  */
 void acct_refresh_stale(struct cgm_hier *h, uint32_t group, int64_t max_age_ns);
+/* A process's sample older than this is refreshed by a reader (RssAnon costs a read of /proc). */
+#define CGM_SAMPLE_STALE_NS (10 * 1000000LL)
 
 /* ---- oom.c: the OOM policy ---- */
 

@@ -113,6 +113,24 @@ time.sleep(30)'
 	CHECKS=$((CHECKS + 1))
 done
 
+# memory.reclaim with nothing read before it: the writer starts from the
+# idle program's usage as of now, not from its last sample, which came
+# before it filled the 40 MB object it holds (charged by its resident
+# pages).  From the stale figure the spill that answered looked like a
+# rise, and cgmctl said "reclaimed 0" and failed in every run.
+start "scope=/fresh,spill=1" /usr/bin/python3 -c '
+import sys, time
+b = bytes(range(256)) * (40 * 4096)
+print("ready", file=sys.stderr, flush=True)
+time.sleep(30)'
+reach ready
+sleep 0.2
+"$CGMCTL" --hierarchy "$H" set /fresh memory.reclaim 30M 2>"$T/verr" ||
+	fail "memory.reclaim 30M of an idle python3 holding 40 MB: $(cat "$T/verr")"
+kill "$BG"
+finish
+CHECKS=$((CHECKS + 1))
+
 # Coldness: python3 with a dict it keeps writing and, above it in memory,
 # 80 MB it never touches again; memory.high at half its size spills the
 # cold part, and the hot part -- first in the clock's way, but written
