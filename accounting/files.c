@@ -146,6 +146,16 @@ static int write_limit(const struct cgm_file *f, struct cgm_hier *h, uint32_t gr
 
 	(void)why;
 	(void)whylen;
+	/*
+	 * Compared with the usage as of now, and before the limit is set: an
+	 * idle process's last sample may be from before it filled what it
+	 * holds, and a refresh after a lower memory.max could charge it only
+	 * up to the limit.  From the stale figure, memory.high=20M left an
+	 * idle python3 holding 46 MB at 46 MB, memory.max=20M showed it at
+	 * exactly 20M, and neither spilled a page.
+	 */
+	if (which == CGM_LIMIT_MAX || which == CGM_LIMIT_HIGH)
+		acct_refresh_stale(h, group, CGM_SAMPLE_STALE_NS);
 	err = acct_set_limit(h, group, which, bytes);
 	if (!err && (which == CGM_LIMIT_MAX || which == CGM_LIMIT_HIGH) &&
 	    page_counter_read(&g->memory) > page_counter_pages(bytes))

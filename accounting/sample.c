@@ -223,6 +223,17 @@ void acct_set_anon_base(struct cgm_acct *a, int64_t base)
 		__atomic_store_n(&p->anon_base, base > 0 ? base : 0, __ATOMIC_RELAXED);
 }
 
+/* Is @group, or one of its ancestors, over its memory.high? */
+static bool over_high(struct cgm_hier *h, uint32_t group)
+{
+	const struct cgm_group *g;
+
+	for_each_ancestor(h, group, g)
+		if (page_counter_read(&g->memory) > __atomic_load_n(&g->memory.high, __ATOMIC_RELAXED))
+			return true;
+	return false;
+}
+
 void acct_refresh_stale(struct cgm_hier *h, uint32_t group, int64_t max_age_ns)
 {
 	int64_t now = now_ns();
@@ -240,6 +251,17 @@ void acct_refresh_stale(struct cgm_hier *h, uint32_t group, int64_t max_age_ns)
 		if (anon < 0 || acct_proc_gone(p))
 			continue;
 		sample_apply(h, i, anon - __atomic_load_n(&p->anon_base, __ATOMIC_RELAXED), NULL);
+		/*
+		 * Found over memory.max (a shortfall) or its group over
+		 * memory.high: a process that is not allocating would not see
+		 * it at a slow path of its own, so its background reclaim
+		 * (spill=1) is woken to make the room now.  An idle python3
+		 * that had filled 40 MB under memory.max=20M stayed at 51 MB
+		 * resident, shown as exactly 20M, spilling nothing.
+		 */
+		if (__atomic_load_n(&p->sample_short, __ATOMIC_RELAXED) > 0 ||
+		    over_high(h, __atomic_load_n(&p->group, __ATOMIC_RELAXED)))
+			acct_proc_wake(p);
 	}
 }
 

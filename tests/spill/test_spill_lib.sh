@@ -113,20 +113,57 @@ time.sleep(30)'
 	CHECKS=$((CHECKS + 1))
 done
 
+# holding40 CONF: python3 holding a 40 MB object (one malloc, filled after
+# it: charged by its resident pages), idle once it says ready.
+holding40() {
+	start "$1" /usr/bin/python3 -c '
+import sys, time
+b = bytes(range(256)) * (40 * 4096)
+print("ready", file=sys.stderr, flush=True)
+time.sleep(30)'
+	reach ready
+}
+
 # memory.reclaim with nothing read before it: the writer starts from the
 # idle program's usage as of now, not from its last sample, which came
 # before it filled the 40 MB object it holds (charged by its resident
 # pages).  From the stale figure the spill that answered looked like a
 # rise, and cgmctl said "reclaimed 0" and failed in every run.
-start "scope=/fresh,spill=1" /usr/bin/python3 -c '
-import sys, time
-b = bytes(range(256)) * (40 * 4096)
-print("ready", file=sys.stderr, flush=True)
-time.sleep(30)'
-reach ready
+holding40 "scope=/fresh,spill=1"
 sleep 0.2
 "$CGMCTL" --hierarchy "$H" set /fresh memory.reclaim 30M 2>"$T/verr" ||
 	fail "memory.reclaim 30M of an idle python3 holding 40 MB: $(cat "$T/verr")"
+kill "$BG"
+finish
+CHECKS=$((CHECKS + 1))
+# The same for memory.high and memory.max written below its usage: the
+# write reclaims at once, from the usage as of now (from the stale figure
+# neither spilled a page, and memory.max showed it at exactly 20M).
+for lim in high max; do
+	holding40 "scope=/fresh$lim,spill=1"
+	sleep 0.2
+	run "$CGMCTL" --hierarchy "$H" set /fresh$lim memory.$lim 20M
+	cur=$(value /fresh$lim memory.current)
+	out=$(value /fresh$lim memory.stat zswpout)
+	[ "$cur" -le $((20 * MIB)) ] && [ "$out" -ge $((20 * MIB / 4096)) ] ||
+		fail "memory.$lim=20M written over an idle python3 holding 40 MB: memory.current $(mib "$cur"), $out pages spilled"
+	kill "$BG"
+	finish
+	CHECKS=$((CHECKS + 1))
+done
+# Filled under memory.max=20M without allocating (a 40 MB object touched
+# after its malloc, charged by its resident pages): the process does not
+# see it, a reader does, and wakes its background reclaim, which spills.
+# Before, it stayed at 51 MB resident, memory.current showing 20M.
+holding40 "scope=/under,spill=1,max=20M"
+i=0
+until [ "$(value /under memory.stat zswpout)" -ge $((16 * MIB / 4096)) ]; do
+	i=$((i + 1))
+	[ $i -lt 40 ] || fail "an idle python3 over memory.max=20M: $(value /under memory.stat zswpout) pages spilled in 4 s of reads, memory.current $(mib "$(value /under memory.current)")"
+	sleep 0.1
+done
+rss=$(awk '/^VmRSS/ { print $2 }' /proc/"$BG"/status)
+[ "$rss" -lt $((40 * 1024)) ] || fail "an idle python3 over memory.max=20M: still $rss KiB resident after spilling"
 kill "$BG"
 finish
 CHECKS=$((CHECKS + 1))
