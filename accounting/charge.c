@@ -34,17 +34,6 @@ uint64_t acct_high_delay_ms(int64_t usage, int64_t high, int64_t nr_pages)
 	return penalty > CGM_MAX_HIGH_DELAY_MS ? CGM_MAX_HIGH_DELAY_MS : (uint64_t)penalty;
 }
 
-/* Is group @group or an ancestor over its memory.high? */
-static bool over_high(const struct cgm_hier *h, uint32_t group)
-{
-	const struct cgm_group *g;
-
-	for_each_ancestor(h, group, g)
-		if (page_counter_read(&g->memory) > __atomic_load_n(&g->memory.high, __ATOMIC_RELAXED))
-			return true;
-	return false;
-}
-
 /* Reclaim in an allocating thread: a memory stall (memory.pressure). */
 static void reclaim_stalled(struct cgm_acct *a, int64_t need, bool deep)
 {
@@ -141,10 +130,10 @@ static void handle_over_high(struct cgm_acct *a, struct cgm_thread_slot *t,
 	uint64_t delay = 0;
 	uint32_t idx = group;
 
-	if (!over_high(h, group))
+	if (!group_over_high(h, group))
 		return;
 	acct_harvest_subtree(h, group);
-	if (!over_high(h, group))
+	if (!group_over_high(h, group))
 		return;
 	for_each_ancestor(h, idx, g)
 		if (page_counter_read(&g->memory) > __atomic_load_n(&g->memory.high, __ATOMIC_RELAXED))

@@ -142,6 +142,7 @@ static int write_limit(const struct cgm_file *f, struct cgm_hier *h, uint32_t gr
 {
 	enum acct_limit which = (enum acct_limit)f->private;
 	struct cgm_group *g = hier_group(h, group);
+	bool reclaims = which == CGM_LIMIT_MAX || which == CGM_LIMIT_HIGH;
 	int err;
 
 	(void)why;
@@ -154,11 +155,10 @@ static int write_limit(const struct cgm_file *f, struct cgm_hier *h, uint32_t gr
 	 * idle python3 holding 46 MB at 46 MB, memory.max=20M showed it at
 	 * exactly 20M, and neither spilled a page.
 	 */
-	if (which == CGM_LIMIT_MAX || which == CGM_LIMIT_HIGH)
+	if (reclaims)
 		acct_refresh_stale(h, group, CGM_SAMPLE_STALE_NS);
 	err = acct_set_limit(h, group, which, bytes);
-	if (!err && (which == CGM_LIMIT_MAX || which == CGM_LIMIT_HIGH) &&
-	    page_counter_read(&g->memory) > page_counter_pages(bytes))
+	if (!err && reclaims && page_counter_read(&g->memory) > page_counter_pages(bytes))
 		acct_reclaim_subtree(h, group, page_counter_read(&g->memory) - page_counter_pages(bytes),
 				     true);
 	return err;

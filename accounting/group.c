@@ -261,6 +261,16 @@ bool group_limited(const struct cgm_hier *h, uint32_t idx)
 	return false;
 }
 
+bool group_over_high(const struct cgm_hier *h, uint32_t idx)
+{
+	const struct cgm_group *g;
+
+	for_each_ancestor(h, idx, g)
+		if (page_counter_read(&g->memory) > __atomic_load_n(&g->memory.high, __ATOMIC_RELAXED))
+			return true;
+	return false;
+}
+
 bool group_in_subtree(const struct cgm_hier *h, uint32_t idx, uint32_t root)
 {
 	const struct cgm_group *g;

@@ -223,17 +223,6 @@ void acct_set_anon_base(struct cgm_acct *a, int64_t base)
 		__atomic_store_n(&p->anon_base, base > 0 ? base : 0, __ATOMIC_RELAXED);
 }
 
-/* Is @group, or one of its ancestors, over its memory.high? */
-static bool over_high(struct cgm_hier *h, uint32_t group)
-{
-	const struct cgm_group *g;
-
-	for_each_ancestor(h, group, g)
-		if (page_counter_read(&g->memory) > __atomic_load_n(&g->memory.high, __ATOMIC_RELAXED))
-			return true;
-	return false;
-}
-
 void acct_refresh_stale(struct cgm_hier *h, uint32_t group, int64_t max_age_ns)
 {
 	int64_t now = now_ns();
@@ -260,7 +249,7 @@ void acct_refresh_stale(struct cgm_hier *h, uint32_t group, int64_t max_age_ns)
 		 * resident, shown as exactly 20M, spilling nothing.
 		 */
 		if (__atomic_load_n(&p->sample_short, __ATOMIC_RELAXED) > 0 ||
-		    over_high(h, __atomic_load_n(&p->group, __ATOMIC_RELAXED)))
+		    group_over_high(h, __atomic_load_n(&p->group, __ATOMIC_RELAXED)))
 			acct_proc_wake(p);
 	}
 }

@@ -16,9 +16,10 @@
  * the thread looks every 10 ms (doubling, up to 0.64 s, while its looks
  * find nothing to spill); below it, it sleeps until an allocation
  * path's sample wakes it, or for half a second while the group has a
- * limit (a sample of its own then: memory touched without an allocation).  When the pages it spills come back as fast as
- * it spills them, the program's working set does not fit below its
- * target: it stops for half a second rather than make the program thrash.
+ * limit (a sample of its own then: memory touched without an
+ * allocation).  When the pages it spills come back as fast as it spills
+ * them, the program's working set does not fit below its target: it
+ * stops for half a second rather than make the program thrash.
  *
  * A memory.reclaim, or a limit written below usage, is asked of each
  * process of the group through its slot in the hierarchy; the writer

@@ -55,30 +55,30 @@ static bool free_unfull(void *p, const char *page)
 	if (*(const uint8_t *)(page + MI209_FLAGS_AT) != MI209_IN_FULL || size > MI209_MEDIUM_OBJ_MAX)
 		return false;
 	heap = *(char *const *)(page + MI209_HEAP_AT);
-	full = heap + MI209_HEAP_QUEUES_AT + MI209_BIN_FULL * MI209_QUEUE_SIZE;
-	to = heap + MI209_HEAP_QUEUES_AT + bin_of_block_size(size) * MI209_QUEUE_SIZE;
-	last = *(char **)(to + 8);
+	full = mi209_heap_queue(heap, MI209_BIN_FULL);
+	to = mi209_heap_queue(heap, bin_of_block_size(size));
+	last = *mi209_queue_end(to, MI209_QUEUE_LAST_AT);
 	prev = *page_link(page, MI209_PREV_AT);
 	next = *page_link(page, MI209_NEXT_AT);
 	/*
 	 * The queue is of this block size and not empty, and the page is
 	 * linked where the full queue says (first, last or between two).
 	 */
-	if (*(const size_t *)(to + 16) != size || !last ||
-	    (prev ? *page_link(prev, MI209_NEXT_AT) != page : *(char **)full != page) ||
-	    (next ? *page_link(next, MI209_PREV_AT) != page : *(char **)(full + 8) != page))
+	if (mi209_queue_block_size(to) != size || !last ||
+	    (prev ? *page_link(prev, MI209_NEXT_AT) : *mi209_queue_end(full, 0)) != page ||
+	    (next ? *page_link(next, MI209_PREV_AT) : *mi209_queue_end(full, MI209_QUEUE_LAST_AT)) != page)
 		return false;
 	*(void **)p = *(void **)(page + MI209_LOCAL_FREE_AT);
 	*(void **)(page + MI209_LOCAL_FREE_AT) = p;
 	*(uint32_t *)(page + MI209_USED_AT) -= 1;
 	/* Out of the full queue (whose first page the heap's direct table never names)... */
-	*(prev ? page_link(prev, MI209_NEXT_AT) : (char **)full) = next;
-	*(next ? page_link(next, MI209_PREV_AT) : (char **)(full + 8)) = prev;
+	*(prev ? page_link(prev, MI209_NEXT_AT) : mi209_queue_end(full, 0)) = next;
+	*(next ? page_link(next, MI209_PREV_AT) : mi209_queue_end(full, MI209_QUEUE_LAST_AT)) = prev;
 	/* ... to the end of its size's queue: its first page, the one the direct table names, stays. */
 	*page_link(page, MI209_PREV_AT) = last;
 	*page_link(page, MI209_NEXT_AT) = NULL;
 	*page_link(last, MI209_NEXT_AT) = (char *)page;
-	*(char **)(to + 8) = (char *)page;
+	*mi209_queue_end(to, MI209_QUEUE_LAST_AT) = (char *)page;
 	*(uint8_t *)(page + MI209_FLAGS_AT) = 0;
 	return true;
 }
@@ -148,10 +148,9 @@ static const char *check_retire(void)
 
 	for (unsigned int b = 0; b < CGM_NR_BINS; b++) {
 		size_t size = cgm_bin_size(b);
-		const char *queue = heap + MI209_HEAP_QUEUES_AT +
-				    mi209_bin_at_size[size / 8] * MI209_QUEUE_SIZE;
+		const char *queue = mi209_heap_queue(heap, mi209_bin_at_size[size / 8]);
 
-		if (mi209_bin_at_size[size / 8] >= MI209_BIN_HUGE || *(const size_t *)(queue + 16) != size)
+		if (mi209_bin_at_size[size / 8] >= MI209_BIN_HUGE || mi209_queue_block_size(queue) != size)
 			return "mimalloc's heap queues are not the ones of 2.0.9";
 	}
 	/*
@@ -163,11 +162,10 @@ static const char *check_retire(void)
 		size_t last = cgm_medium_sizes[m], first = m ? cgm_medium_sizes[m - 1] + 1u : 1025u;
 
 		for (size_t n = first; n <= last; n += last - first) {
-			const char *queue = heap + MI209_HEAP_QUEUES_AT +
-					    MI209_BIN((n + 7) & ~(size_t)7) * MI209_QUEUE_SIZE;
+			const char *queue = mi209_heap_queue(heap, MI209_BIN((n + 7) & ~(size_t)7));
 
 			if (MI209_BIN((n + 7) & ~(size_t)7) >= MI209_BIN_HUGE ||
-			    *(const size_t *)(queue + 16) != last ||
+			    mi209_queue_block_size(queue) != last ||
 			    cgm_medium_sizes[cgm_medium_bin[(n - 1) >> 8]] != last)
 				return "mimalloc's heap queues above 1 KiB are not the ones of 2.0.9";
 		}
@@ -290,8 +288,8 @@ static const char *unfull_one(bool ours, struct unfull_shape *s)
 {
 	mi_heap_t *heap = mi_heap_new();
 	const char *h = (const char *)heap, *pages[3], *why = NULL;
-	const char *full = h + MI209_HEAP_QUEUES_AT + MI209_BIN_FULL * MI209_QUEUE_SIZE;
-	const char *queue = h + MI209_HEAP_QUEUES_AT + MI209_BIN(16384) * MI209_QUEUE_SIZE;
+	const char *full = mi209_heap_queue(h, MI209_BIN_FULL);
+	const char *queue = mi209_heap_queue(h, MI209_BIN(16384));
 	void *blocks[9];
 
 	if (!heap)
@@ -309,10 +307,12 @@ static const char *unfull_one(bool ours, struct unfull_shape *s)
 	    *(const uint8_t *)(pages[0] + MI209_FLAGS_AT) != MI209_IN_FULL ||
 	    *(const uint8_t *)(pages[1] + MI209_FLAGS_AT) != MI209_IN_FULL ||
 	    *(const uint8_t *)(pages[2] + MI209_FLAGS_AT) != 0 ||
-	    *(char *const *)full != pages[0] || *(char *const *)(full + 8) != pages[1] ||
-	    *(char *const *)(pages[0] + MI209_NEXT_AT) != pages[1] ||
-	    *(char *const *)(pages[1] + MI209_PREV_AT) != pages[0] ||
-	    *(char *const *)queue != pages[2] || *(char *const *)(queue + 8) != pages[2]) {
+	    *mi209_queue_end(full, 0) != pages[0] ||
+	    *mi209_queue_end(full, MI209_QUEUE_LAST_AT) != pages[1] ||
+	    *page_link(pages[0], MI209_NEXT_AT) != pages[1] ||
+	    *page_link(pages[1], MI209_PREV_AT) != pages[0] ||
+	    *mi209_queue_end(queue, 0) != pages[2] ||
+	    *mi209_queue_end(queue, MI209_QUEUE_LAST_AT) != pages[2]) {
 		why = "mimalloc's full queue is not the one of 2.0.9 (pages of 16 KiB blocks, links)";
 		goto out;
 	}
@@ -321,13 +321,13 @@ static const char *unfull_one(bool ours, struct unfull_shape *s)
 	else if (!mi209_free_block(blocks[5], pages[1], 0) ||
 		 *(const uint8_t *)(pages[1] + MI209_FLAGS_AT) != 0)
 		why = "mi209_free_flagged() left a page of the full queue to mimalloc";
-	s->full_first = which(*(char *const *)full, pages);
-	s->full_last = which(*(char *const *)(full + 8), pages);
-	s->first = which(*(char *const *)queue, pages);
-	s->last = which(*(char *const *)(queue + 8), pages);
-	s->b_prev = which(*(char *const *)(pages[1] + MI209_PREV_AT), pages);
-	s->b_next = which(*(char *const *)(pages[1] + MI209_NEXT_AT), pages);
-	s->c_next = which(*(char *const *)(pages[2] + MI209_NEXT_AT), pages);
+	s->full_first = which(*mi209_queue_end(full, 0), pages);
+	s->full_last = which(*mi209_queue_end(full, MI209_QUEUE_LAST_AT), pages);
+	s->first = which(*mi209_queue_end(queue, 0), pages);
+	s->last = which(*mi209_queue_end(queue, MI209_QUEUE_LAST_AT), pages);
+	s->b_prev = which(*page_link(pages[1], MI209_PREV_AT), pages);
+	s->b_next = which(*page_link(pages[1], MI209_NEXT_AT), pages);
+	s->c_next = which(*page_link(pages[2], MI209_NEXT_AT), pages);
 	s->b_flags = *(const uint8_t *)(pages[1] + MI209_FLAGS_AT);
 	s->b_used = *(const uint32_t *)(pages[1] + MI209_USED_AT);
 	if (*(void *const *)(pages[1] + MI209_LOCAL_FREE_AT) != blocks[5])

@@ -637,6 +637,9 @@ void group_event(struct cgm_hier *h, uint32_t idx, enum cgm_event ev);
 /* Is @idx or one of its ancestors limited (finite max or high)? */
 bool group_limited(const struct cgm_hier *h, uint32_t idx);
 
+/* Is @idx or one of its ancestors over its memory.high? */
+bool group_over_high(const struct cgm_hier *h, uint32_t idx);
+
 /*
  * Remove group @idx if it is transient and empty (no child, no process,
  * nothing charged), then its transient ancestors that this leaves empty.

@@ -127,6 +127,8 @@ static inline uint32_t mi209_slice_block_size(const void *p)
  */
 #define MI209_HEAP_QUEUES_AT	1040	/* heap: mi_page_queue_t pages[75] (first, last, block_size) */
 #define MI209_QUEUE_SIZE	24
+#define MI209_QUEUE_LAST_AT	8	/* queue: its last page (its first at 0) */
+#define MI209_QUEUE_BLOCK_AT	16	/* queue: the block size of its pages */
 #define MI209_BIN_HUGE		73	/* queues 0..72 are of block sizes; 73 huge, 74 full */
 #define MI209_BIN_FULL		74
 #define MI209_MEDIUM_OBJ_MAX	(128u << 10)	/* larger blocks have pages of their own (one block) */
@@ -134,6 +136,24 @@ static inline uint32_t mi209_slice_block_size(const void *p)
 #define MI209_RETIRED_MAX_AT	3040	/* heap: page_retired_max */
 #define MI209_EXPIRE_AT		15	/* page: is_zero (bit 0), retire_expire (bits 1-7) */
 #define MI209_RETIRE_EXPIRE	9	/* 1 + MI_RETIRE_CYCLES, for blocks of at most 16 KiB */
+
+/* The queue of bin @bin in heap @heap. */
+static inline char *mi209_heap_queue(const char *heap, size_t bin)
+{
+	return (char *)heap + MI209_HEAP_QUEUES_AT + bin * MI209_QUEUE_SIZE;
+}
+
+/* The first (@at 0) or last (MI209_QUEUE_LAST_AT) page of @queue. */
+static inline char **mi209_queue_end(const char *queue, unsigned int at)
+{
+	return (char **)(queue + at);
+}
+
+/* The block size of @queue's pages. */
+static inline size_t mi209_queue_block_size(const char *queue)
+{
+	return *(const size_t *)(queue + MI209_QUEUE_BLOCK_AT);
+}
 
 /*
  * mimalloc's bin (its queue in a heap) of small block size @s, a multiple
@@ -234,8 +254,8 @@ static inline __attribute__((always_inline)) bool mi209_free_block(void *p, cons
 			    mi209_thread_id())
 			return false;
 		bin = *(const uint64_t *)((const char *)mi209_bin_at_size + small_size);
-		queue = heap + MI209_HEAP_QUEUES_AT + bin * MI209_QUEUE_SIZE;
-		if (*(const char *const *)queue != page || *(const char *const *)(queue + 8) != page)
+		queue = mi209_heap_queue(heap, bin);
+		if (*mi209_queue_end(queue, 0) != page || *mi209_queue_end(queue, MI209_QUEUE_LAST_AT) != page)
 			return false;
 		*(void **)p = *local_free;
 		*local_free = p;

@@ -59,9 +59,9 @@ int64_t cgm_spill_answer(struct cgm_proc *p);
 void cgm_spill_stop_locked(const char *why);
 
 /*
- * cgm_spill_stop() of cgmalloc.h: spilling stops for good, every spilled
- * page comes back, with one line on stderr.  The pages, 0 without an
- * engine.
+ * cgm_spill_stop() of cgmalloc.h: spilling stops until
+ * cgm_spill_resume_asked(), every spilled page comes back, with one line
+ * on stderr.  The pages, 0 without an engine.
  */
 long cgm_spill_stop_asked(void);
 
