@@ -85,8 +85,10 @@ DEFINE_STATIC_KEY_FALSE(cgm_spill_key);
 #define RECOMPRESS_RECLAIM_MAX	512
 
 static bool allowed;			/* spill=1, and the probe passed */
-/* spill=1 was accepted at start-up: cgm_spill_resume() may turn spilling on again. */
+/* spill=1 was accepted at start-up: cgm_spill_resume() may turn spilling on again... */
 static bool resumable;
+/* ... unless the program locked its memory (for good). */
+static bool locked;
 static bool recompress;			/* the pool was made with recompression */
 static struct zp_pool *pool;
 static struct spill_engine *engine;
@@ -1084,7 +1086,7 @@ static long spill_stop(void)
 void cgm_spill_stop_locked(const char *why)
 {
 	/* For good: cgm_spill_resume() cannot undo a lock. */
-	__atomic_store_n(&resumable, false, __ATOMIC_RELAXED);
+	__atomic_store_n(&locked, true, __ATOMIC_RELAXED);
 	if (!spill_hold_lock())
 		return;
 	spill_stop();
@@ -1124,8 +1126,10 @@ long cgm_spill_stop_asked(void)
  */
 int cgm_spill_resume_asked(void)
 {
-	if (!__atomic_load_n(&resumable, __ATOMIC_RELAXED))
-		return cgm_conf.spill ? -EPERM : -ENODEV;
+	if (!resumable)
+		return -ENODEV;
+	if (__atomic_load_n(&locked, __ATOMIC_RELAXED))
+		return -EPERM;
 	if (__atomic_exchange_n(&allowed, true, __ATOMIC_RELAXED))
 		return 0;
 	cgm_log("spill: cgm_spill_resume() was called: spilling is on again for this process");
