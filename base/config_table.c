@@ -75,6 +75,11 @@ const struct cgm_conf_key cgm_conf_keys[] = {
 	  "first when reclaim needs room, as zram recompresses idle pages (lz4 pools without "
 	  "spill_backing)",
 	  NULL, 0, 0 },
+	{ "spill_dict", CGM_CONF_BOOL, FIELD(spill_dict), "1",
+	  "recompression compresses against a dictionary of four of the program's own pages, "
+	  "chosen once from a sample of the first 4096 pages spilled that lz4 halved: zstd's "
+	  "copies a sixth to a quarter smaller on heap pages, loaded as fast",
+	  NULL, 0, 0 },
 	{ "spill_background", CGM_CONF_BOOL, FIELD(spill_background), "1",
 	  "a thread of the process spills in the background to keep its group a margin (1/32) "
 	  "below the lower of memory.high and memory.max, so that allocating threads seldom "

@@ -96,6 +96,29 @@ static const struct {
 	   (ZSTD_DCtx *dctx, void *dst, size_t dst_cap, const void *src,	\
 	    size_t src_size),						\
 	   (dctx, dst, dst_cap, src, src_size), ZSTD_FAILED)		\
+	FN(ZSTD, size_t, ZSTD_estimateCDictSize_advanced,		\
+	   (size_t dict_size, ZSTD_compressionParameters cp,		\
+	    ZSTD_dictLoadMethod_e how),					\
+	   (dict_size, cp, how), 0)					\
+	FN(ZSTD, size_t, ZSTD_estimateDDictSize,			\
+	   (size_t dict_size, ZSTD_dictLoadMethod_e how), (dict_size, how), 0)	\
+	FN(ZSTD, const ZSTD_CDict *, ZSTD_initStaticCDict,		\
+	   (void *ws, size_t ws_size, const void *dict, size_t dict_size,	\
+	    ZSTD_dictLoadMethod_e how, ZSTD_dictContentType_e type,	\
+	    ZSTD_compressionParameters cp),				\
+	   (ws, ws_size, dict, dict_size, how, type, cp), NULL)		\
+	FN(ZSTD, const ZSTD_DDict *, ZSTD_initStaticDDict,		\
+	   (void *ws, size_t ws_size, const void *dict, size_t dict_size,	\
+	    ZSTD_dictLoadMethod_e how, ZSTD_dictContentType_e type),	\
+	   (ws, ws_size, dict, dict_size, how, type), NULL)		\
+	FN(ZSTD, size_t, ZSTD_compress_usingCDict,			\
+	   (ZSTD_CCtx *cctx, void *dst, size_t dst_cap, const void *src,	\
+	    size_t src_size, const ZSTD_CDict *cdict),			\
+	   (cctx, dst, dst_cap, src, src_size, cdict), ZSTD_FAILED)	\
+	FN(ZSTD, size_t, ZSTD_decompress_usingDDict,			\
+	   (ZSTD_DCtx *dctx, void *dst, size_t dst_cap, const void *src,	\
+	    size_t src_size, const ZSTD_DDict *ddict),			\
+	   (dctx, dst, dst_cap, src, src_size, ddict), ZSTD_FAILED)	\
 	FN(URING, int, io_uring_queue_init,				\
 	   (unsigned entries, struct io_uring *ring, unsigned flags),	\
 	   (entries, ring, flags), -ENOSYS)				\

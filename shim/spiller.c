@@ -293,6 +293,7 @@ static bool open_engine(void)
 		.backing = own_backing(),
 		.recompress = cgm_conf.spill_recompress && cgm_conf.spill_codec == CGM_SPILL_LZ4 &&
 			      !cgm_conf.spill_backing[0],
+		.recompress_no_dict = !cgm_conf.spill_dict,
 	};
 	int err;
 
@@ -393,7 +394,9 @@ void cgm_spill_init(void)
 		spill_stats(engine, &st);
 		cgm_log("spill: on, %s pool%s%s%s",
 			cgm_conf.spill_codec == CGM_SPILL_ZSTD ? "zstd" : "lz4",
-			recompress ? ", idle pages recompressed with zstd" : "",
+			!recompress ? "" : cgm_conf.spill_dict ?
+			", idle pages recompressed with zstd against a dictionary of the first" :
+			", idle pages recompressed with zstd",
 			cgm_conf.spill_backing[0] ? ", writeback to " : "", cgm_conf.spill_backing);
 		if (cgm_conf.spill_cpu_latency)
 			cgm_log("spill: %s%s", st.cpu_latency_err ?
@@ -505,8 +508,8 @@ int cgm_spill_report(char *buf, size_t len)
 			"== spill\nspilled %llu refaulted %llu (hot %llu) read ahead %llu restored %llu "
 			"discarded %llu misreported %llu unshared %llu "
 			"skipped %llu (hot %llu, written %llu) in_pool %llu pool_bytes %llu "
-			"written_back %llu recompressed %llu (by the program's threads %llu) "
-			"background %llu (stopped %llu)\n",
+			"written_back %llu recompressed %llu (by the program's threads %llu, "
+			"against the dictionary %llu) background %llu (stopped %llu)\n",
 			(unsigned long long)ss.spilled, (unsigned long long)ss.refaulted,
 			(unsigned long long)ss.refaulted_hot, (unsigned long long)ss.readahead,
 			(unsigned long long)ss.restored,
@@ -519,6 +522,7 @@ int cgm_spill_report(char *buf, size_t len)
 			(unsigned long long)zs.written_back_pages,
 			(unsigned long long)zs.recompressed_pages,
 			(unsigned long long)__atomic_load_n(&recompressed_direct, __ATOMIC_RELAXED),
+			(unsigned long long)zs.recompressed_dict,
 			(unsigned long long)cgm_bg_reclaim_pages(),
 			(unsigned long long)cgm_bg_reclaim_thrash_stops());
 }

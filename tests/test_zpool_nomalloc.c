@@ -2,7 +2,8 @@
  * zpool must never call malloc: it will run inside the interposed malloc.
  * This program interposes the malloc family itself, counts the calls made
  * while the pool works (creation with zstd contexts and io_uring rings,
- * stores, loads, writeback, compaction, statistics, bad input, teardown),
+ * stores, loads, writeback, compaction, recompression against its
+ * dictionary, statistics, bad input, teardown),
  * and fails if there is any.
  */
 #include <errno.h>
@@ -44,6 +45,20 @@ int posix_memalign(void **p, size_t a, size_t n)
 	return *p ? 0 : ENOMEM;
 }
 
+/* Watching from here on: a pool made with @o. */
+static struct zp_pool *watched_pool(const struct zp_options *o)
+{
+	struct zp_pool *pool;
+
+	watching = true;
+	if (zp_create_pool(o, &pool)) {
+		watching = false;
+		fprintf(stderr, "cannot create pool\n");
+		exit(2);
+	}
+	return pool;
+}
+
 static void exercise(enum zp_codec codec, unsigned char (*pages)[ZPT_PAGE], int n)
 {
 	char path[] = "/tmp/zpool-nomalloc-XXXXXX";
@@ -57,12 +72,7 @@ static void exercise(enum zp_codec codec, unsigned char (*pages)[ZPT_PAGE], int 
 
 	close(fd);
 	o.backing = path;
-	watching = true;
-	if (zp_create_pool(&o, &pool)) {
-		watching = false;
-		fprintf(stderr, "cannot create pool\n");
-		exit(2);
-	}
+	pool = watched_pool(&o);
 	for (int i = 0; i < n; i++)
 		zp_store(pool, pages[i], &e[i]);
 	zp_writeback(pool, 8);
@@ -80,6 +90,30 @@ static void exercise(enum zp_codec codec, unsigned char (*pages)[ZPT_PAGE], int 
 	unlink(path);
 }
 
+/* Recompression to zstd, against the dictionary it makes of the first pages, and loads. */
+static void exercise_recompress(unsigned char (*pages)[ZPT_PAGE], int n)
+{
+	struct zp_options o = { .recompress = true, .recompress_dict_after = 8 };
+	unsigned char out[ZPT_PAGE];
+	zp_entry_t e[64];
+	struct zp_stats st;
+	struct zp_pool *pool;
+
+	pool = watched_pool(&o);
+	for (int i = 0; i < n; i++)
+		zp_store(pool, pages[i], &e[i]);
+	zp_recompress(pool, (unsigned long)n, 0);
+	for (int i = 0; i < n; i++)
+		zp_load(pool, e[i], out);
+	zp_pool_stats(pool, &st);
+	zp_destroy_pool(pool);
+	watching = false;
+	if (!st.recompressed_dict) {
+		fprintf(stderr, "recompression made no use of its dictionary: not exercised\n");
+		exit(2);
+	}
+}
+
 int main(void)
 {
 	static unsigned char pages[64][ZPT_PAGE];
@@ -94,6 +128,7 @@ int main(void)
 			zpt_page_same((uint64_t)i, pages[i]);
 	exercise(ZP_CODEC_LZ4, pages, 64);
 	exercise(ZP_CODEC_ZSTD, pages, 64);
+	exercise_recompress(pages, 64);
 	printf("malloc-family calls made by zpool: %lu\n", calls);
 	printf("%d passed, %d failed\n", calls == 0, calls != 0);
 	return calls != 0;

@@ -8,7 +8,8 @@
  *
  * With "recompress" the pool has no backing file and the sixth thread
  * recompresses the oldest entries with zstd instead (zp_recompress),
- * while the workers load and invalidate them.
+ * while the workers load and invalidate them -- against the dictionary,
+ * chosen from the workers' stores while they store.
  *
  * usage: test_zpool_stress [ops-per-thread] [seed] [recompress]
  */
@@ -208,6 +209,8 @@ int main(int argc, char **argv)
 	close(fd);
 	o.backing = recompress ? NULL : path;
 	o.recompress = recompress;
+	/* The dictionary is chosen early, while the workers store and load (zdict.c). */
+	o.recompress_dict_after = 64;
 	if (zp_create_pool(&o, &pool)) {
 		fprintf(stderr, "cannot create pool\n");
 		return 2;
@@ -235,12 +238,17 @@ int main(int argc, char **argv)
 	printf("stress: %d threads x %lu ops (%s): %lu stores (%lu refused), %lu loads, "
 	       "%lu objects (%lu refused), "
 	       "%lu compactions (%lu pages, %lu objects moved), %lu written back, "
-	       "%lu loads from disk, %lu recompressed (%lu declined)\n", WORKERS, ops, source,
+	       "%lu loads from disk, %lu recompressed (%lu declined, %lu against the dictionary)\n",
+	       WORKERS, ops, source,
 	       stores, refused, loads, objs,
 	       objs_refused, atomic_load(&compactions), (unsigned long)st.pages_compacted,
 	       (unsigned long)st.objs_moved, (unsigned long)st.written_back_pages,
 	       (unsigned long)st.wb_loads, (unsigned long)st.recompressed_pages,
-	       (unsigned long)st.recompress_declined);
+	       (unsigned long)st.recompress_declined, (unsigned long)st.recompressed_dict);
+	if (recompress && !st.recompressed_dict) {
+		fprintf(stderr, "FAIL: nothing was recompressed against the dictionary\n");
+		bad = 1;
+	}
 	if (atomic_load(&mismatches) || atomic_load(&errors)) {
 		fprintf(stderr, "FAIL: %lu mismatches, %lu errors\n",
 			atomic_load(&mismatches), atomic_load(&errors));

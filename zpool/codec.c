@@ -41,7 +41,13 @@ static struct ctx_sizes ctx_sizes(const struct zp_pool *pool)
 		ZSTD_compressionParameters cp =
 			ZSTD_getCParams(zstd_level(pool), ZP_PAGE_SIZE, 0);
 
-		s.zc = zp_page_align(ZSTD_estimateCCtxSize_usingCParams(cp));
+		size_t zc = ZSTD_estimateCCtxSize_usingCParams(cp);
+
+		/* Recompression compresses against its dictionary too (zdict.c). */
+		if (pool->opt.recompress && !pool->opt.recompress_no_dict &&
+		    zp_zdict_cctx_bytes(zstd_level(pool)) > zc)
+			zc = zp_zdict_cctx_bytes(zstd_level(pool));
+		s.zc = zp_page_align(zc);
 		s.zd = zp_page_align(ZSTD_estimateDCtxSize());
 	}
 	if (pool->opt.codec == ZP_CODEC_LZ4)
@@ -77,13 +83,14 @@ int zp_codec_init(struct zp_pool *pool)
 				return -ENOMEM;
 		}
 	}
-	return 0;
+	return zp_zdict_init(pool);
 }
 
 void zp_codec_destroy(struct zp_pool *pool)
 {
 	struct ctx_sizes s = ctx_sizes(pool);
 
+	zp_zdict_destroy(pool);
 	if (!pool->ctx)
 		return;
 	for (unsigned i = 0; i < ZP_NR_CTX; i++)
@@ -117,18 +124,24 @@ void zp_cctx_put(struct zp_cctx *c)
 	pthread_mutex_unlock(&c->lock);
 }
 
-size_t zp_compress_zstd(struct zp_pool *pool, struct zp_cctx *c, const void *page)
+size_t zp_compress_zstd(struct zp_pool *pool, struct zp_cctx *c, const void *page,
+			const void *cdict)
 {
-	size_t n = ZSTD_compressCCtx(c->zstd_c, c->buf, ZP_SCRATCH, page, ZP_PAGE_SIZE,
-				     zstd_level(pool));
+	size_t n = cdict ? ZSTD_compress_usingCDict(c->zstd_c, c->buf, ZP_SCRATCH, page,
+						    ZP_PAGE_SIZE, cdict) :
+			   ZSTD_compressCCtx(c->zstd_c, c->buf, ZP_SCRATCH, page, ZP_PAGE_SIZE,
+					     zstd_level(pool));
 
 	return ZSTD_isError(n) ? 0 : n;
 }
 
-int zp_decompress_zstd(struct zp_pool *pool, const void *src, size_t len, void *dst)
+int zp_decompress_zstd(struct zp_pool *pool, const void *src, size_t len, void *dst,
+		       const void *ddict)
 {
 	struct zp_cctx *c = zp_cctx_get(pool);
-	size_t n = ZSTD_decompressDCtx(c->zstd_d, dst, ZP_PAGE_SIZE, src, len);
+	size_t n = ddict ? ZSTD_decompress_usingDDict(c->zstd_d, dst, ZP_PAGE_SIZE, src, len,
+						      ddict) :
+			   ZSTD_decompressDCtx(c->zstd_d, dst, ZP_PAGE_SIZE, src, len);
 
 	zp_cctx_put(c);
 	return !ZSTD_isError(n) && n == ZP_PAGE_SIZE ? 0 : -EIO;
@@ -137,7 +150,7 @@ int zp_decompress_zstd(struct zp_pool *pool, const void *src, size_t len, void *
 size_t zp_compress(struct zp_pool *pool, struct zp_cctx *c, const void *page)
 {
 	if (pool->opt.codec == ZP_CODEC_ZSTD)
-		return zp_compress_zstd(pool, c, page);
+		return zp_compress_zstd(pool, c, page, NULL);
 	int n = LZ4_compress_fast_extState(c->lz4_state, page, (char *)c->buf,
 					   (int)ZP_PAGE_SIZE, (int)ZP_SCRATCH,
 					   pool->opt.level);
@@ -150,7 +163,7 @@ size_t zp_compress(struct zp_pool *pool, struct zp_cctx *c, const void *page)
 int zp_decompress(struct zp_pool *pool, const void *src, size_t len, void *dst)
 {
 	if (pool->opt.codec == ZP_CODEC_ZSTD)
-		return zp_decompress_zstd(pool, src, len, dst);
+		return zp_decompress_zstd(pool, src, len, dst, NULL);
 	return LZ4_decompress_safe(src, dst, (int)len, (int)ZP_PAGE_SIZE) ==
 	       (int)ZP_PAGE_SIZE ? 0 : -EIO;
 }

@@ -87,16 +87,22 @@ static void finish(struct zp_pool *pool, zp_entry_t e, zp_handle_t zh, uint32_t 
 	}
 	zp_free(pool, old);
 	zp_stat_sub(pool, st_compr, len);
-	zp_stat_add(pool, st_compr, zlen);
+	zp_stat_add(pool, st_compr, zp_zlen_bytes(zlen));
 	zp_stat_add(pool, st_recompressed, 1);
+	if (zlen & ZP_ZLEN_DICT)
+		zp_stat_add(pool, st_recompressed_dict, 1);
 }
 
-/* The zstd object for entry @e, or 0 when it is not worth one. */
+/*
+ * The zstd object for entry @e, or 0 when it is not worth one; *@zlen is
+ * its length, with ZP_ZLEN_DICT when it was compressed against the
+ * dictionary.
+ */
 static zp_handle_t recompress_one(struct zp_pool *pool, zp_entry_t e, uint32_t *zlen)
 {
 	struct zp_entry *ent = &pool->entry[e];
 	unsigned char page[ZP_PAGE_SIZE];
-	const void *p;
+	const void *p, *cdict;
 	struct zp_cctx *c;
 	zp_handle_t zh = 0;
 	size_t n;
@@ -111,14 +117,20 @@ static zp_handle_t recompress_one(struct zp_pool *pool, zp_entry_t e, uint32_t *
 	zp_obj_read_end(pool, ent->handle, p);
 	if (ret < 0)
 		return 0;
+	cdict = zp_zdict_cdict(pool);
 	c = zp_cctx_get(pool);
-	n = zp_compress_zstd(pool, c, page);
+	n = zp_compress_zstd(pool, c, page, cdict);
+	if (cdict && !n) {
+		/* (Cannot happen, the context being sized for it: stay correct anyway.) */
+		cdict = NULL;
+		n = zp_compress_zstd(pool, c, page, NULL);
+	}
 	if (worth_it(ent->len, n) && zp_obj_malloc(pool, n, &zh) == 0)
 		zp_obj_write(pool, zh, c->buf, n);
 	else
 		zh = 0;
 	zp_cctx_put(c);
-	*zlen = (uint32_t)n;
+	*zlen = (uint32_t)n | (cdict ? ZP_ZLEN_DICT : 0);
 	return zh;
 }
 

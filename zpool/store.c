@@ -341,6 +341,8 @@ int zp_store(struct zp_pool *pool, const void *page, zp_entry_t *entry)
 	zp_stat_add(pool, st_compr, len);
 	if (raw)
 		zp_stat_add(pool, st_huge, 1);
+	else
+		zp_zdict_offer(pool, page, len);
 	*entry = e;
 	return 0;
 }
@@ -375,7 +377,11 @@ int zp_load(struct zp_pool *pool, zp_entry_t e, void *dst)
 	case ZE_ZOBJ: {
 		const void *p = zp_obj_read_begin(pool, ent->zhandle, NULL);
 
-		ret = p ? zp_decompress_zstd(pool, p, ent->zlen, dst) : -EIO;
+		const void *ddict = ent->zlen & ZP_ZLEN_DICT ? zp_zdict_ddict(pool) : NULL;
+
+		/* (A dictionary's object without the dictionary: corrupt, never made so.) */
+		ret = p && (ddict || !(ent->zlen & ZP_ZLEN_DICT)) ?
+		      zp_decompress_zstd(pool, p, zp_zlen_bytes(ent->zlen), dst, ddict) : -EIO;
 		zp_obj_read_end(pool, ent->zhandle, p);
 		break;
 	}
@@ -435,10 +441,10 @@ int zp_invalidate(struct zp_pool *pool, zp_entry_t e)
 			lru_del(pool, e);
 		}
 		/* Recompression may have switched it meanwhile: its length is zlen. */
-		len = kind == ZE_ZOBJ ? ent->zlen : ent->len;
+		len = kind == ZE_ZOBJ ? zp_zlen_bytes(ent->zlen) : ent->len;
 		pthread_mutex_unlock(&pool->lru_lock);
 	} else if (kind == ZE_ZOBJ) {
-		len = ent->zlen;
+		len = zp_zlen_bytes(ent->zlen);
 	}
 	switch (kind) {
 	case ZE_SAME:

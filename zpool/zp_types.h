@@ -154,8 +154,29 @@ struct zp_entry {
 	uint32_t csum;			/* ZE_DISK: zp_csum of the bytes written */
 	uint64_t word;			/* ZE_SAME: the word */
 	_Atomic uint64_t offset;	/* ZE_DISK: file offset */
-	uint32_t zhandle, zlen;		/* ZE_ZOBJ: the zstd object */
+	uint32_t zhandle, zlen;		/* ZE_ZOBJ: the zstd object (zlen: ZP_ZLEN_DICT | bytes) */
 	uint32_t stored_ms;		/* when stored (zp_now_ms, wraps in 49 days) */
+};
+
+/* A ZE_ZOBJ compressed with the recompression dictionary (zdict.c). */
+#define ZP_ZLEN_DICT		0x80000000u
+
+static inline uint32_t zp_zlen_bytes(uint32_t zlen)
+{
+	return zlen & ~ZP_ZLEN_DICT;
+}
+
+/* zdict.c: the recompression dictionary, made once from the pool's first pages. */
+#define ZP_ZDICT_PAGES		4
+#define ZP_ZDICT_BYTES		(ZP_ZDICT_PAGES * ZP_PAGE_SIZE)
+struct zp_zdict {
+	unsigned char *cand;		/* the sample, the content, zstd's dictionaries (mmap'd) */
+	size_t map_bytes;
+	pthread_mutex_t lock;		/* the sample */
+	uint64_t seen, rng;		/* compressible stores sampled from; lock held */
+	void *cdict, *ddict;		/* valid once ready */
+	atomic_bool chosen;		/* the sample is closed: a dictionary or none */
+	atomic_bool ready;
 };
 
 /* One compression context: a scratch buffer and codec state. */
@@ -210,6 +231,7 @@ struct zp_pool {
 	pthread_mutex_t lru_lock;
 	uint32_t lru_head, lru_tail;	/* oldest at head */
 	struct zp_cctx *ctx;		/* ZP_NR_CTX contexts */
+	struct zp_zdict zdict;
 	struct zp_wb *wb;
 
 	/* statistics; relaxed atomics, exact only when quiescent */
@@ -217,7 +239,7 @@ struct zp_pool {
 	_Atomic uint64_t st_compacted, st_moved, st_written, st_on_disk;
 	_Atomic uint64_t st_wb_loads, st_wb_errors, st_wb_read_errors;
 	_Atomic uint64_t st_limit_hit, st_reject_poor, st_reject_alloc;
-	_Atomic uint64_t st_recompressed, st_recompress_declined;
+	_Atomic uint64_t st_recompressed, st_recompress_declined, st_recompressed_dict;
 };
 
 /* mem.c: the only source of memory */
@@ -296,9 +318,28 @@ void zp_cctx_put(struct zp_cctx *c);
 /* Compress a page into c->buf; returns the length or 0 if it did not fit. */
 size_t zp_compress(struct zp_pool *pool, struct zp_cctx *c, const void *page);
 int zp_decompress(struct zp_pool *pool, const void *src, size_t len, void *dst);
-/* The same with zstd whatever the pool's codec (zstd pools, or recompress). */
-size_t zp_compress_zstd(struct zp_pool *pool, struct zp_cctx *c, const void *page);
-int zp_decompress_zstd(struct zp_pool *pool, const void *src, size_t len, void *dst);
+/*
+ * The same with zstd whatever the pool's codec (zstd pools, or recompress).
+ * With @cdict (zp_zdict_cdict()), compressed against it: the object then
+ * loads only with @ddict given (zp_zdict_ddict()).
+ */
+size_t zp_compress_zstd(struct zp_pool *pool, struct zp_cctx *c, const void *page,
+			const void *cdict);
+int zp_decompress_zstd(struct zp_pool *pool, const void *src, size_t len, void *dst,
+		       const void *ddict);
+
+/* zdict.c */
+int zp_zdict_init(struct zp_pool *pool);
+void zp_zdict_destroy(struct zp_pool *pool);
+/* What a compression context needs to compress against the dictionary. */
+size_t zp_zdict_cctx_bytes(int level);
+/* A page stored (@lz4_len: its compressed size): into the sample, maybe. */
+void zp_zdict_offer(struct zp_pool *pool, const void *page, size_t lz4_len);
+/* The dictionary to recompress with, chosen on the first call the sample allows; else NULL. */
+const void *zp_zdict_cdict(struct zp_pool *pool);
+/* The dictionary to load with, once made, else NULL. */
+const void *zp_zdict_ddict(struct zp_pool *pool);
+void zp_zdict_forked(struct zp_pool *pool);
 
 /* writeback.c */
 int zp_wb_init(struct zp_pool *pool);

@@ -95,6 +95,17 @@ struct zp_options {
 	 */
 	bool recompress;
 	int recompress_level;
+	/*
+	 * Recompress without the dictionary of the pool's own pages
+	 * (zpool/zdict.c), which makes zstd's objects a sixth to a quarter
+	 * smaller on heap pages.
+	 */
+	bool recompress_no_dict;
+	/*
+	 * The dictionary's pages are drawn from this many stores that lz4
+	 * halved (and chosen once that many are seen); 0: 4096, at least 16.
+	 */
+	unsigned recompress_dict_after;
 };
 
 /* Pool-wide statistics (the kernel's names where they exist). */
@@ -120,6 +131,7 @@ struct zp_stats {
 	uint64_t reject_alloc_fail;	/* stores refused: no memory */
 	uint64_t recompressed_pages;	/* entries zp_recompress() moved to zstd */
 	uint64_t recompress_declined;	/* entries it left (raw, or zstd no smaller) */
+	uint64_t recompressed_dict;	/* of those moved, compressed against the dictionary */
 };
 
 /* Per-class row of zp_classes_show(), as zsmalloc's debugfs "classes". */

@@ -243,7 +243,8 @@ while not os.path.exists(sys.argv[1]):
 	[ "$ST" = 0 ] || fail "spill_background=$bg: python3 exited $ST: $(head -3 "$T/bg.err")"
 	spilled=$(sed -n 's/^spilled \([0-9]*\) .*/\1/p' "$T/bg.err")
 	bgp=$(sed -n 's/^spilled .* background \([0-9]*\) (stopped [0-9]*)$/\1/p' "$T/bg.err")
-	rcd=$(sed -n "s/^spilled .* (by the program's threads \([0-9]*\)) .*/\1/p" "$T/bg.err")
+	rcd=$(sed -n "s/^spilled .* (by the program's threads \([0-9]*\), .*/\1/p" "$T/bg.err")
+	dic=$(sed -n "s/^spilled .*, against the dictionary \([0-9]*\)) .*/\1/p" "$T/bg.err")
 	[ -n "$spilled" ] && [ -n "$bgp" ] && [ -n "$rcd" ] && [ "$spilled" -gt 0 ] ||
 		fail "spill_background=$bg: no spill line in the exit report: $(grep -v '^[a-z_]* [0-9]*$' "$T/bg.err" | head -3)"
 	if [ "$bg" = 1 ]; then
@@ -251,6 +252,10 @@ while not os.path.exists(sys.argv[1]):
 			fail "spill_background=1: the background took $bgp of $spilled pages"
 		[ "$rcd" = 0 ] || fail "spill_background=1: the program's thread recompressed $rcd pool pages"
 		echo "$TEST_NAME: background reclaim: $bgp pages of $spilled spilled by it"
+		# spill_dict=1: the dictionary is chosen after 4,096 stores lz4 halved.
+		[ "$spilled" -lt 8192 ] || [ "${dic:-0}" -gt 0 ] ||
+			fail "spill_background=1: $spilled pages spilled, none recompressed against the dictionary"
+		echo "$TEST_NAME: recompressed against the dictionary: ${dic:-0} pages"
 	else
 		[ "$bgp" = 0 ] || fail "spill_background=0: $bgp pages reclaimed in the background"
 		[ "$rcd" -gt 0 ] || fail "spill_background=0: the program's thread recompressed nothing"
