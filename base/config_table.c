@@ -78,7 +78,8 @@ const struct cgm_conf_key cgm_conf_keys[] = {
 	{ "spill_dict", CGM_CONF_BOOL, FIELD(spill_dict), "1",
 	  "recompression compresses against a dictionary of four of the program's own pages, "
 	  "chosen once from a sample of the first 4096 pages spilled that lz4 halved: zstd's "
-	  "copies a sixth to a quarter smaller on heap pages, loaded as fast",
+	  "copies up to a quarter smaller where the program's pages resemble each other "
+	  "(records, a page cache), loaded as fast",
 	  NULL, 0, 0 },
 	{ "spill_background", CGM_CONF_BOOL, FIELD(spill_background), "1",
 	  "a thread of the process spills in the background to keep its group a margin (1/32) "

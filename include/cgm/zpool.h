@@ -97,8 +97,8 @@ struct zp_options {
 	int recompress_level;
 	/*
 	 * Recompress without the dictionary of the pool's own pages
-	 * (zpool/zdict.c), which makes zstd's objects a sixth to a quarter
-	 * smaller on heap pages.
+	 * (zpool/zdict.c), which makes zstd's objects up to a quarter
+	 * smaller where a program's pages resemble each other.
 	 */
 	bool recompress_no_dict;
 	/*
