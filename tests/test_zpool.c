@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cgm/zpool.h"
@@ -424,7 +425,8 @@ END_TEST
  * its pages holds the same pages in fewer bytes than one that does not
  * (recompress_no_dict), and both load them byte-identical -- those
  * recompressed against it and those recompressed before the sample
- * closed.  The sample avoids what does not compress: a pool whose sample
+ * closed, and so does a forked child from its copy of the pool.  The
+ * sample avoids what does not compress: a pool whose sample
  * met only pages of random bytes makes no dictionary.  Without the
  * dictionary (zp_compress_zstd() given none), the size check fails.
  */
@@ -456,6 +458,22 @@ START_TEST(test_recompress_dict)
 			       memcmp(out, pages[i], ZPT_PAGE) != 0;
 	}
 	ck_assert_uint_eq(bad, 0);
+	/* A forked child loads them from its copy of the pool, dictionary included. */
+	{
+		pid_t pid = fork();
+		int status = -1;
+
+		if (pid == 0) {
+			zp_pool_forked(pools[0]);
+			for (int i = 0; i < 128; i++)
+				bad += zp_load(pools[0], e[0][i], out) != 0 ||
+				       memcmp(out, pages[i], ZPT_PAGE) != 0;
+			_exit(bad ? 1 : 0);
+		}
+		ck_assert_int_gt(pid, 0);
+		ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+		ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	}
 	ck_assert_uint_eq(st[0].recompressed_pages, 128);
 	ck_assert_uint_eq(st[1].recompressed_pages, 128);
 	ck_assert_uint_eq(st[0].recompressed_dict, 126);
