@@ -13,6 +13,12 @@
  * cgm_spill_resume(): a third memory.reclaim spills again, and zswpout
  * goes on from where it was (a new engine counts from zero).  Prints
  * "spill_stop: ok, ..." or says what failed (exit 1).
+ *
+ *   spill_stop refused
+ *
+ * In a process where nothing spills (spill=0, or spill=1 refused at
+ * start-up): cgm_spill_stop() brings back nothing (0) and
+ * cgm_spill_resume() says -ENODEV.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -67,6 +73,22 @@ static size_t unreadable(int mem, unsigned char **cold, size_t n, size_t *bad)
 	return count;
 }
 
+/* spill_stop refused: the calls where nothing spills. */
+static int refused(void)
+{
+	long back = cgm_spill_stop();
+	int resumed = cgm_spill_resume();
+
+	if (back != 0 || resumed != -ENODEV) {
+		fprintf(stderr, "spill_stop: FAIL: where nothing spills, cgm_spill_stop() returned "
+			"%ld (0 expected) and cgm_spill_resume() %d (-ENODEV expected)\n", back,
+			resumed);
+		return 1;
+	}
+	printf("spill_stop: ok, nothing spills: stop 0, resume -ENODEV\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	unsigned long mb;
@@ -76,12 +98,14 @@ int main(int argc, char **argv)
 	int mem;
 	char want[32];
 
-	if (!spill_args(argc, argv, 1, "MB", &mb))
-		return 2;
 	if (!cgm_write || !cgm_read || !cgm_spill_stop || !cgm_spill_resume) {
 		fprintf(stderr, "spill_stop: FAIL: libcgmalloc.so is not preloaded\n");
 		return 1;
 	}
+	if (argc == 2 && strcmp(argv[1], "refused") == 0)
+		return refused();
+	if (!spill_args(argc, argv, 1, "MB", &mb))
+		return 2;
 	cold = cold_fill("spill_stop", mb, &n);
 	mem = open("/proc/self/mem", O_RDONLY);
 	if (!cold || n == 0 || mem < 0)

@@ -939,6 +939,12 @@ in=$(value /stop memory.stat zswpin)
 	fail "spill_stop: zswpout $out, zswpin $in after spilling 32 MiB twice and reading it all back"
 CHECKS=$((CHECKS + 1))
 echo "$TEST_NAME: $(cat "$T/out")"
+# Where nothing spills: cgm_spill_resume() says -ENODEV (spill=0 here, a
+# refused spill=1 below).
+within 30 pre "group=/stop0,spill=0" "$SPILL_STOP" refused
+[ "$ST" = 0 ] && grep -q "^spill_stop: ok" "$T/out" ||
+	fail "spill_stop refused, spill=0: status $ST: $(tail -2 "$T/err")"
+CHECKS=$((CHECKS + 1))
 
 # Without the privilege (uid 65534, vm.unprivileged_userfaultfd=0): one
 # line that says what to grant, and the program runs unspilled.
@@ -954,6 +960,11 @@ if [ "$(id -u)" = 0 ] && [ "$(cat /proc/sys/vm/unprivileged_userfaultfd 2>/dev/n
 	grep -q "CAP_SYS_PTRACE" "$T/err" || fail "unprivileged spill=1: no line naming what to grant"
 	grep -q "spill=1 refused" "$T/err" || fail "unprivileged spill=1: no refusal line"
 	[ "$(wc -l <"$T/err")" = 1 ] || fail "unprivileged spill=1: not one line: $(cat "$T/err")"
+	setpriv --reuid 65534 --regid 65534 --clear-groups env LD_PRELOAD="$CGM_LIB" \
+		CGMALLOC_CONF="hierarchy=$T/u/h,scope=/u2,spill=1" "$SPILL_STOP" refused \
+		>"$T/out" 2>"$T/err" ||
+		fail "unprivileged spill=1: spill_stop refused failed: $(tail -2 "$T/err")"
+	grep -q "spill=1 refused" "$T/err" || fail "unprivileged spill_stop: no refusal line"
 	CHECKS=$((CHECKS + 1))
 fi
 echo "$TEST_NAME: $CHECKS checks passed"
