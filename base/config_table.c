@@ -76,10 +76,10 @@ const struct cgm_conf_key cgm_conf_keys[] = {
 	  "spill_backing)",
 	  NULL, 0, 0 },
 	{ "spill_dict", CGM_CONF_BOOL, FIELD(spill_dict), "1",
-	  "recompression compresses against a dictionary of four of the program's own pages, "
-	  "chosen once from a sample of the first 4096 pages spilled that lz4 halved: zstd's "
-	  "copies up to a quarter smaller where the program's pages resemble each other "
-	  "(records, a page cache), loaded as fast",
+	  "zstd (recompression, or spill_codec=zstd) compresses against a dictionary of four "
+	  "of the program's own pages, chosen once from a sample of the first 4096 pages "
+	  "spilled that compressed to half: copies up to a quarter smaller where the program's "
+	  "pages resemble each other (records, a page cache), loaded as fast",
 	  NULL, 0, 0 },
 	{ "spill_background", CGM_CONF_BOOL, FIELD(spill_background), "1",
 	  "a thread of the process spills in the background to keep its group a margin (1/32) "

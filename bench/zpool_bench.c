@@ -283,7 +283,7 @@ static void memory(enum zp_codec codec, const char *name)
  */
 static void recompressed(bool dict, const char *name)
 {
-	struct zp_options o = { .recompress = true, .recompress_no_dict = !dict,
+	struct zp_options o = { .recompress = true, .no_dict = !dict,
 				.arena_bytes = 1ull << 30 };
 	zp_entry_t *e = malloc(sizeof(*e) * (size_t)npages);
 	unsigned char out[ZPT_PAGE];

@@ -293,7 +293,7 @@ static bool open_engine(void)
 		.backing = own_backing(),
 		.recompress = cgm_conf.spill_recompress && cgm_conf.spill_codec == CGM_SPILL_LZ4 &&
 			      !cgm_conf.spill_backing[0],
-		.recompress_no_dict = !cgm_conf.spill_dict,
+		.no_dict = !cgm_conf.spill_dict,
 	};
 	int err;
 
@@ -507,7 +507,7 @@ int cgm_spill_report(char *buf, size_t len)
 	return snprintf(buf, len,
 			"== spill\nspilled %llu refaulted %llu (hot %llu) read ahead %llu restored %llu "
 			"discarded %llu misreported %llu unshared %llu "
-			"skipped %llu (hot %llu, written %llu) in_pool %llu pool_bytes %llu "
+			"skipped %llu (hot %llu, written %llu) in_pool %llu pool_bytes %llu dict_stores %llu "
 			"written_back %llu recompressed %llu (by the program's threads %llu, "
 			"against the dictionary %llu) background %llu (stopped %llu)\n",
 			(unsigned long long)ss.spilled, (unsigned long long)ss.refaulted,
@@ -519,6 +519,7 @@ int cgm_spill_report(char *buf, size_t len)
 			(unsigned long long)ss.skipped_hot, (unsigned long long)second_chances,
 			(unsigned long long)ss.in_pool,
 			(unsigned long long)(zs.mem_used_total + zs.meta_bytes),
+			(unsigned long long)zs.stored_dict,
 			(unsigned long long)zs.written_back_pages,
 			(unsigned long long)zs.recompressed_pages,
 			(unsigned long long)__atomic_load_n(&recompressed_direct, __ATOMIC_RELAXED),

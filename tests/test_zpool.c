@@ -420,10 +420,29 @@ START_TEST(test_recompress)
 }
 END_TEST
 
+/* Two pools, with the dictionary and without, over the same 128 text pages. */
+struct dict_pair {
+	unsigned char pages[128][ZPT_PAGE];
+	unsigned char out[ZPT_PAGE];
+	zp_entry_t e[2][128];
+	struct zp_stats st[2];
+	struct zp_pool *pools[2];
+};
+
+static struct dict_pair *dict_pair_new(uint64_t seed)
+{
+	static struct dict_pair dp;
+
+	memset(&dp, 0, sizeof(dp));
+	for (int i = 0; i < 128; i++)
+		zpt_page_text(&seed, dp.pages[i]);
+	return &dp;
+}
+
 /*
  * The recompression dictionary: a pool that makes one from a sample of
  * its pages holds the same pages in fewer bytes than one that does not
- * (recompress_no_dict), and both load them byte-identical -- those
+ * (no_dict), and both load them byte-identical -- those
  * recompressed against it and those recompressed before the sample
  * closed, and so does a forked child from its copy of the pool.  The
  * sample avoids what does not compress: a pool whose sample
@@ -432,18 +451,18 @@ END_TEST
  */
 START_TEST(test_recompress_dict)
 {
-	struct zp_options with = { .recompress = true, .recompress_dict_after = 64 };
-	struct zp_options without = { .recompress = true, .recompress_no_dict = true };
-	struct zp_pool *pools[2] = { new_pool(&with), new_pool(&without) }, *rnd;
-	static unsigned char pages[128][ZPT_PAGE];
-	unsigned char out[ZPT_PAGE];
-	zp_entry_t e[2][128];
-	struct zp_stats st[2];
+	struct zp_options with = { .recompress = true, .dict_after = 64 };
+	struct zp_options without = { .recompress = true, .no_dict = true };
+	struct dict_pair *dp = dict_pair_new(5);
+	struct zp_pool **pools = dp->pools, *rnd;
+	unsigned char (*pages)[ZPT_PAGE] = dp->pages, *out = dp->out;
+	zp_entry_t (*e)[128] = dp->e;
+	struct zp_stats *st = dp->st;
 	uint64_t rng = 5;
 	unsigned bad = 0;
 
-	for (int i = 0; i < 128; i++)
-		zpt_page_text(&rng, pages[i]);
+	pools[0] = new_pool(&with);
+	pools[1] = new_pool(&without);
 	for (int p = 0; p < 2; p++) {
 		/* Two recompressed while the sample is open (32 of 64), the rest after. */
 		for (int i = 0; i < 32; i++)
@@ -505,6 +524,55 @@ START_TEST(test_recompress_dict)
 		bad += zp_load(rnd, e[0][i], out) != 0 || memcmp(out, pages[i], ZPT_PAGE) != 0;
 	ck_assert_uint_eq(bad, 0);
 	zp_destroy_pool(rnd);
+}
+END_TEST
+
+/*
+ * A zstd pool compresses its stores against the dictionary once the
+ * sample closes (16 pages that halved), holds the same pages in fewer
+ * bytes than one without, and loads them byte-identical: from memory and
+ * from the backing file after writeback (the entry keeps saying which
+ * need the dictionary).  Without the dictionary at loads, they fail.
+ */
+START_TEST(test_zstd_pool_dict)
+{
+	struct dict_pair *dp = dict_pair_new(9);
+	struct zp_pool **pools = dp->pools;
+	unsigned char (*pages)[ZPT_PAGE] = dp->pages, *out = dp->out;
+	zp_entry_t (*e)[128] = dp->e;
+	struct zp_stats *st = dp->st;
+	char paths[2][64];
+	unsigned bad = 0;
+
+	for (int p = 0; p < 2; p++) {
+		struct zp_options o = { .codec = ZP_CODEC_ZSTD, .dict_after = 16, .no_dict = p == 1 };
+		int fd;
+
+		snprintf(paths[p], sizeof(paths[p]), "/tmp/zpool-test-zdict-XXXXXX");
+		fd = mkstemp(paths[p]);
+		ck_assert_int_ge(fd, 0);
+		close(fd);
+		o.backing = paths[p];
+		pools[p] = new_pool(&o);
+		for (int i = 0; i < 128; i++)
+			ck_assert_int_eq(zp_store(pools[p], pages[i], &e[p][i]), 0);
+		zp_pool_stats(pools[p], &st[p]);
+		/* The oldest half goes to the file: those made before the dictionary and after. */
+		ck_assert_int_eq(zp_writeback(pools[p], 64), 64);
+		for (int i = 0; i < 128; i++)
+			bad += zp_load(pools[p], e[p][i], out) != 0 ||
+			       memcmp(out, pages[i], ZPT_PAGE) != 0;
+	}
+	ck_assert_uint_eq(bad, 0);
+	/* The 16 sampled before it, and the one whose store chose it, are without. */
+	ck_assert_uint_ge(st[0].stored_dict, 128 - 17);
+	ck_assert_uint_lt(st[0].stored_dict, 128);
+	ck_assert_uint_eq(st[1].stored_dict, 0);
+	ck_assert_uint_lt(st[0].compr_data_size * 20, st[1].compr_data_size * 19);
+	for (int p = 0; p < 2; p++) {
+		zp_destroy_pool(pools[p]);
+		unlink(paths[p]);
+	}
 }
 END_TEST
 
@@ -1031,6 +1099,7 @@ int main(void)
 	tcase_add_test(tc, test_zstd_vs_lz4);
 	tcase_add_test(tc, test_recompress);
 	tcase_add_test(tc, test_recompress_dict);
+	tcase_add_test(tc, test_zstd_pool_dict);
 	tcase_add_test(tc, test_bad_input);
 	tcase_add_test(tc, test_classes_show);
 	tcase_add_test(tc, test_writeback_and_reuse);

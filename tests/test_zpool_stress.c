@@ -9,9 +9,11 @@
  * With "recompress" the pool has no backing file and the sixth thread
  * recompresses the oldest entries with zstd instead (zp_recompress),
  * while the workers load and invalidate them -- against the dictionary,
- * chosen from the workers' stores while they store.
+ * chosen from the workers' stores while they store.  With "zstd" the
+ * pool is a zstd one, whose stores use that dictionary once it is chosen,
+ * and the sixth thread writes back as without an argument.
  *
- * usage: test_zpool_stress [ops-per-thread] [seed] [recompress]
+ * usage: test_zpool_stress [ops-per-thread] [seed] [recompress|zstd]
  */
 #include <errno.h>
 #include <pthread.h>
@@ -37,7 +39,7 @@ static unsigned long ops = 20000;
 static uint64_t seed = 42;
 static atomic_bool stop;
 static atomic_ulong mismatches, errors, compactions, writebacks, peak_pages;
-static bool recompress;
+static bool recompress, zstd;
 
 struct worker {
 	pthread_t tid;
@@ -200,6 +202,7 @@ int main(int argc, char **argv)
 	if (argc > 2)
 		seed = strtoull(argv[2], NULL, 0);
 	recompress = argc > 3 && strcmp(argv[3], "recompress") == 0;
+	zstd = argc > 3 && strcmp(argv[3], "zstd") == 0;
 	nheap = zpt_heap_pages(1024, &heap, &source);
 	fd = mkstemp(path);
 	if (nheap <= 0 || fd < 0) {
@@ -209,8 +212,9 @@ int main(int argc, char **argv)
 	close(fd);
 	o.backing = recompress ? NULL : path;
 	o.recompress = recompress;
+	o.codec = zstd ? ZP_CODEC_ZSTD : ZP_CODEC_LZ4;
 	/* The dictionary is chosen early, while the workers store and load (zdict.c). */
-	o.recompress_dict_after = 64;
+	o.dict_after = 64;
 	if (zp_create_pool(&o, &pool)) {
 		fprintf(stderr, "cannot create pool\n");
 		return 2;
@@ -238,15 +242,17 @@ int main(int argc, char **argv)
 	printf("stress: %d threads x %lu ops (%s): %lu stores (%lu refused), %lu loads, "
 	       "%lu objects (%lu refused), "
 	       "%lu compactions (%lu pages, %lu objects moved), %lu written back, "
-	       "%lu loads from disk, %lu recompressed (%lu declined, %lu against the dictionary)\n",
+	       "%lu loads from disk, %lu recompressed (%lu declined, %lu against the dictionary), "
+	       "%lu stored against the dictionary\n",
 	       WORKERS, ops, source,
 	       stores, refused, loads, objs,
 	       objs_refused, atomic_load(&compactions), (unsigned long)st.pages_compacted,
 	       (unsigned long)st.objs_moved, (unsigned long)st.written_back_pages,
 	       (unsigned long)st.wb_loads, (unsigned long)st.recompressed_pages,
-	       (unsigned long)st.recompress_declined, (unsigned long)st.recompressed_dict);
-	if (recompress && !st.recompressed_dict) {
-		fprintf(stderr, "FAIL: nothing was recompressed against the dictionary\n");
+	       (unsigned long)st.recompress_declined, (unsigned long)st.recompressed_dict,
+	       (unsigned long)st.stored_dict);
+	if ((recompress && !st.recompressed_dict) || (zstd && !st.stored_dict)) {
+		fprintf(stderr, "FAIL: nothing was compressed against the dictionary\n");
 		bad = 1;
 	}
 	if (atomic_load(&mismatches) || atomic_load(&errors)) {

@@ -32,7 +32,8 @@ check-zpool-model: $(ZPT)/test_zpool_model
 	$(RUN) $(ZPT)/test_zpool_model
 
 check-zpool-stress: $(ZPT)/test_zpool_stress
-	$(RUN) sh -c '$(ZPT)/test_zpool_stress && $(ZPT)/test_zpool_stress 20000 42 recompress'
+	$(RUN) sh -c '$(ZPT)/test_zpool_stress && $(ZPT)/test_zpool_stress 20000 42 recompress && \
+		$(ZPT)/test_zpool_stress 20000 7 zstd'
 
 check-zpool-fault: $(ZPT)/test_zpool_fault
 	$(RUN) $(ZPT)/test_zpool_fault
@@ -50,7 +51,8 @@ $(ZPT)/tsan/test_zpool_stress: tests/test_zpool_stress.c tests/zpool_pages.c \
 
 check-tsan-zpool: $(ZPT)/tsan/test_zpool_stress
 	$(RUN) env TSAN_OPTIONS="halt_on_error=1 exitcode=66" sh -c \
-		'$(ZPT)/tsan/test_zpool_stress 20000 && $(ZPT)/tsan/test_zpool_stress 20000 42 recompress'
+		'$(ZPT)/tsan/test_zpool_stress 20000 && $(ZPT)/tsan/test_zpool_stress 20000 42 recompress && \
+		 $(ZPT)/tsan/test_zpool_stress 10000 7 zstd'
 
 check-spill: $(ZPT)/test_spill
 	$(RUN) $(ZPT)/test_spill

@@ -43,9 +43,8 @@ static struct ctx_sizes ctx_sizes(const struct zp_pool *pool)
 
 		size_t zc = ZSTD_estimateCCtxSize_usingCParams(cp);
 
-		/* Recompression compresses against its dictionary too (zdict.c). */
-		if (pool->opt.recompress && !pool->opt.recompress_no_dict &&
-		    zp_zdict_cctx_bytes(zstd_level(pool)) > zc)
+		/* zstd compresses against the dictionary too (zdict.c). */
+		if (zp_zdict_wanted(pool) && zp_zdict_cctx_bytes(zstd_level(pool)) > zc)
 			zc = zp_zdict_cctx_bytes(zstd_level(pool));
 		s.zc = zp_page_align(zc);
 		s.zd = zp_page_align(ZSTD_estimateDCtxSize());
@@ -147,10 +146,19 @@ int zp_decompress_zstd(struct zp_pool *pool, const void *src, size_t len, void *
 	return !ZSTD_isError(n) && n == ZP_PAGE_SIZE ? 0 : -EIO;
 }
 
-size_t zp_compress(struct zp_pool *pool, struct zp_cctx *c, const void *page)
+size_t zp_compress(struct zp_pool *pool, struct zp_cctx *c, const void *page, const void *cdict,
+		   bool *dict)
 {
-	if (pool->opt.codec == ZP_CODEC_ZSTD)
+	*dict = false;
+	if (pool->opt.codec == ZP_CODEC_ZSTD) {
+		size_t n = cdict ? zp_compress_zstd(pool, c, page, cdict) : 0;
+
+		if (n) {
+			*dict = true;
+			return n;
+		}
 		return zp_compress_zstd(pool, c, page, NULL);
+	}
 	int n = LZ4_compress_fast_extState(c->lz4_state, page, (char *)c->buf,
 					   (int)ZP_PAGE_SIZE, (int)ZP_SCRATCH,
 					   pool->opt.level);
@@ -160,10 +168,16 @@ size_t zp_compress(struct zp_pool *pool, struct zp_cctx *c, const void *page)
 
 /* Decompress @len bytes at @src into the page @dst; -EIO if the data do not
  * make exactly one page (corruption: never a buffer overrun). */
-int zp_decompress(struct zp_pool *pool, const void *src, size_t len, void *dst)
+int zp_decompress(struct zp_pool *pool, const void *src, size_t len, void *dst, bool dict)
 {
-	if (pool->opt.codec == ZP_CODEC_ZSTD)
-		return zp_decompress_zstd(pool, src, len, dst, NULL);
+	if (pool->opt.codec == ZP_CODEC_ZSTD) {
+		const void *ddict = dict ? zp_zdict_ddict(pool) : NULL;
+
+		/* (An object of the dictionary without it: corrupt, never made so.) */
+		if (dict && !ddict)
+			return -EIO;
+		return zp_decompress_zstd(pool, src, len, dst, ddict);
+	}
 	return LZ4_decompress_safe(src, dst, (int)len, (int)ZP_PAGE_SIZE) ==
 	       (int)ZP_PAGE_SIZE ? 0 : -EIO;
 }

@@ -113,7 +113,7 @@ static zp_handle_t recompress_one(struct zp_pool *pool, zp_entry_t e, uint32_t *
 	p = zp_obj_read_begin(pool, ent->handle, NULL);
 	if (!p)
 		return 0;
-	ret = zp_decompress(pool, p, ent->len, page);
+	ret = zp_decompress(pool, p, ent->len, page, false);	/* lz4: no dictionary */
 	zp_obj_read_end(pool, ent->handle, p);
 	if (ret < 0)
 		return 0;

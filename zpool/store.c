@@ -286,8 +286,9 @@ int zp_store(struct zp_pool *pool, const void *page, zp_entry_t *entry)
 	zp_handle_t handle = 0;
 	zp_entry_t e;
 	uint64_t word;
+	const void *cdict;
 	size_t len;
-	bool raw, hit = false;
+	bool raw, dict, hit = false;
 	int ret;
 
 	if (!page || !entry)
@@ -302,8 +303,10 @@ int zp_store(struct zp_pool *pool, const void *page, zp_entry_t *entry)
 			return store_refused(pool);
 	}
 
+	/* Before the context: choosing the dictionary takes one. */
+	cdict = pool->opt.codec == ZP_CODEC_ZSTD ? zp_zdict_cdict(pool) : NULL;
 	c = zp_cctx_get(pool);
-	len = zp_compress(pool, c, page);
+	len = zp_compress(pool, c, page, cdict, &dict);
 	raw = len == 0 || len > pool->huge_watermark;
 	if (raw && pool->opt.huge_policy == ZP_HUGE_REJECT) {
 		zp_cctx_put(c);
@@ -330,6 +333,7 @@ int zp_store(struct zp_pool *pool, const void *page, zp_entry_t *entry)
 
 	pool->entry[e].handle = handle;
 	pool->entry[e].len = (uint32_t)len;
+	pool->entry[e].dict = !raw && dict;
 	pool->entry[e].stored_ms = zp_now_ms();
 	entry_publish(pool, e, ZE_OBJ);
 	pthread_mutex_lock(&pool->lru_lock);
@@ -343,6 +347,8 @@ int zp_store(struct zp_pool *pool, const void *page, zp_entry_t *entry)
 		zp_stat_add(pool, st_huge, 1);
 	else
 		zp_zdict_offer(pool, page, len);
+	if (!raw && dict)
+		zp_stat_add(pool, st_stored_dict, 1);
 	*entry = e;
 	return 0;
 }
@@ -370,7 +376,7 @@ int zp_load(struct zp_pool *pool, zp_entry_t e, void *dst)
 		else if (ent->len == ZP_PAGE_SIZE)
 			memcpy(dst, p, ZP_PAGE_SIZE);
 		else
-			ret = zp_decompress(pool, p, ent->len, dst);
+			ret = zp_decompress(pool, p, ent->len, dst, ent->dict);
 		zp_obj_read_end(pool, ent->handle, p);
 		break;
 	}
@@ -388,7 +394,7 @@ int zp_load(struct zp_pool *pool, zp_entry_t e, void *dst)
 	case ZE_DISK:
 		ret = zp_wb_load(pool, atomic_load_explicit(&ent->offset,
 					memory_order_relaxed), ent->len, ent->csum,
-				 dst);
+				 ent->dict, dst);
 		break;
 	default:
 		ret = bad_entry("zp_load", e);

@@ -691,7 +691,7 @@ static int read_rd(struct zp_wb *wb, struct zp_rd *rd, uint64_t off,
 /* Read an entry's bytes back, check them against @csum, and decompress
  * (or copy) them into @dst.  -EIO, @dst untouched, if they changed. */
 int zp_wb_load(struct zp_pool *pool, uint64_t offset, uint32_t len,
-	       uint32_t csum, void *dst)
+	       uint32_t csum, bool dict, void *dst)
 {
 	struct zp_wb *wb = pool->wb;
 	struct zp_rd *rd = NULL;
@@ -720,7 +720,7 @@ int zp_wb_load(struct zp_pool *pool, uint64_t offset, uint32_t len,
 		if (len == ZP_PAGE_SIZE)
 			memcpy(dst, rd->buf, ZP_PAGE_SIZE);
 		else
-			ret = zp_decompress(pool, rd->buf, len, dst);
+			ret = zp_decompress(pool, rd->buf, len, dst, dict);
 	}
 	pthread_mutex_unlock(&rd->lock);
 	if (ret < 0) {

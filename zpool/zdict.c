@@ -1,6 +1,6 @@
 /*
- * The recompression dictionary: zstd with a raw-content dictionary made of
- * a few pages of the pool's own data.
+ * The pool's zstd dictionary: a raw-content dictionary made of a few
+ * pages of the pool's own data.
  *
  * A 4 KiB page is too short for zstd to learn much from itself: most of
  * what it could repeat lies in other pages.  Given a handful of the
@@ -19,12 +19,17 @@
  * records that fill the pool afterwards, and a dictionary of them made its
  * pool 2% larger than none.  The pool keeps a uniform sample
  * (reservoir) of ZDICT_CANDIDATES pages among the first ZDICT_SAMPLED
- * stores that lz4 halved, and once that many are seen, recompression
- * tries each candidate as a dictionary for the others and keeps the
- * ZP_ZDICT_PAGES that saved the most -- none when none saves anything.
+ * stores that its codec halved, and once that many are seen, the next
+ * compression with zstd tries each candidate as a dictionary for the
+ * others and keeps the ZP_ZDICT_PAGES that saved the most -- none when
+ * none saves anything.
  *
+ * It serves zstd wherever the pool uses it: the recompression of an lz4
+ * pool's idle entries, and every store of a zstd pool once it exists.
  * The dictionary is made once and never changes, so an entry needs to say
- * only whether it was compressed with it (ZP_ZLEN_DICT in its zlen).  The
+ * only whether it was compressed with it: ZP_ZLEN_DICT in a recompressed
+ * entry's zlen, the entry's dict for a zstd pool's objects (which keep
+ * it when written back: the backing file's copy needs it too).  The
  * reservoir's lock is only tried by stores (a busy one skips the page);
  * a forked child gets it fresh (zp_pool_forked) and goes on alone.
  * Everything lives in one mmap'd area laid out at pool creation -- the
@@ -40,7 +45,7 @@
 
 #include "zp_types.h"
 
-/* A candidate page is one lz4 halved at least: data with something to repeat. */
+/* A candidate page is one the codec halved at least: data with something to repeat. */
 #define ZDICT_SAMPLE_MAX	(ZP_PAGE_SIZE / 2)
 /* The sample: this many pages, among this many stores (16 MiB of such pages). */
 #define ZDICT_CANDIDATES	16
@@ -56,11 +61,11 @@ static uint64_t zdict_rand(uint64_t *s)
 
 /*
  * How many compressible stores the sample is drawn from
- * (zp_options.recompress_dict_after), never fewer than it holds.
+ * (zp_options.dict_after), never fewer than it holds.
  */
 static uint64_t zdict_sampled(const struct zp_pool *pool)
 {
-	uint64_t n = pool->opt.recompress_dict_after ? pool->opt.recompress_dict_after :
+	uint64_t n = pool->opt.dict_after ? pool->opt.dict_after :
 		     ZDICT_SAMPLED;
 
 	return n < ZDICT_CANDIDATES ? ZDICT_CANDIDATES : n;
@@ -100,13 +105,18 @@ static unsigned char *zdict_cws(const struct zp_zdict *d)
 	return zdict_content(d) + ZP_ZDICT_BYTES;
 }
 
+bool zp_zdict_wanted(const struct zp_pool *pool)
+{
+	return !pool->opt.no_dict && (pool->opt.recompress || pool->opt.codec == ZP_CODEC_ZSTD);
+}
+
 int zp_zdict_init(struct zp_pool *pool)
 {
 	struct zp_zdict *d = &pool->zdict;
 	size_t bytes;
 
 	pthread_mutex_init(&d->lock, NULL);
-	if (!pool->opt.recompress || pool->opt.recompress_no_dict)
+	if (!zp_zdict_wanted(pool))
 		return 0;
 	bytes = (size_t)ZDICT_CANDIDATES * ZP_PAGE_SIZE + ZP_ZDICT_BYTES +
 		zdict_cbytes(pool->opt.recompress_level) + zdict_dbytes();
@@ -129,21 +139,22 @@ void zp_zdict_destroy(struct zp_pool *pool)
 	atomic_store_explicit(&d->ready, false, memory_order_relaxed);
 }
 
-void zp_zdict_offer(struct zp_pool *pool, const void *page, size_t lz4_len)
+void zp_zdict_offer(struct zp_pool *pool, const void *page, size_t len)
 {
 	struct zp_zdict *d = &pool->zdict;
-	uint64_t slot;
+	uint64_t seen, slot;
 
-	if (!d->cand || lz4_len > ZDICT_SAMPLE_MAX ||
-	    atomic_load_explicit(&d->chosen, memory_order_relaxed) ||
+	if (!d->cand || len > ZDICT_SAMPLE_MAX ||
+	    atomic_load_explicit(&d->seen, memory_order_relaxed) >= zdict_sampled(pool) ||
 	    pthread_mutex_trylock(&d->lock) != 0)
 		return;
-	if (d->seen < zdict_sampled(pool)) {
+	seen = atomic_load_explicit(&d->seen, memory_order_relaxed);
+	if (seen < zdict_sampled(pool)) {
 		/* Reservoir sampling: each page seen so far is in with the same chance. */
-		slot = d->seen < ZDICT_CANDIDATES ? d->seen : zdict_rand(&d->rng) % (d->seen + 1);
+		slot = seen < ZDICT_CANDIDATES ? seen : zdict_rand(&d->rng) % (seen + 1);
 		if (slot < ZDICT_CANDIDATES)
 			memcpy(d->cand + slot * ZP_PAGE_SIZE, page, ZP_PAGE_SIZE);
-		d->seen++;
+		atomic_store_explicit(&d->seen, seen + 1, memory_order_relaxed);
 	}
 	pthread_mutex_unlock(&d->lock);
 }
@@ -229,11 +240,12 @@ const void *zp_zdict_cdict(struct zp_pool *pool)
 
 	if (cgm_likely(atomic_load_explicit(&d->ready, memory_order_acquire)))
 		return d->cdict;
-	if (!d->cand || atomic_load_explicit(&d->chosen, memory_order_relaxed))
+	/* (The sample still open: no lock, every store of a zstd pool asks.) */
+	if (!d->cand || atomic_load_explicit(&d->chosen, memory_order_relaxed) ||
+	    atomic_load_explicit(&d->seen, memory_order_relaxed) < zdict_sampled(pool))
 		return NULL;
 	pthread_mutex_lock(&d->lock);
-	if (d->seen >= zdict_sampled(pool) &&
-	    !atomic_load_explicit(&d->chosen, memory_order_relaxed)) {
+	if (!atomic_load_explicit(&d->chosen, memory_order_relaxed)) {
 		zdict_choose(pool, d);
 		atomic_store_explicit(&d->chosen, true, memory_order_release);
 	}

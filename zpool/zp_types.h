@@ -156,6 +156,7 @@ struct zp_entry {
 	_Atomic uint64_t offset;	/* ZE_DISK: file offset */
 	uint32_t zhandle, zlen;		/* ZE_ZOBJ: the zstd object (zlen: ZP_ZLEN_DICT | bytes) */
 	uint32_t stored_ms;		/* when stored (zp_now_ms, wraps in 49 days) */
+	uint32_t dict;			/* zstd pools: ZE_OBJ/ZE_DISK compressed against the dictionary */
 };
 
 /* A ZE_ZOBJ compressed with the recompression dictionary (zdict.c). */
@@ -173,7 +174,8 @@ struct zp_zdict {
 	unsigned char *cand;		/* the sample, the content, zstd's dictionaries (mmap'd) */
 	size_t map_bytes;
 	pthread_mutex_t lock;		/* the sample */
-	uint64_t seen, rng;		/* compressible stores sampled from; lock held */
+	_Atomic uint64_t seen;		/* compressible stores sampled from (written under lock) */
+	uint64_t rng;			/* lock held */
 	void *cdict, *ddict;		/* valid once ready */
 	atomic_bool chosen;		/* the sample is closed: a dictionary or none */
 	atomic_bool ready;
@@ -240,6 +242,7 @@ struct zp_pool {
 	_Atomic uint64_t st_wb_loads, st_wb_errors, st_wb_read_errors;
 	_Atomic uint64_t st_limit_hit, st_reject_poor, st_reject_alloc;
 	_Atomic uint64_t st_recompressed, st_recompress_declined, st_recompressed_dict;
+	_Atomic uint64_t st_stored_dict;
 };
 
 /* mem.c: the only source of memory */
@@ -315,9 +318,15 @@ int zp_codec_init(struct zp_pool *pool);
 void zp_codec_destroy(struct zp_pool *pool);
 struct zp_cctx *zp_cctx_get(struct zp_pool *pool);
 void zp_cctx_put(struct zp_cctx *c);
-/* Compress a page into c->buf; returns the length or 0 if it did not fit. */
-size_t zp_compress(struct zp_pool *pool, struct zp_cctx *c, const void *page);
-int zp_decompress(struct zp_pool *pool, const void *src, size_t len, void *dst);
+/*
+ * Compress a page into c->buf with the pool's codec; returns the length or
+ * 0 if it did not fit.  A zstd pool compresses against @cdict if given
+ * (zp_zdict_cdict(), asked before the context was taken), and then sets
+ * *@dict: its decompression needs the dictionary (@dict true).
+ */
+size_t zp_compress(struct zp_pool *pool, struct zp_cctx *c, const void *page, const void *cdict,
+		   bool *dict);
+int zp_decompress(struct zp_pool *pool, const void *src, size_t len, void *dst, bool dict);
 /*
  * The same with zstd whatever the pool's codec (zstd pools, or recompress).
  * With @cdict (zp_zdict_cdict()), compressed against it: the object then
@@ -329,13 +338,19 @@ int zp_decompress_zstd(struct zp_pool *pool, const void *src, size_t len, void *
 		       const void *ddict);
 
 /* zdict.c */
+/* Does the pool make a dictionary: zstd is used (its codec, or recompression), and not no_dict. */
+bool zp_zdict_wanted(const struct zp_pool *pool);
 int zp_zdict_init(struct zp_pool *pool);
 void zp_zdict_destroy(struct zp_pool *pool);
 /* What a compression context needs to compress against the dictionary. */
 size_t zp_zdict_cctx_bytes(int level);
-/* A page stored (@lz4_len: its compressed size): into the sample, maybe. */
-void zp_zdict_offer(struct zp_pool *pool, const void *page, size_t lz4_len);
-/* The dictionary to recompress with, chosen on the first call the sample allows; else NULL. */
+/* A page stored (@len: its compressed size): into the sample, maybe. */
+void zp_zdict_offer(struct zp_pool *pool, const void *page, size_t len);
+/*
+ * The dictionary to compress with, chosen on the first call the sample
+ * allows; else NULL.  Never with a compression context held: choosing
+ * takes one.
+ */
 const void *zp_zdict_cdict(struct zp_pool *pool);
 /* The dictionary to load with, once made, else NULL. */
 const void *zp_zdict_ddict(struct zp_pool *pool);
@@ -345,7 +360,7 @@ void zp_zdict_forked(struct zp_pool *pool);
 int zp_wb_init(struct zp_pool *pool);
 void zp_wb_destroy(struct zp_pool *pool);
 int zp_wb_load(struct zp_pool *pool, uint64_t offset, uint32_t len,
-	       uint32_t csum, void *dst);
+	       uint32_t csum, bool dict, void *dst);
 void zp_wb_space_free(struct zp_pool *pool, uint64_t offset, uint32_t len);
 uint64_t zp_wb_space_used(struct zp_pool *pool);
 bool zp_wb_backing_off(struct zp_pool *pool);

@@ -96,16 +96,19 @@ struct zp_options {
 	bool recompress;
 	int recompress_level;
 	/*
-	 * Recompress without the dictionary of the pool's own pages
-	 * (zpool/zdict.c), which makes zstd's objects up to a quarter
-	 * smaller where a program's pages resemble each other.
+	 * zstd without the dictionary of the pool's own pages (zpool/zdict.c),
+	 * which makes zstd's objects up to a quarter smaller where a
+	 * program's pages resemble each other.  The dictionary serves zstd
+	 * wherever the pool uses it: every store of a zstd pool, the
+	 * recompression of an lz4 one.
 	 */
-	bool recompress_no_dict;
+	bool no_dict;
 	/*
-	 * The dictionary's pages are drawn from this many stores that lz4
-	 * halved (and chosen once that many are seen); 0: 4096, at least 16.
+	 * The dictionary's pages are drawn from this many stores that the
+	 * pool's codec halved (and chosen once that many are seen); 0: 4096,
+	 * at least 16.
 	 */
-	unsigned recompress_dict_after;
+	unsigned dict_after;
 };
 
 /* Pool-wide statistics (the kernel's names where they exist). */
@@ -132,6 +135,7 @@ struct zp_stats {
 	uint64_t recompressed_pages;	/* entries zp_recompress() moved to zstd */
 	uint64_t recompress_declined;	/* entries it left (raw, or zstd no smaller) */
 	uint64_t recompressed_dict;	/* of those moved, compressed against the dictionary */
+	uint64_t stored_dict;		/* zstd pools: stores compressed against it */
 };
 
 /* Per-class row of zp_classes_show(), as zsmalloc's debugfs "classes". */
