@@ -10,6 +10,9 @@
  *       recompression to zstd without and with the pool's dictionary
  *   zpool_bench PAGEFILE store|load|raw-compress|raw-decompress [n]
  *       n operations inside one function, for callgrind --toggle-collect
+ *   zpool_bench PAGEFILE load-zstd|load-zstd-dict
+ *       loads of every page recompressed with zstd, without or with the
+ *       dictionary (measured_load_loop)
  *
  * Output: "key value" lines that bench/zpool_bench.sh turns into
  * bench/RESULTS-zpool.md.
@@ -274,6 +277,21 @@ static void memory(enum zp_codec codec, const char *name)
 	free(e);
 }
 
+/* The pages stored with lz4 and all recompressed with zstd, with the dictionary or not. */
+static struct zp_pool *recompressed_pool(bool dict, zp_entry_t *e, long n)
+{
+	struct zp_options o = { .recompress = true, .no_dict = !dict, .arena_bytes = 1ull << 30 };
+	struct zp_pool *pool;
+
+	if (zp_create_pool(&o, &pool)) {
+		fprintf(stderr, "zpool_bench: cannot create pool\n");
+		exit(2);
+	}
+	measured_store_loop(pool, e, 0, n);
+	zp_recompress(pool, (unsigned long)n, 0);
+	return pool;
+}
+
 /*
  * zram's recompression of idle pages: every page stored with lz4, then all
  * recompressed with zstd, without and with the dictionary of the pool's own
@@ -283,20 +301,12 @@ static void memory(enum zp_codec codec, const char *name)
  */
 static void recompressed(bool dict, const char *name)
 {
-	struct zp_options o = { .recompress = true, .no_dict = !dict,
-				.arena_bytes = 1ull << 30 };
 	zp_entry_t *e = malloc(sizeof(*e) * (size_t)npages);
+	struct zp_pool *pool = recompressed_pool(dict, e, npages);
 	unsigned char out[ZPT_PAGE];
 	struct zp_stats st;
-	struct zp_pool *pool;
 	double best = 0;
 
-	if (zp_create_pool(&o, &pool)) {
-		fprintf(stderr, "zpool_bench: cannot create pool\n");
-		exit(2);
-	}
-	measured_store_loop(pool, e, 0, npages);
-	zp_recompress(pool, (unsigned long)npages, 0);
 	zp_pool_stats(pool, &st);
 	for (int pass = 0; pass < 3; pass++) {
 		double t0 = cpu_now(), t;
@@ -336,6 +346,16 @@ static void counted(const char *mode, long n)
 	} else if (!strcmp(mode, "raw-decompress")) {
 		raw_prepare();
 		measured_raw_decompress_loop(n, raw_c, raw_len, dst);
+	} else if (!strcmp(mode, "load-zstd") || !strcmp(mode, "load-zstd-dict")) {
+		/* Every page, so that the dictionary is chosen (4,096 that halved, by default). */
+		struct zp_pool *rp;
+
+		free(e);
+		n = npages;
+		e = malloc(sizeof(*e) * (size_t)n);
+		rp = recompressed_pool(!strcmp(mode, "load-zstd-dict"), e, n);
+		measured_load_loop(rp, e, n, out);
+		zp_destroy_pool(rp);
 	} else {
 		fprintf(stderr, "zpool_bench: unknown mode %s\n", mode);
 		exit(2);
@@ -350,7 +370,7 @@ int main(int argc, char **argv)
 
 	if (argc < 3) {
 		fprintf(stderr, "usage: zpool_bench PAGEFILE throughput [rounds] | "
-			"store|load|raw-compress|raw-decompress [n]\n");
+			"store|load|raw-compress|raw-decompress [n] | load-zstd|load-zstd-dict\n");
 		return 2;
 	}
 	npages = zpt_heap_pages_cached(argv[1], 8192, &pages, &source);

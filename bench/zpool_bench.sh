@@ -38,8 +38,16 @@ if command -v valgrind >/dev/null 2>&1; then
 	IR_RAWC=$1 OWN_RAWC=$2
 	set -- $(ir_per_op raw-decompress measured_raw_decompress_loop LZ4_decompress_safe)
 	IR_RAWD=$1 OWN_RAWD=$2
+	# Loads of recompressed pages, every page of the file (the dictionary needs them).
+	for m in load-zstd load-zstd-dict; do
+		out=$B/zpool-cg.$m.out
+		valgrind --tool=callgrind --collect-atstart=no --toggle-collect=measured_load_loop \
+			--callgrind-out-file="$out" "$BIN" "$PAGES" "$m" >/dev/null 2>&1
+		awk -v p="$(val pages)" '/^summary:/ { printf "%.0f", $2 / p }' "$out" > "$out.per"
+	done
+	IR_LZ=$(cat "$B/zpool-cg.load-zstd.out.per") IR_LZD=$(cat "$B/zpool-cg.load-zstd-dict.out.per")
 else
-	IR_STORE=n/a IR_LOAD=n/a IR_RAWC=n/a IR_RAWD=n/a
+	IR_STORE=n/a IR_LOAD=n/a IR_RAWC=n/a IR_RAWD=n/a IR_LZ=n/a IR_LZD=n/a
 	OWN_STORE=n/a OWN_LOAD=n/a OWN_RAWC=n/a OWN_RAWD=n/a
 fi
 
@@ -112,12 +120,13 @@ SUMMARY="zpool: store $STORE% of raw lz4, load $LOAD% of raw lz4, memory/compres
 	echo "of the pool's own pages, chosen from a sample of 16 among the first"
 	echo "4,096 that lz4 halved (zpool/zdict.c; the spiller's \`spill_dict=1\`)."
 	echo "Load: thread CPU time per page over all of them, the fastest of three"
-	echo "passes."
+	echo "passes (noisy here), and callgrind's instructions per load (\`load-zstd\`,"
+	echo "\`load-zstd-dict\` modes)."
 	echo
-	echo "| | ratio (pages / compressed bytes) | pages recompressed | against the dictionary | load, us a page |"
-	echo "|---|---|---|---|---|"
-	echo "| without the dictionary | $(val recompressed_ratio) | $(val recompressed_recompressed) | $(val recompressed_against_dict) | $(val recompressed_load_us) |"
-	echo "| with the dictionary | $(val recompressed_dict_ratio) | $(val recompressed_dict_recompressed) | $(val recompressed_dict_against_dict) | $(val recompressed_dict_load_us) |"
+	echo "| | ratio (pages / compressed bytes) | pages recompressed | against the dictionary | load, us a page | instructions per load |"
+	echo "|---|---|---|---|---|---|"
+	echo "| without the dictionary | $(val recompressed_ratio) | $(val recompressed_recompressed) | $(val recompressed_against_dict) | $(val recompressed_load_us) | $IR_LZ |"
+	echo "| with the dictionary | $(val recompressed_dict_ratio) | $(val recompressed_dict_recompressed) | $(val recompressed_dict_against_dict) | $(val recompressed_dict_load_us) | $IR_LZD |"
 	echo
 	echo "## Classes after churn and compaction (lz4), zsmalloc's \`classes\` format"
 	echo
@@ -149,6 +158,9 @@ SUMMARY="zpool: store $STORE% of raw lz4, load $LOAD% of raw lz4, memory/compres
 		 "raw-decompress measured_raw_decompress_loop"; do
 		set -- $m
 		echo "valgrind --tool=callgrind --collect-atstart=no --toggle-collect=$2 $BIN $PAGES $1 $N"
+	done
+	for m in load-zstd load-zstd-dict; do
+		echo "valgrind --tool=callgrind --collect-atstart=no --toggle-collect=measured_load_loop $BIN $PAGES $m"
 	done
 	echo '```'
 } > "$OUT"
