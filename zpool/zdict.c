@@ -73,9 +73,24 @@ static uint64_t zdict_sampled(const struct zp_pool *pool)
 
 _Static_assert(ZDICT_CANDIDATES > ZP_ZDICT_PAGES, "a choice among the candidates");
 
+/*
+ * zstd's tables for a page against the dictionary, at most 2^ZDICT_TABLE_LOG
+ * entries each.  Level 3 would take 2^16 and 2^15 for 20 KiB of input:
+ * the dictionary's own tables (resident once made) then come to 400 KB,
+ * 150 KB at this bound, and the ratio is within half a percent (python3
+ * heap pages 4.234 -> 4.217; 2^13: 4.185).
+ */
+#define ZDICT_TABLE_LOG	14
+
 static ZSTD_compressionParameters zdict_cparams(int level)
 {
-	return ZSTD_getCParams(level, ZP_PAGE_SIZE, ZP_ZDICT_BYTES);
+	ZSTD_compressionParameters cp = ZSTD_getCParams(level, ZP_PAGE_SIZE, ZP_ZDICT_BYTES);
+
+	if (cp.hashLog > ZDICT_TABLE_LOG)
+		cp.hashLog = ZDICT_TABLE_LOG;
+	if (cp.chainLog > ZDICT_TABLE_LOG)
+		cp.chainLog = ZDICT_TABLE_LOG;
+	return cp;
 }
 
 static size_t zdict_cbytes(int level)
