@@ -392,11 +392,11 @@ void cgm_spill_init(void)
 		struct spill_stats st;
 
 		spill_stats(engine, &st);
-		cgm_log("spill: on, %s pool%s%s%s",
+		cgm_log("spill: on, %s pool%s%s%s%s",
 			cgm_conf.spill_codec == CGM_SPILL_ZSTD ? "zstd" : "lz4",
-			!recompress ? "" : cgm_conf.spill_dict ?
-			", idle pages recompressed with zstd against a dictionary of the first" :
-			", idle pages recompressed with zstd",
+			recompress ? ", idle pages recompressed with zstd" : "",
+			(recompress || cgm_conf.spill_codec == CGM_SPILL_ZSTD) && cgm_conf.spill_dict ?
+			" (against a dictionary of the program's own pages)" : "",
 			cgm_conf.spill_backing[0] ? ", writeback to " : "", cgm_conf.spill_backing);
 		if (cgm_conf.spill_cpu_latency)
 			cgm_log("spill: %s%s", st.cpu_latency_err ?

@@ -124,24 +124,31 @@ void zp_cctx_put(struct zp_cctx *c)
 }
 
 size_t zp_compress_zstd(struct zp_pool *pool, struct zp_cctx *c, const void *page,
-			const void *cdict)
+			const void *cdict, bool *dict)
 {
 	size_t n = cdict ? ZSTD_compress_usingCDict(c->zstd_c, c->buf, ZP_SCRATCH, page,
-						    ZP_PAGE_SIZE, cdict) :
-			   ZSTD_compressCCtx(c->zstd_c, c->buf, ZP_SCRATCH, page, ZP_PAGE_SIZE,
-					     zstd_level(pool));
+						    ZP_PAGE_SIZE, cdict) : 0;
 
+	*dict = cdict && !ZSTD_isError(n);
+	/* Without: no dictionary yet, or (never seen: the context is sized for it) it failed. */
+	if (!*dict)
+		n = ZSTD_compressCCtx(c->zstd_c, c->buf, ZP_SCRATCH, page, ZP_PAGE_SIZE,
+				      zstd_level(pool));
 	return ZSTD_isError(n) ? 0 : n;
 }
 
-int zp_decompress_zstd(struct zp_pool *pool, const void *src, size_t len, void *dst,
-		       const void *ddict)
+int zp_decompress_zstd(struct zp_pool *pool, const void *src, size_t len, void *dst, bool dict)
 {
-	struct zp_cctx *c = zp_cctx_get(pool);
-	size_t n = ddict ? ZSTD_decompress_usingDDict(c->zstd_d, dst, ZP_PAGE_SIZE, src, len,
-						      ddict) :
-			   ZSTD_decompressDCtx(c->zstd_d, dst, ZP_PAGE_SIZE, src, len);
+	const void *ddict = dict ? zp_zdict_ddict(pool) : NULL;
+	struct zp_cctx *c;
+	size_t n;
 
+	/* (An object of the dictionary without it: corrupt, never made so.) */
+	if (dict && !ddict)
+		return -EIO;
+	c = zp_cctx_get(pool);
+	n = ddict ? ZSTD_decompress_usingDDict(c->zstd_d, dst, ZP_PAGE_SIZE, src, len, ddict) :
+		    ZSTD_decompressDCtx(c->zstd_d, dst, ZP_PAGE_SIZE, src, len);
 	zp_cctx_put(c);
 	return !ZSTD_isError(n) && n == ZP_PAGE_SIZE ? 0 : -EIO;
 }
@@ -150,15 +157,8 @@ size_t zp_compress(struct zp_pool *pool, struct zp_cctx *c, const void *page, co
 		   bool *dict)
 {
 	*dict = false;
-	if (pool->opt.codec == ZP_CODEC_ZSTD) {
-		size_t n = cdict ? zp_compress_zstd(pool, c, page, cdict) : 0;
-
-		if (n) {
-			*dict = true;
-			return n;
-		}
-		return zp_compress_zstd(pool, c, page, NULL);
-	}
+	if (pool->opt.codec == ZP_CODEC_ZSTD)
+		return zp_compress_zstd(pool, c, page, cdict, dict);
 	int n = LZ4_compress_fast_extState(c->lz4_state, page, (char *)c->buf,
 					   (int)ZP_PAGE_SIZE, (int)ZP_SCRATCH,
 					   pool->opt.level);
@@ -170,14 +170,8 @@ size_t zp_compress(struct zp_pool *pool, struct zp_cctx *c, const void *page, co
  * make exactly one page (corruption: never a buffer overrun). */
 int zp_decompress(struct zp_pool *pool, const void *src, size_t len, void *dst, bool dict)
 {
-	if (pool->opt.codec == ZP_CODEC_ZSTD) {
-		const void *ddict = dict ? zp_zdict_ddict(pool) : NULL;
-
-		/* (An object of the dictionary without it: corrupt, never made so.) */
-		if (dict && !ddict)
-			return -EIO;
-		return zp_decompress_zstd(pool, src, len, dst, ddict);
-	}
+	if (pool->opt.codec == ZP_CODEC_ZSTD)
+		return zp_decompress_zstd(pool, src, len, dst, dict);
 	return LZ4_decompress_safe(src, dst, (int)len, (int)ZP_PAGE_SIZE) ==
 	       (int)ZP_PAGE_SIZE ? 0 : -EIO;
 }

@@ -181,5 +181,5 @@ void zp_pool_forked(struct zp_pool *pool)
 		pool->classes[i].lock = fresh;
 	for (unsigned i = 0; pool->ctx && i < ZP_NR_CTX; i++)
 		pool->ctx[i].lock = fresh;
-	zp_zdict_forked(pool);
+	pool->zdict.lock = fresh;
 }

@@ -106,6 +106,7 @@ static zp_handle_t recompress_one(struct zp_pool *pool, zp_entry_t e, uint32_t *
 	struct zp_cctx *c;
 	zp_handle_t zh = 0;
 	size_t n;
+	bool dict;
 	int ret;
 
 	if (ent->len == ZP_PAGE_SIZE)
@@ -119,18 +120,13 @@ static zp_handle_t recompress_one(struct zp_pool *pool, zp_entry_t e, uint32_t *
 		return 0;
 	cdict = zp_zdict_cdict(pool);
 	c = zp_cctx_get(pool);
-	n = zp_compress_zstd(pool, c, page, cdict);
-	if (cdict && !n) {
-		/* (Cannot happen, the context being sized for it: stay correct anyway.) */
-		cdict = NULL;
-		n = zp_compress_zstd(pool, c, page, NULL);
-	}
+	n = zp_compress_zstd(pool, c, page, cdict, &dict);
 	if (worth_it(ent->len, n) && zp_obj_malloc(pool, n, &zh) == 0)
 		zp_obj_write(pool, zh, c->buf, n);
 	else
 		zh = 0;
 	zp_cctx_put(c);
-	*zlen = (uint32_t)n | (cdict ? ZP_ZLEN_DICT : 0);
+	*zlen = (uint32_t)n | (dict ? ZP_ZLEN_DICT : 0);
 	return zh;
 }
 

@@ -383,11 +383,8 @@ int zp_load(struct zp_pool *pool, zp_entry_t e, void *dst)
 	case ZE_ZOBJ: {
 		const void *p = zp_obj_read_begin(pool, ent->zhandle, NULL);
 
-		const void *ddict = ent->zlen & ZP_ZLEN_DICT ? zp_zdict_ddict(pool) : NULL;
-
-		/* (A dictionary's object without the dictionary: corrupt, never made so.) */
-		ret = p && (ddict || !(ent->zlen & ZP_ZLEN_DICT)) ?
-		      zp_decompress_zstd(pool, p, zp_zlen_bytes(ent->zlen), dst, ddict) : -EIO;
+		ret = p ? zp_decompress_zstd(pool, p, zp_zlen_bytes(ent->zlen), dst,
+					     ent->zlen & ZP_ZLEN_DICT) : -EIO;
 		zp_obj_read_end(pool, ent->zhandle, p);
 		break;
 	}

@@ -32,6 +32,9 @@
  * it when written back: the backing file's copy needs it too).  The
  * reservoir's lock is only tried by stores (a busy one skips the page);
  * a forked child gets it fresh (zp_pool_forked) and goes on alone.
+ * (A recompressed entry's flag is a bit of its zlen, not its dict: the
+ * switch to ZE_ZOBJ publishes zlen, while loads of the lz4 object it
+ * replaces still read the entry.)
  * Everything lives in one mmap'd area laid out at pool creation -- the
  * candidates, the content, and zstd's "static" dictionaries, which never
  * call malloc -- touched only once pages are stored.
@@ -179,7 +182,9 @@ void zp_zdict_offer(struct zp_pool *pool, const void *page, size_t len)
 static size_t zdict_size(struct zp_pool *pool, struct zp_cctx *c, const struct zp_zdict *d,
 			 unsigned j, const ZSTD_CDict *cd)
 {
-	return zp_compress_zstd(pool, c, d->cand + (size_t)j * ZP_PAGE_SIZE, cd);
+	bool with;
+
+	return zp_compress_zstd(pool, c, d->cand + (size_t)j * ZP_PAGE_SIZE, cd, &with);
 }
 
 /*
@@ -273,11 +278,4 @@ const void *zp_zdict_ddict(struct zp_pool *pool)
 {
 	return atomic_load_explicit(&pool->zdict.ready, memory_order_acquire) ?
 	       pool->zdict.ddict : NULL;
-}
-
-void zp_zdict_forked(struct zp_pool *pool)
-{
-	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
-
-	pool->zdict.lock = fresh;
 }

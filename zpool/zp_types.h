@@ -159,7 +159,7 @@ struct zp_entry {
 	uint32_t dict;			/* zstd pools: ZE_OBJ/ZE_DISK compressed against the dictionary */
 };
 
-/* A ZE_ZOBJ compressed with the recompression dictionary (zdict.c). */
+/* A ZE_ZOBJ compressed against the dictionary (zdict.c). */
 #define ZP_ZLEN_DICT		0x80000000u
 
 static inline uint32_t zp_zlen_bytes(uint32_t zlen)
@@ -167,7 +167,7 @@ static inline uint32_t zp_zlen_bytes(uint32_t zlen)
 	return zlen & ~ZP_ZLEN_DICT;
 }
 
-/* zdict.c: the recompression dictionary, made once from the pool's first pages. */
+/* zdict.c: the pool's zstd dictionary, made once from a sample of its pages. */
 #define ZP_ZDICT_PAGES		4
 #define ZP_ZDICT_BYTES		(ZP_ZDICT_PAGES * ZP_PAGE_SIZE)
 struct zp_zdict {
@@ -329,13 +329,12 @@ size_t zp_compress(struct zp_pool *pool, struct zp_cctx *c, const void *page, co
 int zp_decompress(struct zp_pool *pool, const void *src, size_t len, void *dst, bool dict);
 /*
  * The same with zstd whatever the pool's codec (zstd pools, or recompress).
- * With @cdict (zp_zdict_cdict()), compressed against it: the object then
- * loads only with @ddict given (zp_zdict_ddict()).
+ * With @cdict (zp_zdict_cdict()), compressed against it, and *@dict set:
+ * the object then loads only with @dict true.
  */
 size_t zp_compress_zstd(struct zp_pool *pool, struct zp_cctx *c, const void *page,
-			const void *cdict);
-int zp_decompress_zstd(struct zp_pool *pool, const void *src, size_t len, void *dst,
-		       const void *ddict);
+			const void *cdict, bool *dict);
+int zp_decompress_zstd(struct zp_pool *pool, const void *src, size_t len, void *dst, bool dict);
 
 /* zdict.c */
 /* Does the pool make a dictionary: zstd is used (its codec, or recompression), and not no_dict. */
@@ -354,7 +353,6 @@ void zp_zdict_offer(struct zp_pool *pool, const void *page, size_t len);
 const void *zp_zdict_cdict(struct zp_pool *pool);
 /* The dictionary to load with, once made, else NULL. */
 const void *zp_zdict_ddict(struct zp_pool *pool);
-void zp_zdict_forked(struct zp_pool *pool);
 
 /* writeback.c */
 int zp_wb_init(struct zp_pool *pool);

@@ -51,7 +51,7 @@ struct cgm_config {
 	int spill_codec;		/* enum cgm_spill_codec */
 	char spill_backing[CGM_CONF_STR_MAX];	/* writeback file, "" none */
 	bool spill_recompress;		/* idle pool pages go from lz4 to zstd */
-	bool spill_dict;		/* ... against a dictionary of the first such pages */
+	bool spill_dict;		/* zstd against a dictionary of the program's pages */
 	bool spill_background;		/* a thread keeps the group below its limit */
 	bool spill_hold_high;		/* pages brought back are reclaimed for at once */
 	bool spill_hold_max;		/* ... at least what is beyond memory.max */
