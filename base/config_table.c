@@ -14,6 +14,7 @@ static const char *const oom_names[] = { "enomem", "kill", NULL };
 static const char *const stats_names[] = { "none", "exit", NULL };
 static const char *const charge_names[] = { "resident", "alloc", NULL };
 static const char *const codec_names[] = { "lz4", "zstd", NULL };
+static const char *const free_path_names[] = { "auto", "split", "mixed", NULL };
 
 const struct cgm_conf_key cgm_conf_keys[] = {
 	{ "verbose", CGM_CONF_BOOL, FIELD(verbose), "0",
@@ -59,6 +60,12 @@ const struct cgm_conf_key cgm_conf_keys[] = {
 	{ "oom", CGM_CONF_ENUM, FIELD(oom), "enomem",
 	  "at memory.max: fail the allocation (enomem) or kill the largest process (kill)",
 	  oom_names, 0, 0 },
+	{ "free_path", CGM_CONF_ENUM, FIELD(free_path), "auto",
+	  "how an accounted free tells blocks of at most 1 KiB from those up to 16 KiB: by a "
+	  "branch (split: cheapest when one kind dominates), or by a table without one (mixed: "
+	  "no mispredicted branch when both come in a random mix), or split until the process "
+	  "is seen allocating both, at least an eighth each, then mixed (auto)",
+	  free_path_names, 0, 0 },
 	{ "spill", CGM_CONF_BOOL, FIELD(spill), "0",
 	  "reclaim (memory.high, memory.max, memory.reclaim) moves cold pages into a compressed "
 	  "pool and faults them back on access; needs a userfaultfd that serves system calls",

@@ -25,6 +25,7 @@
 
 DEFINE_STATIC_KEY_FALSE(cgm_accounting_key);
 DEFINE_STATIC_KEY_FALSE(cgm_limits_key);
+DEFINE_STATIC_KEY_FALSE(cgm_mixed_free_key);
 
 struct cgm_acct cgm_acct = { .proc = CGM_NONE };
 
@@ -57,6 +58,8 @@ static struct cgm_thread_slot cgm_unaccounted_slot = {
 };
 
 uint8_t cgm_size_bin[CGM_SMALL_MAX + 1];
+uint64_t cgm_free_entry[CGM_MEDIUM_MAX / 8 + 1];
+int64_t cgm_stock_max = INT64_MAX;
 
 CGM_TLS struct cgm_thread_slot *cgm_tslot = &cgm_boot_slot;
 
@@ -182,10 +185,62 @@ static inline int stock_take(struct cgm_thread_slot *t, int64_t bytes)
 	return acct_stock_take(&cgm_acct, t, bytes, static_branch_unlikely(&cgm_limits_key));
 }
 
-/* The request size -> bin table that malloc reads, filled before accounting is on. */
-static void size_bin_init(void)
+/* The tables that malloc and free read, filled before accounting is on. */
+static void size_tables_init(void)
 {
 	cgm_fill_size_bins(cgm_size_bin);
+	for (uint64_t size = 8; size <= CGM_MEDIUM_MAX; size += 8) {
+		bool small = size <= CGM_SMALL_MAX;
+		uint64_t counter = small ? offsetof(struct cgm_thread_slot, freed_small) + size
+					 : offsetof(struct cgm_thread_slot, medium_frees) +
+						   sizeof(uint64_t) * cgm_medium_bin[(size - 1) >> 8];
+
+		cgm_free_entry[size / 8] = counter | (small ? 0 : size << 32);
+	}
+	cgm_stock_max = 2 * cgm_acct.batch_pages * CGM_PAGE_SIZE;
+}
+
+/*
+ * free_path=auto: every MIX_REFILLS small refills, a thread looks at
+ * what it allocated since its last look; when small and medium blocks
+ * each made at least 1/MIX_SHARE of at least MIX_MIN allocations, the
+ * process frees by the branch-free path from then on (a program's mix
+ * seldom changes back, and a switch rewrites code).  Allocations stand
+ * for frees here: the slot counts them per bin already, and in a steady
+ * state a program frees what it allocates.
+ */
+#define MIX_REFILLS 64
+#define MIX_MIN 4096
+#define MIX_SHARE 8
+
+static CGM_TLS uint32_t mix_refills;
+static CGM_TLS uint64_t mix_small, mix_medium;	/* the counts at the thread's last look */
+
+static CGM_NOINLINE void mixed_free_look(const struct cgm_thread_slot *t)
+{
+	uint64_t small = 0, medium = 0, ds, dm;
+
+	for (unsigned int b = 0; b < CGM_NR_BINS; b++)
+		small += t->refilled[b] - (uint64_t)t->allow[b];
+	for (unsigned int m = 0; m < CGM_NR_MEDIUM_BINS; m++)
+		medium += t->medium_allocs[m];
+	ds = small - mix_small;
+	dm = medium - mix_medium;
+	mix_small = small;
+	mix_medium = medium;
+	if (ds + dm < MIX_MIN || ds < (ds + dm) / MIX_SHARE || dm < (ds + dm) / MIX_SHARE ||
+	    static_key_enabled(&cgm_mixed_free_key))
+		return;
+	static_branch_enable(&cgm_mixed_free_key);
+	if (cgm_conf.verbose)
+		cgm_log("accounting: small and medium blocks in a mix (%llu and %llu): "
+			"frees take the branch-free path", (unsigned long long)ds, (unsigned long long)dm);
+}
+
+static inline void mixed_free_tick(const struct cgm_thread_slot *t)
+{
+	if (cgm_conf.free_path == CGM_FREE_PATH_AUTO && ++mix_refills % MIX_REFILLS == 0)
+		mixed_free_look(t);
 }
 
 CGM_KEYED void *cgm_acct_refill(size_t n, bool zero)
@@ -203,6 +258,7 @@ CGM_KEYED void *cgm_acct_refill(size_t n, bool zero)
 		return NULL;
 	}
 	cgm_owner_add(t->allow[bin], -1);
+	mixed_free_tick(t);
 	return zero ? mi_zalloc(n) : mi_malloc(n);
 }
 
@@ -696,7 +752,9 @@ CGM_KEYED void cgm_map_uncharge(int64_t bytes)
 /* Set up once, in the constructor, before accounting is switched on. */
 void cgm_accounted_init(void)
 {
-	size_bin_init();
+	size_tables_init();
+	if (cgm_conf.free_path == CGM_FREE_PATH_MIXED)
+		static_branch_enable(&cgm_mixed_free_key);
 	thread_exit_key_ok = pthread_key_create(&thread_exit_key, thread_exit_hook) == 0;
 }
 

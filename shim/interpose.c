@@ -41,7 +41,10 @@ static CGM_NOINLINE void *acct_malloc_entry(size_t n)
 
 static CGM_NOINLINE void acct_free_entry(void *p)
 {
-	cgm_acct_free(p);
+	if (static_branch_unlikely(&cgm_mixed_free_key))
+		cgm_acct_free_mixed(p);
+	else
+		cgm_acct_free(p);
 }
 
 static CGM_NOINLINE void *acct_malloc_careful_entry(size_t n)

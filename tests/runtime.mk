@@ -25,6 +25,7 @@ $(RT)/stress_malloc: tests/stress_malloc.c include/cgmalloc.h $(LIB)
 
 check-stress: $(RT)/stress_malloc
 	$(RUN) env CGMALLOC_CONF=$(TEST_CONF) $(RT)/stress_malloc $(STRESS_OPS_CHECK) 4 1
+	$(RUN) env CGMALLOC_CONF=$(TEST_CONF),free_path=mixed $(RT)/stress_malloc $(STRESS_OPS_CHECK) 2 2
 
 stress-malloc-long: $(RT)/stress_malloc
 	rm -f $(TEST_HIER)
@@ -42,6 +43,18 @@ check-local-free: $(RT)/test_local_free
 
 CHECK_TARGETS += check-local-free
 .PHONY: check-local-free
+
+# The accounted free's two paths count the same; auto picks the branch-free one for a mix.
+$(RT)/test_free_path: tests/test_free_path.c include/cgmalloc.h $(LIB)
+	@mkdir -p $(RT)
+	$(CC) $(RT_CFLAGS) -o $@ $< $(SHIM_LINK)
+
+check-free-path: $(RT)/test_free_path
+	$(RUN) sh tests/test_free_path.sh $(RT)/test_free_path $(TEST_HIER)
+	$(RUN) env CGMALLOC_CONF=$(TEST_CONF),free_path=mixed $(RT)/test_local_free 4
+
+CHECK_TARGETS += check-free-path
+.PHONY: check-free-path
 
 # A small process maps only the pages of the hierarchy file it uses.
 $(RT)/test_hier_rss: tests/test_hier_rss.c include/cgmalloc.h $(LIB)

@@ -47,6 +47,7 @@ struct cgm_config {
 	int charge;			/* enum cgm_charge_mode */
 	bool enforce;			/* fail closed when a limit applies */
 	int oom;			/* enum cgm_oom_policy */
+	int free_path;			/* enum cgm_free_path */
 	bool spill;			/* cold pages go into a compressed pool */
 	int spill_codec;		/* enum cgm_spill_codec */
 	char spill_backing[CGM_CONF_STR_MAX];	/* writeback file, "" none */
@@ -71,6 +72,8 @@ enum cgm_oom_policy { CGM_OOM_ENOMEM, CGM_OOM_KILL };
  */
 enum cgm_charge_mode { CGM_CHARGE_RESIDENT, CGM_CHARGE_ALLOC };
 enum cgm_stats_mode { CGM_STATS_NONE, CGM_STATS_EXIT };
+/* How an accounted free tells small blocks from medium ones (shim/accounted.c). */
+enum cgm_free_path { CGM_FREE_PATH_AUTO, CGM_FREE_PATH_SPLIT, CGM_FREE_PATH_MIXED };
 enum cgm_spill_codec { CGM_SPILL_LZ4, CGM_SPILL_ZSTD };
 
 struct cgm_conf_key {

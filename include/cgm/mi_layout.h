@@ -173,7 +173,8 @@ static inline size_t mi209_queue_block_size(const char *queue)
  * size, so that the free's block size indexes it without a shift); 129
  * entries, sizes 0..1024 (shim/mi_layout.c).
  */
-extern const uint64_t mi209_bin_at_size[129] __attribute__((visibility("hidden")));
+#define MI209_BIN_AT_SIZE_MAX 1024
+extern const uint64_t mi209_bin_at_size[MI209_BIN_AT_SIZE_MAX / 8 + 1] __attribute__((visibility("hidden")));
 
 /*
  * The calling thread frees block @p of its own page @page whose flags
@@ -202,8 +203,8 @@ void mi209_free_flagged(void *p, const char *page) __attribute__((visibility("hi
  *  - When that was the page's last block and the page is the only one of
  *    its size in its heap (a program that frees what it just allocated
  *    empties its page each time), the page is also retired as
- *    _mi_page_retire() would: @small_size (the block size when it is at
- *    most 1 KiB, else 0: never) names its queue.
+ *    _mi_page_retire() would, for a block of at most 1 KiB: @small_size
+ *    (its block size, or 0: never retire) names its queue.
  *  - A block of another thread's page (or of an abandoned segment's) is
  *    pushed on the page's thread-free list with one compare-and-swap
  *    (release: the link is written first), keeping the list's two tag
@@ -248,7 +249,7 @@ static inline __attribute__((always_inline)) bool mi209_free_block(void *p, cons
 		 * know.  (The count read again, atomically: reusing the first
 		 * read would cost the common path a register load.)
 		 */
-		if (!small_size || __atomic_load_n(used, __ATOMIC_RELAXED) != 1 ||
+		if (small_size - 1 >= MI209_BIN_AT_SIZE_MAX || __atomic_load_n(used, __ATOMIC_RELAXED) != 1 ||
 		    *(const uint8_t *)(page + MI209_FLAGS_AT) != 0 ||
 		    __atomic_load_n((const uintptr_t *)(seg + MI209_SEG_THREAD_ID_AT), __ATOMIC_RELAXED) !=
 			    mi209_thread_id())

@@ -88,7 +88,7 @@ readme-tables-update: $(CGMCTL)
 	CGMCTL=$(abspath $(CGMCTL)) sh tests/cgmctl/readme_tables.sh --update README.md
 
 # The API from C, in a private hierarchy: in a group below a delegated
-# one; in a limited group of its own; with charge=alloc; with accounting
+# one, with either accounted free (free_path=); in a limited group of its own; with charge=alloc; with accounting
 # off.
 $(T)/test_api: tests/test_api.c $(LIB)
 	@mkdir -p $(T)
@@ -99,6 +99,7 @@ check-api: $(T)/test_api $(CGMCTL)
 		$(CGMCTL) --hierarchy $(TEST_HIER) set /api cgroup.delegate 1 && \
 		$(CGMCTL) --hierarchy $(TEST_HIER) mkdir /elsewhere && \
 		CGMALLOC_CONF=hierarchy=$(TEST_HIER),group=/api/test $(T)/test_api && \
+		CGMALLOC_CONF=hierarchy=$(TEST_HIER),group=/api/test,free_path=mixed $(T)/test_api && \
 		CGMALLOC_CONF=hierarchy=$(TEST_HIER),group=/plain,max=512M CGM_TEST_API_PLAIN=1 $(T)/test_api && \
 		CGMALLOC_CONF=hierarchy=$(TEST_HIER),group=/api/alloc,charge=alloc \
 			CGM_TEST_API_CHARGE_ALLOC=1 $(T)/test_api'
