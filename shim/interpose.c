@@ -39,7 +39,8 @@ static CGM_NOINLINE void *acct_malloc_entry(size_t n)
 	return cgm_acct_malloc(n, false);
 }
 
-static CGM_NOINLINE void acct_free_entry(void *p)
+/* Its own site: the branch-free free, once the program mixes sizes (shim/accounted.c). */
+static CGM_NOINLINE CGM_KEYED void acct_free_entry(void *p)
 {
 	if (static_branch_unlikely(&cgm_mixed_free_key))
 		cgm_acct_free_mixed(p);
