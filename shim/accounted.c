@@ -185,10 +185,24 @@ static inline int stock_take(struct cgm_thread_slot *t, int64_t bytes)
 	return acct_stock_take(&cgm_acct, t, bytes, static_branch_unlikely(&cgm_limits_key));
 }
 
-/* The tables that malloc and free read, filled before accounting is on. */
-static void size_tables_init(void)
+/* The table that malloc reads, filled before accounting is on. */
+static void size_bin_init(void)
 {
 	cgm_fill_size_bins(cgm_size_bin);
+	cgm_stock_max = 2 * cgm_acct.batch_pages * CGM_PAGE_SIZE;
+}
+
+/*
+ * Switch to the branch-free free.  Its table is filled first, only now:
+ * a process that never takes that path keeps its 16 KiB untouched.
+ */
+static void mixed_free_enable(void)
+{
+	static bool claimed;
+
+	/* One thread fills it: others may be freeing by it as soon as the key is on. */
+	if (__atomic_exchange_n(&claimed, true, __ATOMIC_ACQ_REL))
+		return;
 	for (uint64_t size = 8; size <= CGM_MEDIUM_MAX; size += 8) {
 		bool small = size <= CGM_SMALL_MAX;
 		uint64_t counter = small ? offsetof(struct cgm_thread_slot, freed_small) + size
@@ -197,7 +211,7 @@ static void size_tables_init(void)
 
 		cgm_free_entry[size / 8] = counter | (small ? 0 : size << 32);
 	}
-	cgm_stock_max = 2 * cgm_acct.batch_pages * CGM_PAGE_SIZE;
+	static_branch_enable(&cgm_mixed_free_key);
 }
 
 /*
@@ -231,7 +245,7 @@ static CGM_NOINLINE void mixed_free_look(const struct cgm_thread_slot *t)
 	if (ds + dm < MIX_MIN || ds < (ds + dm) / MIX_SHARE || dm < (ds + dm) / MIX_SHARE ||
 	    static_key_enabled(&cgm_mixed_free_key))
 		return;
-	static_branch_enable(&cgm_mixed_free_key);
+	mixed_free_enable();
 	if (cgm_conf.verbose)
 		cgm_log("accounting: small and medium blocks in a mix (%llu and %llu): "
 			"frees take the branch-free path", (unsigned long long)ds, (unsigned long long)dm);
@@ -752,9 +766,9 @@ CGM_KEYED void cgm_map_uncharge(int64_t bytes)
 /* Set up once, in the constructor, before accounting is switched on. */
 void cgm_accounted_init(void)
 {
-	size_tables_init();
+	size_bin_init();
 	if (cgm_conf.free_path == CGM_FREE_PATH_MIXED)
-		static_branch_enable(&cgm_mixed_free_key);
+		mixed_free_enable();
 	thread_exit_key_ok = pthread_key_create(&thread_exit_key, thread_exit_hook) == 0;
 }
 
