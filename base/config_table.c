@@ -63,8 +63,9 @@ const struct cgm_conf_key cgm_conf_keys[] = {
 	{ "free_path", CGM_CONF_ENUM, FIELD(free_path), "auto",
 	  "how an accounted free tells blocks of at most 1 KiB from those up to 16 KiB: by a "
 	  "branch (split: cheapest when one kind dominates), or by a table without one (mixed: "
-	  "no mispredicted branch when both come in a random mix), or split until the process "
-	  "is seen allocating both, at least an eighth each, then mixed (auto)",
+	  "no mispredicted branch when both come in a random mix), or split until a thread's "
+	  "allocations show medium blocks coming between small ones often enough that the "
+	  "branch would cost more than the table, then mixed (auto)",
 	  free_path_names, 0, 0 },
 	{ "spill", CGM_CONF_BOOL, FIELD(spill), "0",
 	  "reclaim (memory.high, memory.max, memory.reclaim) moves cold pages into a compressed "

@@ -193,16 +193,51 @@ static void size_bin_init(void)
 }
 
 /*
- * Switch to the branch-free free.  Its table is filled first, only now:
- * a process that never takes that path keeps its 16 KiB untouched.
+ * free_path=auto: switch to the branch-free free when the split free's
+ * branch would be mispredicted often enough to cost more than the 9
+ * instructions the branch-free one adds to every free -- about 2 cycles
+ * against 15 or so for a misprediction.  A free mispredicts about twice
+ * for each medium block that comes between small ones, so the switch
+ * wants 2 * m * a >= 0.15, where m is the medium blocks' share of the
+ * allocations and a how often a small allocation came between two medium
+ * ones.  (Allocations stand for frees: they are what the slot counts, and
+ * a program frees in about the order and the mix it allocates.)
+ *  - m: every MIX_REFILLS small refills a thread looks at its slot's
+ *    counts since its last look (at least MIX_MIN allocations), once it
+ *    has MIX_PAIRS_MIN samples of a.
+ *  - a: every MIX_EVERY-th medium allocation of a bin reads the sum of
+ *    the thread's small bins' allowances, and the bin's next one reads it
+ *    again: if it moved, small blocks came between.  (Between two blocks
+ *    of one bin rather than any two medium ones: the bin's count is at
+ *    hand, so the test costs the allocation two instructions.)
+ * A program that allocates runs of one size (glibc's bench-malloc-simple)
+ * has a near 0 and keeps the split free, which its branch predicts; one
+ * that draws sizes at random (bench-malloc-thread) switches.  A switch is
+ * for the rest of the process: it rewrites code, and mixes seldom change.
  */
-static void mixed_free_enable(void)
+#define MIX_REFILLS 64
+#define MIX_MIN 4096
+#define MIX_EVERY 256	/* a power of two */
+#define MIX_PAIRS_MIN 64
+
+static CGM_TLS uint32_t mix_refills, mix_pairs, mix_between;
+static CGM_TLS uint64_t mix_small, mix_medium;	/* the counts at the thread's last look */
+/* Per medium bin: the allowances' sum at its sampled allocation, valid while its bit is armed. */
+static CGM_TLS int64_t mix_allowed[CGM_NR_MEDIUM_BINS];
+static CGM_TLS uint32_t mix_armed;
+
+/* Switch to the branch-free free.  Returns whether this call did. */
+static bool mixed_free_enable(void)
 {
 	static bool claimed;
 
-	/* One thread fills it: others may be freeing by it as soon as the key is on. */
+	/*
+	 * One thread fills the table, only now: a process that never
+	 * switches keeps its 16 KiB untouched.  Others may free by it as soon
+	 * as the key is on.
+	 */
 	if (__atomic_exchange_n(&claimed, true, __ATOMIC_ACQ_REL))
-		return;
+		return false;
 	for (uint64_t size = 8; size <= CGM_MEDIUM_MAX; size += 8) {
 		bool small = size <= CGM_SMALL_MAX;
 		uint64_t counter = small ? offsetof(struct cgm_thread_slot, freed_small) + size
@@ -212,28 +247,44 @@ static void mixed_free_enable(void)
 		cgm_free_entry[size / 8] = counter | (small ? 0 : size << 32);
 	}
 	static_branch_enable(&cgm_mixed_free_key);
+	return true;
 }
 
-/*
- * free_path=auto: every MIX_REFILLS small refills, a thread looks at
- * what it allocated since its last look; when small and medium blocks
- * each made at least 1/MIX_SHARE of at least MIX_MIN allocations, the
- * process frees by the branch-free path from then on (a program's mix
- * seldom changes back, and a switch rewrites code).  Allocations stand
- * for frees here: the slot counts them per bin already, and in a steady
- * state a program frees what it allocates.
- */
-#define MIX_REFILLS 64
-#define MIX_MIN 4096
-#define MIX_SHARE 8
+static int64_t small_allowances(const struct cgm_thread_slot *t)
+{
+	int64_t sum = 0;
 
-static CGM_TLS uint32_t mix_refills;
-static CGM_TLS uint64_t mix_small, mix_medium;	/* the counts at the thread's last look */
+	for (unsigned int b = 0; b < CGM_NR_BINS; b++)
+		sum += t->allow[b];
+	return sum;
+}
+
+/* At the first two of every MIX_EVERY medium allocations of a bin: did small ones come between? */
+static CGM_NOINLINE void mixed_free_sample(const struct cgm_thread_slot *t, size_t n, uint32_t phase)
+{
+	unsigned int m = cgm_medium_bin[(n - 1) >> 8];
+
+	if (cgm_conf.free_path != CGM_FREE_PATH_AUTO || static_key_enabled(&cgm_mixed_free_key))
+		return;
+	if (phase == 0) {
+		mix_allowed[m] = small_allowances(t);
+		mix_armed |= 1u << m;
+		return;
+	}
+	if (!(mix_armed & 1u << m))
+		return;
+	mix_armed &= ~(1u << m);
+	mix_pairs++;
+	mix_between += small_allowances(t) != mix_allowed[m];
+}
 
 static CGM_NOINLINE void mixed_free_look(const struct cgm_thread_slot *t)
 {
-	uint64_t small = 0, medium = 0, ds, dm;
+	uint64_t small = 0, medium = 0, ds, dm, pairs = mix_pairs, between = mix_between;
 
+	/* Too few pairs yet: the next look sees these allocations too. */
+	if (pairs < MIX_PAIRS_MIN)
+		return;
 	for (unsigned int b = 0; b < CGM_NR_BINS; b++)
 		small += t->refilled[b] - (uint64_t)t->allow[b];
 	for (unsigned int m = 0; m < CGM_NR_MEDIUM_BINS; m++)
@@ -242,13 +293,16 @@ static CGM_NOINLINE void mixed_free_look(const struct cgm_thread_slot *t)
 	dm = medium - mix_medium;
 	mix_small = small;
 	mix_medium = medium;
-	if (ds + dm < MIX_MIN || ds < (ds + dm) / MIX_SHARE || dm < (ds + dm) / MIX_SHARE ||
+	mix_pairs = mix_between = 0;
+	/* 2 * m * a >= 0.15, m = dm / (ds + dm), a = between / pairs */
+	if (ds + dm < MIX_MIN || 200 * dm * between < 15 * (ds + dm) * pairs ||
 	    static_key_enabled(&cgm_mixed_free_key))
 		return;
-	mixed_free_enable();
-	if (cgm_conf.verbose)
-		cgm_log("accounting: small and medium blocks in a mix (%llu and %llu): "
-			"frees take the branch-free path", (unsigned long long)ds, (unsigned long long)dm);
+	if (mixed_free_enable() && cgm_conf.verbose)
+		cgm_log("accounting: small and medium blocks in a mix (%llu and %llu, small ones between "
+			"medium ones %llu times in %llu): frees take the branch-free path",
+			(unsigned long long)ds, (unsigned long long)dm, (unsigned long long)between,
+			(unsigned long long)pairs);
 }
 
 static inline void mixed_free_tick(const struct cgm_thread_slot *t)
@@ -418,13 +472,13 @@ static CGM_KEYED CGM_NOINLINE void *alloc_charged(size_t n, size_t align, bool z
  * Take @blocks blocks for a request of 1025..@n..16384 bytes from @t's
  * stock and count them in their bin (-1: give one back).
  */
-static inline __attribute__((always_inline)) void medium_take(struct cgm_thread_slot *t, size_t n,
-								int64_t blocks)
+static inline __attribute__((always_inline)) uint64_t medium_take(struct cgm_thread_slot *t, size_t n,
+								    int64_t blocks)
 {
 	unsigned int m = cgm_medium_bin[(n - 1) >> 8];
 
 	cgm_owner_add(t->stock, -blocks * (int64_t)cgm_medium_sizes[m]);
-	cgm_owner_add(t->medium_allocs[m], (uint64_t)blocks);
+	return cgm_owner_add(t->medium_allocs[m], (uint64_t)blocks);
 }
 
 /* mimalloc failed a medium block: give its charge and its count back. */
@@ -433,6 +487,16 @@ static CGM_NOINLINE void *medium_refused(size_t n)
 	medium_take(cgm_tslot, n, -1);
 	errno = ENOMEM;
 	return NULL;
+}
+
+/* A medium allocation that samples for free_path=auto, out of line: the common one keeps no register across its call. */
+static CGM_NOINLINE void *medium_sampled(struct cgm_thread_slot *t, size_t n, bool zero, uint32_t phase)
+{
+	void *p;
+
+	mixed_free_sample(t, n, phase);
+	p = zero ? mi_zalloc(n) : mi_malloc(n);
+	return p ? p : medium_refused(n);
 }
 
 /*
@@ -449,12 +513,16 @@ static CGM_NOINLINE void *medium_refused(size_t n)
 CGM_KEYED void *cgm_acct_alloc_medium(size_t n, bool zero)
 {
 	struct cgm_thread_slot *t = cgm_tslot;
+	uint64_t allocs;
 	void *p;
 
 	if (cgm_unlikely(n > CGM_MEDIUM_MAX || t->stock < CGM_MEDIUM_MAX) ||
 	    static_branch_unlikely(&cgm_moving_key))
 		return cgm_acct_alloc_slow(n, 0, zero);
-	medium_take(t, n, 1);
+	/* The bin's count, as it is in a register: two instructions a call. */
+	allocs = medium_take(t, n, 1);
+	if (cgm_unlikely((allocs & (MIX_EVERY - 2)) == 0))
+		return medium_sampled(t, n, zero, allocs & 1);
 	p = zero ? mi_zalloc(n) : mi_malloc(n);
 	if (cgm_unlikely(!p))
 		return medium_refused(n);
@@ -768,7 +836,7 @@ void cgm_accounted_init(void)
 {
 	size_bin_init();
 	if (cgm_conf.free_path == CGM_FREE_PATH_MIXED)
-		mixed_free_enable();
+		(void)mixed_free_enable();
 	thread_exit_key_ok = pthread_key_create(&thread_exit_key, thread_exit_hook) == 0;
 }
 

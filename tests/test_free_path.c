@@ -13,7 +13,7 @@
  * Whether the process switched to the branch-free free is what
  * tests/test_free_path.sh reads from the verbose log.
  *
- * Usage: test_free_path mixed|small   (accounting on)
+ * Usage: test_free_path mixed|small|runs   (accounting on)
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -23,9 +23,9 @@
 
 #include "cgmalloc.h"
 
-enum { SLOTS = 1024, STEPS = 200000, THREADS = 2 };
+enum { SLOTS = 1024, STEPS = 200000, THREADS = 2, RUN = 512 };
 
-static int mixed;
+static int mixed, runs;
 static void *shared[THREADS][SLOTS];	/* a thread's blocks; another may free some */
 static size_t shared_len[THREADS][SLOTS];
 static pthread_mutex_t shared_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -69,13 +69,40 @@ static void drop(int me, int owner, int k)
 	shared[owner][k] = NULL;
 }
 
+/* Runs of one kind, each allocated in full, then freed in full. */
+static void run_kinds(int me, uint64_t *s)
+{
+	for (int i = 0; i < STEPS / RUN; i++) {
+		for (int k = 0; k < RUN; k++) {
+			uint64_t r = next_rand(s);
+			size_t n = i & 1 ? 1025 + (r >> 8) % (16384 - 1024) : 1 + (r >> 8) % 1024;
+			unsigned char *p = malloc(n);
+
+			if (!p) {
+				bad[me]++;
+				continue;
+			}
+			allocs[me]++;
+			memset(p, k + me, n);
+			shared[me][k] = p;
+			shared_len[me][k] = n;
+		}
+		pthread_mutex_lock(&shared_lock);
+		for (int k = 0; k < RUN; k++)
+			drop(me, me, k);
+		pthread_mutex_unlock(&shared_lock);
+	}
+}
+
 static void *churn(void *arg)
 {
 	int me = (int)(intptr_t)arg, other = (me + 1) % THREADS;
 	uint64_t s = 0x9e3779b97f4a7c15ULL * (uint64_t)(me + 1);
 
 	pthread_barrier_wait(&start);
-	for (int i = 0; i < STEPS; i++) {
+	if (runs)
+		run_kinds(me, &s);
+	for (int i = 0; i < STEPS && !runs; i++) {
 		int k = (int)(next_rand(&s) % SLOTS);
 		size_t n = pick_size(&s);
 		unsigned char *p;
@@ -117,11 +144,12 @@ int main(int argc, char **argv)
 	pthread_t th[THREADS];
 	long a = 0, f = 0, b = 0, d_allocs, d_frees, d_live;
 
-	if (argc != 2 || (strcmp(argv[1], "mixed") && strcmp(argv[1], "small"))) {
-		fprintf(stderr, "usage: test_free_path mixed|small\n");
+	if (argc != 2 || (strcmp(argv[1], "mixed") && strcmp(argv[1], "small") && strcmp(argv[1], "runs"))) {
+		fprintf(stderr, "usage: test_free_path mixed|small|runs\n");
 		return 2;
 	}
 	mixed = strcmp(argv[1], "mixed") == 0;
+	runs = strcmp(argv[1], "runs") == 0;
 	pthread_barrier_init(&start, NULL, THREADS + 1);
 	pthread_barrier_init(&done, NULL, THREADS + 1);
 	pthread_barrier_init(&readings_taken, NULL, THREADS + 1);

@@ -1,8 +1,8 @@
 #!/bin/sh
 # free_path=: both frees count exactly, and auto switches to the
 # branch-free one for a program that allocates small and medium blocks
-# in a mix, not for one that allocates only small ones; split never
-# switches (tests/test_free_path.c).
+# in a random mix, not for one that allocates only small ones or runs of
+# each kind in turn; split never switches (tests/test_free_path.c).
 #
 # Usage: tests/test_free_path.sh TEST_FREE_PATH HIERARCHY
 set -u
@@ -35,7 +35,9 @@ run() {
 
 run "" mixed switch
 run "" small stay
+run "" runs stay
 run ",free_path=split" mixed stay
 run ",free_path=mixed" mixed stay
 run ",free_path=mixed" small stay
+run ",free_path=mixed" runs stay
 exit $fail

@@ -48,7 +48,7 @@ PL_PASSED=0
 PL_VERBOSE_RE="^cgmalloc: $(printf '%s' "$CGM_VERSION" | sed 's/\./\\./g') pid [0-9]+, config: .*verbose=1"
 # What else verbose=1 may say of an ordinary run: the switch to the
 # branch-free free (free_path=auto, shim/accounted.c).
-PL_NOTICE_RE="^cgmalloc: accounting: small and medium blocks in a mix \([0-9]+ and [0-9]+\): frees take the branch-free path$"
+PL_NOTICE_RE="^cgmalloc: accounting: small and medium blocks in a mix \([0-9 a-z,]+\): frees take the branch-free path$"
 
 # pl_run OUT [NAME=VALUE...] CMD [ARG...]
 # Runs CMD in a fresh $PL_WORK with the extra environment; OUT.stdout,
