@@ -145,6 +145,7 @@ $(RT)/test_page_retire: tests/test_page_retire.c include/cgmalloc.h $(LIB)
 
 check-page-retire: $(RT)/test_page_retire
 	$(RUN) env CGMALLOC_CONF=$(TEST_CONF) $(RT)/test_page_retire on
+	$(RUN) env CGMALLOC_CONF=$(TEST_CONF),free_path=mixed $(RT)/test_page_retire on
 	$(RUN) env CGMALLOC_CONF=accounting=0 $(RT)/test_page_retire off
 
 CHECK_TARGETS += check-page-retire
