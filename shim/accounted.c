@@ -185,11 +185,10 @@ static inline int stock_take(struct cgm_thread_slot *t, int64_t bytes)
 	return acct_stock_take(&cgm_acct, t, bytes, static_branch_unlikely(&cgm_limits_key));
 }
 
-/* The table that malloc reads, filled before accounting is on. */
+/* The request size -> bin table that malloc reads, filled before accounting is on. */
 static void size_bin_init(void)
 {
 	cgm_fill_size_bins(cgm_size_bin);
-	cgm_stock_max = 2 * cgm_acct.batch_pages * CGM_PAGE_SIZE;
 }
 
 /*
@@ -835,6 +834,8 @@ CGM_KEYED void cgm_map_uncharge(int64_t bytes)
 void cgm_accounted_init(void)
 {
 	size_bin_init();
+	/* batch_pages is set by now, and never changes after. */
+	cgm_stock_max = 2 * cgm_acct.batch_pages * CGM_PAGE_SIZE;
 	if (cgm_conf.free_path == CGM_FREE_PATH_MIXED)
 		(void)mixed_free_enable();
 	thread_exit_key_ok = pthread_key_create(&thread_exit_key, thread_exit_hook) == 0;

@@ -70,7 +70,7 @@ extern uint8_t cgm_size_bin[CGM_SMALL_MAX + 1] __attribute__((visibility("hidden
  * what it gives back to the stock (a medium block's size, else 0).
  */
 extern uint64_t cgm_free_entry[CGM_MEDIUM_MAX / 8 + 1] __attribute__((visibility("hidden")));
-/* Above this a thread's stock is trimmed: two charge batches, in bytes. */
+/* Above this a thread's stock is trimmed: acct_stock_over()'s two charge batches, in bytes. */
 extern int64_t cgm_stock_max __attribute__((visibility("hidden")));
 
 /* The fast path's allowance ran out: refill (finds the bin again from @n). */
@@ -172,7 +172,21 @@ static inline __attribute__((always_inline)) void cgm_acct_free_medium(void *p, 
 	mi_free(p);
 }
 
-static inline __attribute__((always_inline)) void cgm_acct_free(void *p)
+/*
+ * The accounted free.  @by_table, a constant at each caller, says how it
+ * tells a block of the small bins from a medium one:
+ *  - false (cgm_acct_free): by a branch, the cheapest way while one kind
+ *    dominates or each comes in runs;
+ *  - true (cgm_acct_free_mixed): without one, for a program that frees
+ *    both in a random mix (glibc's bench-malloc-thread draws sizes up to
+ *    32 KiB), where that branch is mispredicted on a third of the frees.
+ *    Both kinds then run the same instructions, picked out of
+ *    cgm_free_entry[]: 9 instructions more a small free (callgrind), a
+ *    fifth less time for the mixed program (make bench, gbench-thread).
+ * Either way a block above 16 KiB goes out of line, and the counts are
+ * the same.
+ */
+static inline __attribute__((always_inline)) void cgm_acct_free_as(void *p, bool by_table)
 {
 	const char *slice;
 	uint32_t size;
@@ -181,59 +195,52 @@ static inline __attribute__((always_inline)) void cgm_acct_free(void *p)
 		return;
 	slice = mi209_slice(p);
 	size = mi209_page_block_size(slice);
-	/*
-	 * Blocks above 1 KiB: up to 16 KiB inline too; larger ones, and
-	 * pointers into later slices of longer pages (whose slice names a
-	 * block size of 1), out of line.
-	 */
-	if (cgm_unlikely(size - 8 > CGM_SMALL_MAX - 8)) {
-		if (cgm_likely(size - (CGM_SMALL_MAX + 1) < CGM_MEDIUM_MAX - CGM_SMALL_MAX))
-			cgm_acct_free_medium(p, slice, size);
-		else
+	if (!by_table) {
+		/*
+		 * Blocks above 1 KiB: up to 16 KiB inline too; larger ones, and
+		 * pointers into later slices of longer pages (whose slice names a
+		 * block size of 1), out of line.
+		 */
+		if (cgm_unlikely(size - 8 > CGM_SMALL_MAX - 8)) {
+			if (cgm_likely(size - (CGM_SMALL_MAX + 1) < CGM_MEDIUM_MAX - CGM_SMALL_MAX))
+				cgm_acct_free_medium(p, slice, size);
+			else
+				cgm_acct_free_big(p, slice);
+			return;
+		}
+		cgm_count_small_free(size);
+	} else {
+		struct cgm_thread_slot *t;
+		uint64_t e;
+
+		if (cgm_unlikely(size - 8 > CGM_MEDIUM_MAX - 8)) {
 			cgm_acct_free_big(p, slice);
-		return;
+			return;
+		}
+		t = cgm_tslot;
+		e = *(const uint64_t *)((const char *)cgm_free_entry + size);
+		cgm_owner_add(*(uint64_t *)((char *)t + (uint32_t)e), 1);
+		cgm_owner_add(t->stock, (int64_t)(e >> 32));
+		/* acct_stock_over(), as one load; a small free leaves the stock as it was. */
+		if (cgm_unlikely(t->stock > cgm_stock_max)) {
+			cgm_acct_free_trim(p, t);
+			return;
+		}
 	}
-	cgm_count_small_free(size);
+	/* A medium block's size makes the last-block case fall back to mi_free(). */
 	if (cgm_likely(mi209_free_block(p, slice, size)))
 		return;
 	mi_free(p);
 }
 
-/*
- * The same free without the branch between small and medium blocks.  In
- * a program that frees both in a random mix (glibc's bench-malloc-thread
- * draws sizes up to 32 KiB), that branch is mispredicted on a third of
- * the frees; here both kinds run the same instructions, picked out of
- * cgm_free_entry[], which costs a small free 9 instructions more
- * (callgrind) and the mixed program a fifth of its time less (make
- * bench, gbench-thread).  Blocks above 16 KiB still go out of line.
- */
+static inline __attribute__((always_inline)) void cgm_acct_free(void *p)
+{
+	cgm_acct_free_as(p, false);
+}
+
 static inline __attribute__((always_inline)) void cgm_acct_free_mixed(void *p)
 {
-	struct cgm_thread_slot *t;
-	const char *slice;
-	uint64_t size, e;
-
-	if (cgm_unlikely(p == NULL))
-		return;
-	slice = mi209_slice(p);
-	size = mi209_page_block_size(slice);
-	if (cgm_unlikely(size - 8 > CGM_MEDIUM_MAX - 8)) {
-		cgm_acct_free_big(p, slice);
-		return;
-	}
-	t = cgm_tslot;
-	e = *(const uint64_t *)((const char *)cgm_free_entry + size);
-	cgm_owner_add(*(uint64_t *)((char *)t + (uint32_t)e), 1);
-	cgm_owner_add(t->stock, (int64_t)(e >> 32));
-	/* A small free leaves the stock as it was, below the bound. */
-	if (cgm_unlikely(t->stock > cgm_stock_max)) {
-		cgm_acct_free_trim(p, t);
-		return;
-	}
-	if (cgm_likely(mi209_free_block(p, slice, (uint32_t)size)))
-		return;
-	mi_free(p);
+	cgm_acct_free_as(p, true);
 }
 
 #endif /* CGM_ACCOUNTED_H */
