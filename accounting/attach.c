@@ -34,6 +34,7 @@
 
 #include "cgm/acct.h"
 #include "cgm/hier.h"
+#include "cgm/size.h"
 #include "cgm/size_class.h"
 
 /* CLOCK_BOOTTIME in ns: the clock of /proc/<pid>/stat's start time. */
@@ -52,7 +53,7 @@ static uint64_t boottime_ns(void)
 static int read_proc_stat(int pid, char *state, uint64_t *start_ns)
 {
 	char path[64], buf[1024], *p;
-	unsigned long long ticks;
+	uint64_t ticks;
 	long hz = sysconf(_SC_CLK_TCK);
 	ssize_t n;
 	int fd;
@@ -79,7 +80,7 @@ static int read_proc_stat(int pid, char *state, uint64_t *start_ns)
 		p = strchr(p + 1, ' ');
 	if (!p || hz <= 0)
 		return -EIO;
-	ticks = strtoull(p + 1, NULL, 10);
+	ticks = cgm_parse_decimal(p + 1, NULL);
 	*start_ns = (uint64_t)ticks * (1000000000 / (uint64_t)hz);
 	return 0;
 }

@@ -461,8 +461,11 @@ int acct_online_nodes(void)
 			text[n] = '\0';
 			/* The highest node number: the last number in the list. */
 			for (char *c = text; *c; c++)
-				if (*c >= '0' && *c <= '9' && (c == text || c[-1] < '0' || c[-1] > '9'))
-					last = (int)strtoull(c, NULL, 10);
+				if (*c >= '0' && *c <= '9' && (c == text || c[-1] < '0' || c[-1] > '9')) {
+					uint64_t node = cgm_parse_decimal(c, NULL);
+
+					last = node < CGM_MAX_NODES ? (int)node : CGM_MAX_NODES;
+				}
 		}
 	}
 	nodes = last + 1 > CGM_MAX_NODES ? CGM_MAX_NODES : last + 1;

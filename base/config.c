@@ -10,9 +10,23 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/auxv.h>
+#include <unistd.h>
 
 #include "cgm/config.h"
 #include "cgm/log.h"
+
+const char *cgm_conf_env(void)
+{
+	static const char name[] = "CGMALLOC_CONF=";
+
+	if (getauxval(AT_SECURE) || !environ)
+		return NULL;
+	for (char **e = environ; *e; e++)
+		if (strncmp(*e, name, sizeof(name) - 1) == 0)
+			return *e + sizeof(name) - 1;
+	return NULL;
+}
 
 static bool *bool_field(struct cgm_config *c, const struct cgm_conf_key *k)
 {

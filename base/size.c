@@ -45,6 +45,20 @@ static unsigned int suffix_shift(char c)
 	}
 }
 
+uint64_t cgm_parse_decimal(const char *s, const char **end)
+{
+	uint64_t v = 0;
+
+	for (; *s >= '0' && *s <= '9'; s++) {
+		unsigned int d = (unsigned int)(*s - '0');
+
+		v = v > (UINT64_MAX - d) / 10 ? UINT64_MAX : v * 10 + d;
+	}
+	if (end)
+		*end = s;
+	return v;
+}
+
 const char *cgm_skip_spaces(const char *s)
 {
 	while (kernel_isspace(*s))

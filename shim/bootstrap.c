@@ -91,7 +91,7 @@ __attribute__((constructor(101))) static void cgm_bootstrap(void)
 	int bad;
 
 	cgm_conf_defaults(&cgm_conf);
-	bad = cgm_conf_parse(&cgm_conf, secure_getenv("CGMALLOC_CONF"), false);
+	bad = cgm_conf_parse(&cgm_conf, cgm_conf_env(), false);
 	if (bad && cgm_conf.strict) {
 		cgm_log("CGMALLOC_CONF: %d bad item%s and strict=1: exiting", bad,
 			bad == 1 ? "" : "s");

@@ -298,6 +298,54 @@ START_TEST(test_memparse_end)
 }
 END_TEST
 
+/* cgm_parse_decimal() reads digits only, saturates, and says where it stopped. */
+START_TEST(test_parse_decimal)
+{
+	static const struct { const char *s; uint64_t v; size_t used; } cases[] = {
+		{ "0\n", 0, 1 }, { "17 42", 17, 2 }, { "0-3", 0, 1 }, { "010", 10, 3 },
+		{ "0x10", 0, 1 }, { "18446744073709551615", UINT64_MAX, 20 },
+		{ "18446744073709551616", UINT64_MAX, 20 }, { "99999999999999999999999", UINT64_MAX, 23 },
+		{ "1844674407370955161", 1844674407370955161ULL, 19 },
+		{ "", 0, 0 }, { " 1", 0, 0 }, { "-1", 0, 0 }, { "+1", 0, 0 }, { "1K", 1, 1 },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *end = NULL;
+		uint64_t v = cgm_parse_decimal(cases[i].s, &end);
+
+		ck_assert_msg(v == cases[i].v, "'%s': %" PRIu64, cases[i].s, v);
+		ck_assert_msg(end == cases[i].s + cases[i].used, "'%s': read %td, expected %zu",
+			      cases[i].s, end - cases[i].s, cases[i].used);
+	}
+	ck_assert_uint_eq(cgm_parse_decimal("123", NULL), 123);
+}
+END_TEST
+
+/* CGMALLOC_CONF is read from the environment as it stands, the first definition winning as getenv's. */
+START_TEST(test_conf_env)
+{
+	ck_assert_int_eq(setenv("CGMALLOC_CONFX", "no", 1), 0);
+	ck_assert_int_eq(unsetenv("CGMALLOC_CONF"), 0);
+	ck_assert_ptr_null(cgm_conf_env());
+	ck_assert_int_eq(setenv("CGMALLOC_CONF", "verbose=1,max=1G", 1), 0);
+	ck_assert_str_eq(cgm_conf_env(), getenv("CGMALLOC_CONF"));
+	ck_assert_int_eq(setenv("CGMALLOC_CONF", "", 1), 0);
+	ck_assert_str_eq(cgm_conf_env(), "");
+	ck_assert_int_eq(unsetenv("CGMALLOC_CONF"), 0);
+	ck_assert_ptr_null(cgm_conf_env());
+	{
+		char a[] = "CGMALLOC_CON=x", b[] = "CGMALLOC_CONF=first", c[] = "CGMALLOC_CONF=second";
+		char *fake[] = { a, b, c, NULL }, **saved = environ;
+
+		environ = fake;
+		ck_assert_str_eq(cgm_conf_env(), "first");
+		environ = NULL;
+		ck_assert_ptr_null(cgm_conf_env());
+		environ = saved;
+	}
+}
+END_TEST
+
 /* What is formatted parses back to the same number. */
 START_TEST(test_format_parses_back)
 {
@@ -417,6 +465,8 @@ int main(void)
 	tcase_add_test(tc, test_sizes);
 	tcase_add_test(tc, test_conf_sizes_are_memory_max_sizes);
 	tcase_add_test(tc, test_memparse_end);
+	tcase_add_test(tc, test_parse_decimal);
+	tcase_add_test(tc, test_conf_env);
 	tcase_add_test(tc, test_format_parses_back);
 	tcase_add_test(tc, test_long_strings_refused);
 	tcase_add_test(tc, test_whole_text_too_long);

@@ -100,6 +100,16 @@ const char *cgm_conf_expected(const struct cgm_conf_key *k, char *buf,
 void cgm_conf_defaults(struct cgm_config *conf);
 
 /*
+ * CGMALLOC_CONF from the process's environment, or NULL: also NULL in a
+ * program run set-user-ID or with capabilities (AT_SECURE), as
+ * secure_getenv() would.  It reads environ itself: glibc's getenv lives
+ * in a part of its code that a program often never runs, and a call
+ * made at every start-up would add that 64 KiB fault-around window to
+ * the RSS of every small program.
+ */
+const char *cgm_conf_env(void);
+
+/*
  * Parse @text (the CGMALLOC_CONF syntax) on top of @conf.  A bad item is
  * reported with one "cgmalloc: CGMALLOC_CONF: ..." line on stderr (unless
  * @quiet) and leaves that key at the value it had.  Returns the number of
