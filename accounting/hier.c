@@ -26,13 +26,17 @@
 #include "cgm/hier.h"
 #include "cgm/log.h"
 #include "cgm/proc_maps.h"
+#include "cgm/strbuf.h"
 
 int hier_user_dir(const char *base, char *buf, size_t len, char *why, size_t whylen)
 {
 	unsigned int uid = (unsigned int)getuid();
 	struct stat st;
+	size_t at = 0;
 
-	if ((size_t)snprintf(buf, len, "%s/cgmalloc-%u", base, uid) >= len) {
+	cgm_str_add(buf, len, &at, base);
+	cgm_str_add(buf, len, &at, "/cgmalloc-");
+	if (!cgm_str_add_u64(buf, len, &at, uid)) {
 		snprintf(why, whylen, "%s: path too long", base);
 		return -ENAMETOOLONG;
 	}
@@ -67,10 +71,12 @@ int hier_default_path(char *buf, size_t len, char *why, size_t whylen)
 {
 	char dir[CGM_PATH_MAX];
 	int err = hier_user_dir("/dev/shm", dir, sizeof(dir), why, whylen);
+	size_t at = 0;
 
 	if (err)
 		return err;
-	if ((size_t)snprintf(buf, len, "%s/hierarchy", dir) >= len) {
+	cgm_str_add(buf, len, &at, dir);
+	if (!cgm_str_add(buf, len, &at, "/hierarchy")) {
 		snprintf(why, whylen, "%s: path too long", dir);
 		return -ENAMETOOLONG;
 	}

@@ -58,7 +58,8 @@ static struct cgm_thread_slot cgm_unaccounted_slot = {
 };
 
 uint8_t cgm_size_bin[CGM_SMALL_MAX + 1];
-uint64_t cgm_free_entry[CGM_MEDIUM_MAX / 8 + 1];
+/* Pages of their own: filled only by a process that switches, they share none with hot variables. */
+CGM_BIG_BSS uint64_t cgm_free_entry[CGM_MEDIUM_MAX / 8 + 1];
 int64_t cgm_stock_max = INT64_MAX;
 
 CGM_TLS struct cgm_thread_slot *cgm_tslot = &cgm_boot_slot;

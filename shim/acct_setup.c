@@ -25,6 +25,7 @@
 #include "cgm/mi_layout.h"
 #include "cgm/shim.h"
 #include "cgm/spiller.h"
+#include "cgm/strbuf.h"
 
 /* memory.reclaim written by this process: at once, whatever was collected just before. */
 static void reclaim_heap_now(void)
@@ -55,7 +56,7 @@ static void kernel_memcg_path(char *buf, size_t len)
 	ssize_t n;
 	int fd = open("/proc/self/cgroup", O_RDONLY | O_CLOEXEC);
 
-	snprintf(buf, len, "/");
+	cgm_str_copy(buf, len, "/");
 	if (fd < 0)
 		return;
 	n = read(fd, text, sizeof(text) - 1);
@@ -72,14 +73,14 @@ static void kernel_memcg_path(char *buf, size_t len)
 		if (!c2)
 			continue;
 		if (lists_memory(c1 + 1, (size_t)(c2 - c1 - 1))) {
-			snprintf(found, sizeof(found), "%s", c2 + 1);
+			cgm_str_copy(found, sizeof(found), c2 + 1);
 			v1 = true;
 		} else if (!v1 && c2 == c1 + 1 && !strncmp(line, "0:", 2)) {
-			snprintf(found, sizeof(found), "%s", c2 + 1);
+			cgm_str_copy(found, sizeof(found), c2 + 1);
 		}
 	}
 	if (group_path_valid(found) == 0)
-		snprintf(buf, len, "%s", found);
+		cgm_str_copy(buf, len, found);
 }
 
 /*
@@ -158,7 +159,7 @@ static void pick_group(char *group, size_t len, bool *scope, bool limits_asked)
 		const char *named = cgm_conf.scope[0] ? cgm_conf.scope : cgm_conf.group;
 
 		if (strlen(named) < len && group_path_valid(named) == 0) {
-			snprintf(group, len, "%s", named);
+			cgm_str_copy(group, len, named);
 			*scope = cgm_conf.scope[0] != '\0';
 			return;
 		}
@@ -217,12 +218,13 @@ const char *cgm_accounting_start(void)
 	bool named = cgm_conf.group[0] || cgm_conf.scope[0], scope;
 	const char *reason;
 	struct cgm_proc *p;
+	size_t at;
 	int err;
 
 	if (!cgm_conf.accounting)
 		return "off (accounting=0)";
 	if (cgm_conf.hierarchy[0])
-		snprintf(path, sizeof(path), "%s", cgm_conf.hierarchy);
+		cgm_str_copy(path, sizeof(path), cgm_conf.hierarchy);
 	else if (hier_default_path(path, sizeof(path), why, sizeof(why)) < 0)
 		return refuse(limits_asked || named, "off (hierarchy refused)", "hierarchy %s", why);
 	err = hier_open(&cgm_acct.h, path, true, why, sizeof(why));
@@ -280,7 +282,11 @@ const char *cgm_accounting_start(void)
 	 * here: a program that never allocates (/bin/true) makes none of
 	 * the sample's system calls.
 	 */
-	snprintf(status, sizeof(status), "on (%s %s, hierarchy %s)", scope ? "scope" : "group",
-		 group, path);
+	at = 0;
+	cgm_str_add(status, sizeof(status), &at, scope ? "on (scope " : "on (group ");
+	cgm_str_add(status, sizeof(status), &at, group);
+	cgm_str_add(status, sizeof(status), &at, ", hierarchy ");
+	cgm_str_add(status, sizeof(status), &at, path);
+	cgm_str_add(status, sizeof(status), &at, ")");
 	return status;
 }

@@ -13,6 +13,7 @@
 
 #include "cgm/config.h"
 #include "cgm/log.h"
+#include "cgm/strbuf.h"
 #include "check_run.h"
 
 /* Run cgm_conf_parse with stderr captured into @err. */
@@ -346,6 +347,40 @@ START_TEST(test_conf_env)
 }
 END_TEST
 
+/* Strings built in place: what fits is whole, what does not is cut, terminated, and stays cut. */
+START_TEST(test_strbuf)
+{
+	char buf[12];
+	size_t at = 0;
+
+	ck_assert(cgm_str_add(buf, sizeof(buf), &at, "/dev"));
+	ck_assert(cgm_str_add(buf, sizeof(buf), &at, "/x-"));
+	ck_assert(cgm_str_add_u64(buf, sizeof(buf), &at, 1000));
+	ck_assert_str_eq(buf, "/dev/x-1000");
+	ck_assert_uint_eq(at, 11);
+	ck_assert(!cgm_str_add(buf, sizeof(buf), &at, "y"));
+	ck_assert_str_eq(buf, "/dev/x-1000");
+	ck_assert_uint_eq(at, sizeof(buf));
+	ck_assert(!cgm_str_add(buf, sizeof(buf), &at, ""));
+	ck_assert_str_eq(buf, "/dev/x-1000");
+
+	at = 0;
+	ck_assert(cgm_str_add(buf, sizeof(buf), &at, "abc"));
+	ck_assert(!cgm_str_add_u64(buf, sizeof(buf), &at, UINT64_MAX));
+	ck_assert_str_eq(buf, "abc18446744");
+	at = 0;
+	ck_assert(cgm_str_add_u64(buf, sizeof(buf), &at, 0));
+	ck_assert_str_eq(buf, "0");
+	ck_assert(cgm_str_copy(buf, sizeof(buf), ""));
+	ck_assert_str_eq(buf, "");
+	ck_assert(cgm_str_copy(buf, sizeof(buf), "hello world"));
+	ck_assert(!cgm_str_copy(buf, sizeof(buf), "hello world!"));
+	ck_assert_str_eq(buf, "hello world");
+	ck_assert(!cgm_str_copy(buf, 1, "x"));
+	ck_assert_str_eq(buf, "");
+}
+END_TEST
+
 /* What is formatted parses back to the same number. */
 START_TEST(test_format_parses_back)
 {
@@ -467,6 +502,7 @@ int main(void)
 	tcase_add_test(tc, test_memparse_end);
 	tcase_add_test(tc, test_parse_decimal);
 	tcase_add_test(tc, test_conf_env);
+	tcase_add_test(tc, test_strbuf);
 	tcase_add_test(tc, test_format_parses_back);
 	tcase_add_test(tc, test_long_strings_refused);
 	tcase_add_test(tc, test_whole_text_too_long);
