@@ -72,8 +72,15 @@ $(RT)/test_text_rss: tests/test_text_rss.c include/cgmalloc.h $(LIB)
 	@mkdir -p $(RT)
 	$(CC) $(RT_CFLAGS) -o $@ $< $(SHIM_LINK)
 
-check-text-rss: $(RT)/test_text_rss
+$(RT)/libexit_rss.so: tests/libexit_rss.c tests/smaps_rss.h
+	@mkdir -p $(RT)
+	$(CC) $(RT_SOFLAGS) -o $@ $<
+
+# The second run measures after the library's exit path (tests/libexit_rss.c).
+check-text-rss: $(RT)/test_text_rss $(RT)/libexit_rss.so
 	$(RUN) env CGMALLOC_CONF=$(TEST_CONF) $(RT)/test_text_rss
+	$(RUN) env CGMALLOC_CONF=$(TEST_CONF) \
+		LD_PRELOAD=$(abspath $(LIB)):$(abspath $(RT))/libexit_rss.so $(RT)/test_text_rss exit
 
 CHECK_TARGETS += check-text-rss
 .PHONY: check-text-rss

@@ -1,0 +1,43 @@
+/*
+ * The library's code resident once its own exit path has run.
+ *
+ * tests/test_text_rss.c measures in main(), before exit: code that only
+ * the exit path runs escapes it (the spiller's publish at detach mapped a
+ * second 64 KiB window of the library's code in every process until it
+ * was made conditional).  Preloaded after libcgmalloc.so
+ * (LD_PRELOAD=libcgmalloc.so:libexit_rss.so), this library's constructor
+ * runs first, so the atexit handler it registers runs after the one the
+ * library registers at start-up: it reads the library's executable
+ * mappings from /proc/self/smaps and, over EXIT_RSS_LIMIT_KIB (the same
+ * bound as test_text_rss), says so and makes the exit status 3.
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "smaps_rss.h"
+
+#define EXIT_RSS_LIMIT_KIB	80
+
+static bool library_code(const char *perms, const char *path, const void *arg)
+{
+	(void)arg;
+	return strchr(perms, 'x') && smaps_path_ends(path, "/libcgmalloc.so");
+}
+
+static void measure_at_exit(void)
+{
+	long kib = smaps_rss_kib(library_code, NULL);
+
+	fprintf(stderr, "libexit_rss: %ld KiB of the library's code resident after its exit path (limit %d)\n",
+		kib, EXIT_RSS_LIMIT_KIB);
+	if (kib < 0 || kib > EXIT_RSS_LIMIT_KIB)
+		_exit(3);
+}
+
+__attribute__((constructor)) static void register_measure(void)
+{
+	atexit(measure_at_exit);
+}
