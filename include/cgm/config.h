@@ -102,10 +102,11 @@ void cgm_conf_defaults(struct cgm_config *conf);
 /*
  * CGMALLOC_CONF from the process's environment, or NULL: also NULL in a
  * program run set-user-ID or with capabilities (AT_SECURE), as
- * secure_getenv() would.  It reads environ itself: glibc's getenv lives
- * in a part of its code that a program often never runs, and a call
- * made at every start-up would add that 64 KiB fault-around window to
- * the RSS of every small program.
+ * secure_getenv() would.  It reads environ itself, as mimalloc does:
+ * glibc's getenv and secure_getenv lie in a 64 KiB fault-around window
+ * of its code that mimalloc alone may leave unmapped (where the window
+ * falls depends on the load address), so a call at every start-up can
+ * add that window to the RSS of a small program.
  */
 const char *cgm_conf_env(void);
 

@@ -28,8 +28,8 @@ uint64_t cgm_memparse(const char *s, const char **end);
  * A decimal number at @s, digits only (no sign, no blank, no prefix), as
  * the kernel's files print them; *@end (if not NULL) past the digits, at
  * @s if there are none.  Saturates at UINT64_MAX.  Not strtoull(), whose
- * code shares a fault-around window with nothing else a small program
- * runs (see cgm_conf_env()).
+ * code lies in the fault-around window of glibc's getenv (see
+ * cgm_conf_env()).
  */
 uint64_t cgm_parse_decimal(const char *s, const char **end);
 

@@ -4,8 +4,9 @@
  * Start-up formats a few paths (the hierarchy file's, the group's) and
  * its status line.  snprintf() would do, but it runs glibc's printf
  * code, whose pages a program that never prints may otherwise leave
- * unmapped: each 64 KiB fault-around window of it that a call maps stays
- * in the RSS of every small program.  These append in place instead.
+ * unmapped: a 64 KiB fault-around window of it that a call maps stays in
+ * the RSS of a small program.  These append in place instead, and cost
+ * a few hundred instructions less each.
  */
 #ifndef CGM_STRBUF_H
 #define CGM_STRBUF_H
