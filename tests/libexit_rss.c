@@ -8,8 +8,8 @@
  * (LD_PRELOAD=libcgmalloc.so:libexit_rss.so), this library's constructor
  * runs first, so the atexit handler it registers runs after the one the
  * library registers at start-up: it reads the library's executable
- * mappings from /proc/self/smaps and, over EXIT_RSS_LIMIT_KIB (the same
- * bound as test_text_rss), says so and makes the exit status 3.
+ * mappings from /proc/self/smaps and, over test_text_rss's bound
+ * (SMAPS_LIBRARY_CODE_LIMIT_KIB), says so and makes the exit status 3.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -19,21 +19,13 @@
 
 #include "smaps_rss.h"
 
-#define EXIT_RSS_LIMIT_KIB	80
-
-static bool library_code(const char *perms, const char *path, const void *arg)
-{
-	(void)arg;
-	return strchr(perms, 'x') && smaps_path_ends(path, "/libcgmalloc.so");
-}
-
 static void measure_at_exit(void)
 {
-	long kib = smaps_rss_kib(library_code, NULL);
+	long kib = smaps_rss_kib(smaps_library_code, NULL);
 
 	fprintf(stderr, "libexit_rss: %ld KiB of the library's code resident after its exit path (limit %d)\n",
-		kib, EXIT_RSS_LIMIT_KIB);
-	if (kib < 0 || kib > EXIT_RSS_LIMIT_KIB)
+		kib, SMAPS_LIBRARY_CODE_LIMIT_KIB);
+	if (kib < 0 || kib > SMAPS_LIBRARY_CODE_LIMIT_KIB)
 		_exit(3);
 }
 

@@ -20,6 +20,19 @@ static inline bool smaps_path_ends(const char *path, const char *suffix)
 	return n >= k && strcmp(path + n - k, suffix) == 0;
 }
 
+/*
+ * The library's executable mappings, and how much of them a process may
+ * have resident: one fault-around window and the pages the static keys
+ * patch (tests/test_text_rss.c, tests/libexit_rss.c).
+ */
+#define SMAPS_LIBRARY_CODE_LIMIT_KIB	80
+
+static inline bool smaps_library_code(const char *perms, const char *path, const void *arg)
+{
+	(void)arg;
+	return strchr(perms, 'x') && smaps_path_ends(path, "/libcgmalloc.so");
+}
+
 /* KiB resident in the mappings @match accepts, summed; -1 if none does. */
 static inline long smaps_rss_kib(smaps_match_fn match, const void *arg)
 {

@@ -275,10 +275,31 @@ START_TEST(test_conf_sizes_are_memory_max_sizes)
 }
 END_TEST
 
+/* A text, the number read from it, and how many of its bytes were read. */
+struct number_case {
+	const char *s;
+	uint64_t v;
+	size_t used;
+};
+
+/* @parse gives each case's number and stops where the case says. */
+static void check_numbers(uint64_t (*parse)(const char *, const char **),
+			  const struct number_case *cases, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		const char *end = NULL;
+		uint64_t v = parse(cases[i].s, &end);
+
+		ck_assert_msg(v == cases[i].v, "'%s': %" PRIu64, cases[i].s, v);
+		ck_assert_msg(end == cases[i].s + cases[i].used, "'%s': read %td, expected %zu",
+			      cases[i].s, end - cases[i].s, cases[i].used);
+	}
+}
+
 /* cgm_memparse() reads a number and a suffix and says where it stopped. */
 START_TEST(test_memparse_end)
 {
-	static const struct { const char *s; uint64_t v; size_t used; } cases[] = {
+	static const struct number_case cases[] = {
 		{ "1G swappiness=5", 1ULL << 30, 2 }, { "1Gx", 1ULL << 30, 2 },
 		{ "1KM", 1024, 2 }, { "1e5", 1ULL << 60, 2 }, { "0x1e5", 0x1e5, 5 },
 		{ "0x", 0, 1 }, { "0xg", 0, 1 }, { "08", 0, 1 }, { "0b1", 0, 1 },
@@ -287,14 +308,7 @@ START_TEST(test_memparse_end)
 		{ "max", 0, 0 },
 	};
 
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		const char *end = NULL;
-		uint64_t v = cgm_memparse(cases[i].s, &end);
-
-		ck_assert_msg(v == cases[i].v, "'%s': %" PRIu64, cases[i].s, v);
-		ck_assert_msg(end == cases[i].s + cases[i].used, "'%s': read %td, expected %zu",
-			      cases[i].s, end - cases[i].s, cases[i].used);
-	}
+	check_numbers(cgm_memparse, cases, sizeof(cases) / sizeof(cases[0]));
 	ck_assert_str_eq(cgm_skip_spaces(" \t\n\v\f\r\xa0x "), "x ");
 }
 END_TEST
@@ -302,7 +316,7 @@ END_TEST
 /* cgm_parse_decimal() reads digits only, saturates, and says where it stopped. */
 START_TEST(test_parse_decimal)
 {
-	static const struct { const char *s; uint64_t v; size_t used; } cases[] = {
+	static const struct number_case cases[] = {
 		{ "0\n", 0, 1 }, { "17 42", 17, 2 }, { "0-3", 0, 1 }, { "010", 10, 3 },
 		{ "0x10", 0, 1 }, { "18446744073709551615", UINT64_MAX, 20 },
 		{ "18446744073709551616", UINT64_MAX, 20 }, { "99999999999999999999999", UINT64_MAX, 23 },
@@ -310,14 +324,7 @@ START_TEST(test_parse_decimal)
 		{ "", 0, 0 }, { " 1", 0, 0 }, { "-1", 0, 0 }, { "+1", 0, 0 }, { "1K", 1, 1 },
 	};
 
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		const char *end = NULL;
-		uint64_t v = cgm_parse_decimal(cases[i].s, &end);
-
-		ck_assert_msg(v == cases[i].v, "'%s': %" PRIu64, cases[i].s, v);
-		ck_assert_msg(end == cases[i].s + cases[i].used, "'%s': read %td, expected %zu",
-			      cases[i].s, end - cases[i].s, cases[i].used);
-	}
+	check_numbers(cgm_parse_decimal, cases, sizeof(cases) / sizeof(cases[0]));
 	ck_assert_uint_eq(cgm_parse_decimal("123", NULL), 123);
 }
 END_TEST

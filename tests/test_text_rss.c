@@ -44,7 +44,7 @@
 #include "cgmalloc.h"
 #include "smaps_rss.h"
 
-#define LIMIT_KIB	80
+#define LIMIT_KIB	SMAPS_LIBRARY_CODE_LIMIT_KIB
 #define RODATA_LIMIT_KIB	48
 
 /* Blocks of every kind, freed again: small, medium, large, aligned, resized. */
@@ -68,13 +68,6 @@ static void *work(void *arg)
 		}
 	}
 	return NULL;
-}
-
-/* The library's executable mappings. */
-static bool library_code(const char *perms, const char *path, const void *arg)
-{
-	(void)arg;
-	return strchr(perms, 'x') && smaps_path_ends(path, "/libcgmalloc.so");
 }
 
 /* The library's read-only data mappings (relro included: read-only once relocated). */
@@ -137,7 +130,7 @@ int main(int argc, char **argv)
 		/* This process was the first: it created the hierarchy and checked mimalloc. */
 		who = "the hierarchy's first";
 	}
-	kib = smaps_rss_kib(library_code, NULL);
+	kib = smaps_rss_kib(smaps_library_code, NULL);
 	if (kib < 0) {
 		fprintf(stderr, "test_text_rss: no executable mapping of libcgmalloc.so in smaps\n");
 		return 1;
