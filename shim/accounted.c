@@ -71,6 +71,8 @@ static void thread_exit_hook(void *arg)
 {
 	uint32_t slot = (uint32_t)(uintptr_t)arg - 1;
 
+	/* A thread not started by pthread_create (thread_start.c purged the others'). */
+	cgm_park_purge();
 	/*
 	 * The slot stays ours (frees in later destructors land in it); it
 	 * is freed once the thread is gone and its counters are folded.
@@ -445,6 +447,9 @@ static CGM_KEYED CGM_NOINLINE void *alloc_charged(size_t n, size_t align, bool z
 		return NULL;
 	}
 	if (t) {
+		/* A large block the thread freed a moment ago is mimalloc's again, to reuse. */
+		if (n >= LARGE_BLOCK)
+			cgm_park_release();
 		cgm_resident_tick(n >= LARGE_BLOCK);
 		if (byte_charge((int64_t)n) == 0 && cgm_resident_refuse((int64_t)n)) {
 			errno = ENOMEM;
@@ -598,43 +603,54 @@ void cgm_acct_count_big_free(void *p)
 /*
  * charge=resident: does a large block leave memory as it is freed, or
  * stay with mimalloc for its purge delay?  glibc's rule for its mmapped
- * chunks: a block larger than any freed so far goes at once (glibc
- * unmaps it), and raises the bar to its size, up to 32 MiB (glibc's
- * dynamic mmap threshold), so that a program that frees and allocates
- * blocks of one size in turn keeps them and does not fault every page of
- * each in anew (mstress-style: 7x its time).  Near a limit every large
- * block goes at once: the room is needed now.
+ * chunks: a block larger than any freed so far goes (glibc unmaps it),
+ * and raises the bar to its size, up to 32 MiB (glibc's dynamic mmap
+ * threshold), so that a program that frees and allocates blocks of one
+ * size in turn keeps them and does not fault every page of each in anew
+ * (mstress-style: 7x its time).  Such a block goes a moment later, unless
+ * the thread allocates a large block meanwhile (shim/large_park.c); near
+ * a limit every large block goes at once: the room is needed now.
  */
 #define PURGE_BAR_MAX (32LL << 20)
 static int64_t purge_bar = LARGE_BLOCK - 1;
 
-static bool purge_on_free(int64_t size)
+static bool purge_bar_passed(int64_t size)
 {
 	int64_t bar = __atomic_load_n(&purge_bar, __ATOMIC_RELAXED);
 
-	if (size > bar) {
-		if (bar < PURGE_BAR_MAX)
-			__atomic_store_n(&purge_bar, size < PURGE_BAR_MAX ? size : PURGE_BAR_MAX,
-					 __ATOMIC_RELAXED);
-		return true;
-	}
-	return static_branch_unlikely(&cgm_limits_key) &&
-	       acct_limit_near(&cgm_acct, size / CGM_PAGE_SIZE);
+	if (size <= bar)
+		return false;
+	if (bar < PURGE_BAR_MAX)
+		__atomic_store_n(&purge_bar, size < PURGE_BAR_MAX ? size : PURGE_BAR_MAX,
+				 __ATOMIC_RELAXED);
+	return true;
 }
 
 /* A block above 128 KiB, or any block of a thread with no slot of its own. */
 static CGM_KEYED CGM_NOINLINE void free_big_slow(void *p, int64_t size)
 {
 	bool large = size >= LARGE_BLOCK;
+	bool own = large && thread_slot();
 
 	/* What was touched in a large block reaches the charge (and memory.peak) before it goes. */
-	if (large && thread_slot())
+	if (own)
 		cgm_resident_tick(true);
 	count_big_free(size, true);
-	if (large && cgm_conf.charge == CGM_CHARGE_RESIDENT && purge_on_free(size))
-		cgm_mi_free_now(p);
-	else
+	if (!large || cgm_conf.charge != CGM_CHARGE_RESIDENT) {
 		mi_free(p);
+	} else if (static_branch_unlikely(&cgm_limits_key) &&
+		   acct_limit_near(&cgm_acct, size / CGM_PAGE_SIZE)) {
+		cgm_park_purge();
+		cgm_mi_free_now(p);
+	} else if (purge_bar_passed(size)) {
+		/* Parked only by a thread whose exit purges it (thread_exit_hook). */
+		if (own)
+			cgm_park_large(p);
+		else
+			cgm_mi_free_now(p);
+	} else {
+		mi_free(p);
+	}
 }
 
 /* (The unaccounted slot's stock is always above two batches: nothing to trim.) */

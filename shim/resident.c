@@ -169,6 +169,8 @@ void cgm_resident_tick(bool large)
 	if (sampling || cgm_acct.proc == CGM_NONE)
 		return;
 	now = cgm_now_ns();
+	/* A block the thread parked and did not take again goes now. */
+	cgm_park_settle(now);
 	if (now < __atomic_load_n(&next_sample_ns, __ATOMIC_RELAXED) ||
 	    (!large && now < small_sample_after_ns))
 		return;
@@ -256,6 +258,8 @@ static CGM_KEYED void reclaim_self(bool force, int64_t need, bool deep)
 	/* vmpressure: the pages this reclaim looks at and gets back, for listeners only. */
 	if (static_branch_unlikely(&cgm_vmpressure_key))
 		free_before = own_heap_free() / CGM_PAGE_SIZE;
+	/* The large block this thread parked is the first thing to give back. */
+	cgm_park_purge();
 	/* Pressure that asks again within a millisecond finds nothing new to collect. */
 	if (force || now - __atomic_load_n(&last_collect_ns, __ATOMIC_RELAXED) >= COLLECT_MIN_NS) {
 		collect_now();

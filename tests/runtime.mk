@@ -157,3 +157,15 @@ check-page-retire: $(RT)/test_page_retire
 
 CHECK_TARGETS += check-page-retire
 .PHONY: check-page-retire
+
+# A freed large block above the purge bar: reused by the next large
+# allocation, else gone after the thread's next slow paths or its exit.
+$(RT)/test_large_park: tests/test_large_park.c $(LIB)
+	@mkdir -p $(RT)
+	$(CC) $(RT_CFLAGS) -pthread -o $@ $< $(SHIM_LINK)
+
+check-large-park: $(RT)/test_large_park
+	$(RUN) env CGMALLOC_CONF=$(TEST_CONF) $(RT)/test_large_park
+
+CHECK_TARGETS += check-large-park
+.PHONY: check-large-park

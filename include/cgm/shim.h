@@ -153,6 +153,18 @@ void cgm_reclaim_for(int64_t need, bool deep);
 void cgm_mi_purge_init(void);
 void cgm_mi_free_now(void *p);
 void cgm_mi_collect_now(void);
+
+/*
+ * shim/large_park.c: a freed large block that should leave memory, held
+ * for the thread's next large allocation.  Park it (the thread's older
+ * one goes to mimalloc); hand it to mimalloc as any free (a large
+ * allocation follows); purge it now (reclaim, a limit near, thread exit);
+ * purge it if it was parked long enough ago (a slow path's clock).
+ */
+void cgm_park_large(void *p);
+void cgm_park_release(void);
+void cgm_park_purge(void);
+void cgm_park_settle(int64_t now_ns);
 /*
  * memory.reclaim written by this process: the same, forced, and again
  * after mimalloc's decommit delays while much is left (it may sleep up to
