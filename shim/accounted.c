@@ -447,9 +447,18 @@ static CGM_KEYED CGM_NOINLINE void *alloc_charged(size_t n, size_t align, bool z
 		return NULL;
 	}
 	if (t) {
-		/* A large block the thread freed a moment ago is mimalloc's again, to reuse. */
-		if (n >= LARGE_BLOCK)
-			cgm_park_release();
+		/*
+		 * A large block the thread freed a moment ago is mimalloc's
+		 * again, to reuse; near a limit it leaves memory first (a
+		 * larger request would not fit in it).
+		 */
+		if (n >= LARGE_BLOCK) {
+			if (static_branch_unlikely(&cgm_limits_key) &&
+			    acct_limit_near(&cgm_acct, (int64_t)(n / CGM_PAGE_SIZE)))
+				cgm_park_purge();
+			else
+				cgm_park_release();
+		}
 		cgm_resident_tick(n >= LARGE_BLOCK);
 		if (byte_charge((int64_t)n) == 0 && cgm_resident_refuse((int64_t)n)) {
 			errno = ENOMEM;
