@@ -28,31 +28,14 @@ struct thread_start {
 	void *arg;
 };
 
-/*
- * A large block the thread parked (shim/large_park.c) goes while the
- * thread's heap is still its own: in the thread-exit destructors,
- * mimalloc's may already have given the heap up, and a free there only
- * queues the block for whichever thread takes the heap over.
- */
-static void thread_purge_parked(void *unused)
-{
-	(void)unused;
-	cgm_park_purge();
-}
-
 static void *thread_trampoline(void *p)
 {
 	struct thread_start ts = *(struct thread_start *)p;
-	void *ret;
 
 	mi_free(p);
 	if (static_key_enabled(&cgm_accounting_key))
 		cgm_thread_register();
-	/* Run at a return, pthread_exit() and cancellation alike. */
-	pthread_cleanup_push(thread_purge_parked, NULL);
-	ret = ts.fn(ts.arg);
-	pthread_cleanup_pop(1);
-	return ret;
+	return cgm_thread_run(ts.fn, ts.arg);
 }
 
 /* Found in the constructor: dlsym may allocate, which is fine there. */

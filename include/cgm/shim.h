@@ -166,6 +166,11 @@ void cgm_park_release(void);
 void cgm_park_purge(void);
 void cgm_park_settle(int64_t now_ns);
 /*
+ * shim/thread_run.c: run a new thread's function, and purge the block it
+ * parked when it ends (a return, pthread_exit() or cancellation).
+ */
+void *cgm_thread_run(void *(*fn)(void *), void *arg);
+/*
  * memory.reclaim written by this process: the same, forced, and again
  * after mimalloc's decommit delays while much is left (it may sleep up to
  * half a second).
