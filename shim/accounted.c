@@ -622,6 +622,16 @@ void cgm_acct_count_big_free(void *p)
  */
 #define PURGE_BAR_MAX (32LL << 20)
 static int64_t purge_bar = LARGE_BLOCK - 1;
+/*
+ * The largest block mimalloc keeps in a shared segment (its
+ * MI_LARGE_OBJ_SIZE_MAX, half a 32 MiB segment).  A larger block has a
+ * segment of its own, which leaves the address space as the block goes:
+ * parked, it would keep the address space a program may count on
+ * getting back (test_new's handler test under RLIMIT_AS frees a 192 MiB
+ * reserve and retries), and no later allocation could take its pages
+ * without mapping them anew anyway.  It goes at once, as before.
+ */
+#define PARK_MAX (16LL << 20)
 
 static bool purge_bar_passed(int64_t size)
 {
@@ -652,8 +662,8 @@ static CGM_KEYED CGM_NOINLINE void free_big_slow(void *p, int64_t size)
 		cgm_park_purge();
 		cgm_mi_free_now(p);
 	} else if (purge_bar_passed(size)) {
-		/* Parked only by a thread whose exit purges it (thread_exit_hook). */
-		if (own)
+		/* Parked only by a thread whose end purges it (thread_run.c, thread_exit_hook). */
+		if (own && size <= PARK_MAX)
 			cgm_park_large(p);
 		else
 			cgm_mi_free_now(p);
