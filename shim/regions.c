@@ -273,15 +273,21 @@ CGM_KEYED CGM_EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, i
 CGM_KEYED CGM_EXPORT int munmap(void *addr, size_t len)
 {
 	uint64_t unmapped;
-	bool self = from_self((uintptr_t)__builtin_return_address(0));
+	uintptr_t caller = (uintptr_t)__builtin_return_address(0);
+	bool self = from_self(caller);
 
 	/*
 	 * Not for the library's own unmaps (the pool's, the spill engine's):
 	 * the sample may reclaim, and the engine unmaps its old table with
 	 * its own lock held -- a reclaim that touched a spilled page there
-	 * would wait for a handler that waits for that lock.
+	 * would wait for a handler that waits for that lock.  Nor for
+	 * mimalloc's, which it makes from inside a malloc or a free: what a
+	 * slow path does there (a reclaim's collect, the purge of a parked
+	 * block) would call into mimalloc again, in the middle of its own
+	 * work.  What it unmaps is free memory, and a large block is sampled
+	 * before its free (free_big_slow).
 	 */
-	if (len >= (1 << 20) && !self)
+	if (len >= (1 << 20) && !self && owner_of(caller) != CGM_REGION_HEAP)
 		cgm_map_unmapping();
 	/* The library's own unmaps run under the spill lock already. */
 	bool held = static_branch_unlikely(&cgm_spill_key) && !self &&
