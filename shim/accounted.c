@@ -71,7 +71,7 @@ static void thread_exit_hook(void *arg)
 {
 	uint32_t slot = (uint32_t)(uintptr_t)arg - 1;
 
-	/* A thread not started by pthread_create (thread_start.c purged the others'). */
+	/* A thread not started by pthread_create (shim/thread_run.c purged the others'). */
 	cgm_park_purge();
 	/*
 	 * The slot stays ours (frees in later destructors land in it); it
