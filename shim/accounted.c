@@ -428,6 +428,13 @@ static CGM_KEYED CGM_NOINLINE void *stocked_alloc_careful(size_t n, bool zero)
 	return stocked_alloc(n, zero, true);
 }
 
+/* Some group of ours is within @bytes of a limit (never, while none has one). */
+static inline __attribute__((always_inline)) bool limit_near(int64_t bytes)
+{
+	return static_branch_unlikely(&cgm_limits_key) &&
+	       acct_limit_near(&cgm_acct, bytes / CGM_PAGE_SIZE);
+}
+
 /*
  * Above the small sizes the block is allocated first and then charged
  * exactly: mimalloc rounds large requests up in ways mi_good_size() does
@@ -453,8 +460,7 @@ static CGM_KEYED CGM_NOINLINE void *alloc_charged(size_t n, size_t align, bool z
 		 * larger request would not fit in it).
 		 */
 		if (n >= LARGE_BLOCK) {
-			if (static_branch_unlikely(&cgm_limits_key) &&
-			    acct_limit_near(&cgm_acct, (int64_t)(n / CGM_PAGE_SIZE)))
+			if (limit_near((int64_t)n))
 				cgm_park_purge();
 			else
 				cgm_park_release();
@@ -657,8 +663,7 @@ static CGM_KEYED CGM_NOINLINE void free_big_slow(void *p, int64_t size)
 	count_big_free(size, true);
 	if (!large || cgm_conf.charge != CGM_CHARGE_RESIDENT) {
 		mi_free(p);
-	} else if (static_branch_unlikely(&cgm_limits_key) &&
-		   acct_limit_near(&cgm_acct, size / CGM_PAGE_SIZE)) {
+	} else if (limit_near(size)) {
 		cgm_park_purge();
 		cgm_mi_free_now(p);
 	} else if (purge_bar_passed(size)) {

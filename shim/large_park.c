@@ -14,8 +14,9 @@
  * live as far as the accounting knows (its free was counted; resident, it
  * is heap_free, as what mimalloc keeps is).  The thread's next large
  * allocation hands it to mimalloc with the usual delays, and the
- * allocation reuses its pages; otherwise it is purged at the thread's
- * first slow path PARK_NS after it was parked, at a reclaim by the thread
+ * allocation reuses its pages; otherwise it is purged at the first of the
+ * thread's slow paths that reads the clock (every 16th, and any large
+ * block's; shim/resident.c) PARK_NS after it was parked, at a reclaim by the thread
  * (memory.reclaim, pressure), near a limit, and when the thread exits.
  *
  * One block per thread, in a thread-local word changed only by exchange:

@@ -162,7 +162,7 @@ CHECK_TARGETS += check-page-retire
 # allocation, else gone after the thread's next slow paths or its exit.
 $(RT)/test_large_park: tests/test_large_park.c $(LIB)
 	@mkdir -p $(RT)
-	$(CC) $(RT_CFLAGS) -pthread -o $@ $< $(SHIM_LINK)
+	$(CC) $(RT_CFLAGS) -o $@ $< $(SHIM_LINK)
 
 check-large-park: $(RT)/test_large_park
 	$(RUN) env CGMALLOC_CONF=$(TEST_CONF) $(RT)/test_large_park
