@@ -22,9 +22,11 @@ bench-progs: $(BENCH_PROGS)
 
 # Runs of every workload under every configuration; raw results (JSON,
 # plots) in $(B)/bench/results, the summary in bench/RESULTS.md.
-# BENCH_N runs per configuration (default in bench/run-bench).
-bench-overhead: $(BENCH_PROGS) $(LIB) $(OVERHEAD_SPAWN)
-	bench/run-bench --build $(B) $(if $(BENCH_N),-n $(BENCH_N))
+# BENCH_N runs per configuration (default in bench/run-bench).  The
+# count-only build (its rules in bench/insn.mk) is configuration floor.
+COUNTONLY_LIB := $(B)/bench/countonly/libcgmalloc.so
+bench-overhead: $(BENCH_PROGS) $(LIB) $(OVERHEAD_SPAWN) $(COUNTONLY_LIB)
+	bench/run-bench --build $(B) --floor $(COUNTONLY_LIB) $(if $(BENCH_N),-n $(BENCH_N))
 
 BENCH_TARGETS += bench-overhead
 .PHONY: bench-progs bench-overhead

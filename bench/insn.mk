@@ -1,24 +1,33 @@
 # Instruction counts per malloc+free pair: callgrind on
-# bench/pairs.c under each configuration, and a build of the library with
-# its static-key sites compiled out to show what one site costs.
+# bench/pairs.c under each configuration, and two measuring builds of the
+# library, never installed:
+#   nosites    its static-key sites compiled out, to show what one site costs;
+#   countonly  malloc, calloc, realloc and free cut down to one counter of
+#              the thread's slot and mimalloc's call (CGM_ACCT_COUNT_ONLY,
+#              include/cgm/accounted.h): the floor of per-call accounting,
+#              which `make bench` measures beside accounting on.
+# Only the shim differs: the modules' archives are the library's own.
 
-NOSITES_DIR := $(B)/bench/nosites
-# Only the shim has sites: the modules' archives are the library's own.
-NOSITES_OBJS = $(patsubst %.c,$(NOSITES_DIR)/obj/%.o,$(LIB_SRCS))
-
-$(NOSITES_DIR)/obj/%.o: %.c
-	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS_BASE) $(CFLAGS_BASE) $(LIB_CFLAGS) $(call lib_obj_flags,$*) $(CFLAGS) -DCGM_STATIC_KEYS_COMPILED_OUT -MMD -MP -c -o $@ $<
-
+# $(call lib_variant,NAME,DEFINE): the rules of $(B)/bench/NAME/libcgmalloc.so
+# (its archives and linker script, set later, by second expansion).
 .SECONDEXPANSION:
-$(NOSITES_DIR)/libcgmalloc.so: $$(NOSITES_OBJS) $$(LIB_ARCHIVES) $$(LIB_LD_SCRIPT)
-	$(CC) $(LIB_LDFLAGS) -o $@ $(NOSITES_OBJS) $(LIB_ARCHIVES) $(LIB_LIBS)
+define lib_variant
+$(B)/bench/$(1)/obj/%.o: %.c
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(CPPFLAGS_BASE) $$(CFLAGS_BASE) $$(LIB_CFLAGS) $$(call lib_obj_flags,$$*) $$(CFLAGS) -D$(2) -MMD -MP -c -o $$@ $$<
+
+$(B)/bench/$(1)/libcgmalloc.so: $$(patsubst %.c,$(B)/bench/$(1)/obj/%.o,$$(LIB_SRCS)) $$$$(LIB_ARCHIVES) $$$$(LIB_LD_SCRIPT)
+	$$(CC) $$(LIB_LDFLAGS) -o $$@ $$(patsubst %.c,$(B)/bench/$(1)/obj/%.o,$$(LIB_SRCS)) $$(LIB_ARCHIVES) $$(LIB_LIBS)
+endef
+NOSITES_DIR := $(B)/bench/nosites
+$(eval $(call lib_variant,nosites,CGM_STATIC_KEYS_COMPILED_OUT))
+$(eval $(call lib_variant,countonly,CGM_ACCT_COUNT_ONLY))
 
 $(B)/bench/pairs: bench/pairs.c
 	@mkdir -p $(B)/bench
 	$(CC) -std=c11 -O2 -g $(CWARN) $(TEST_DEPFLAGS) -o $@ $<
 
-bench-insn: $(LIB) $(NOSITES_DIR)/libcgmalloc.so $(B)/bench/pairs $(BENCH_BIN)/churn
+bench-insn: $(LIB) $(NOSITES_DIR)/libcgmalloc.so $(COUNTONLY_LIB) $(B)/bench/pairs $(BENCH_BIN)/churn
 	bench/insn-per-pair $(B) > bench/RESULTS-insn.md
 	cat bench/RESULTS-insn.md
 

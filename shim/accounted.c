@@ -873,6 +873,15 @@ CGM_KEYED void *cgm_acct_realloc(void *p, size_t n)
 	const char *page;
 	uint32_t size;
 
+#ifdef CGM_ACCT_COUNT_ONLY
+	void *q;
+
+	cgm_owner_add(cgm_tslot->reallocs, 1);
+	q = mi_realloc(p, n);
+	if (!q)
+		errno = ENOMEM;
+	return q;
+#endif
 	if (!p)
 		return cgm_acct_malloc(n, false);
 	if (n == 0)

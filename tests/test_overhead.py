@@ -12,6 +12,7 @@ Run: CGM_BUILD=build /usr/bin/python3 tests/test_overhead.py
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -249,6 +250,12 @@ class BadInput(unittest.TestCase):
         r = harness("-q", "--lib", LIB, "-n", "3", "--", "sh", "-c", "kill -SEGV $$")
         self.one_line_error(r, "SIGSEGV")
 
+    def test_user_conf_missing_library(self):
+        self.one_line_error(harness("--lib", LIB, "-c", "x@/no/such/lib.so=accounting=1", "--",
+                                    "true"), "no such library: /no/such/lib.so")
+        self.one_line_error(harness("--lib", LIB, "-c", "x@=accounting=1", "--", "true"),
+                            "no library after '@'")
+
     def test_rejected_user_conf(self):
         self.one_line_error(harness("--lib", LIB, "-c", "x=nosuchkey=1", "--", "true"),
                             "rejected")
@@ -301,9 +308,14 @@ class EndToEnd(unittest.TestCase):
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory(prefix="test-overhead-")
         cls.out = os.path.join(cls.tmp.name, "out")
+        # Another build of the library (NAME@LIB=CONF): a copy, at a path of its own.
+        cls.other = os.path.join(cls.tmp.name, "other", "libcgmalloc.so")
+        os.makedirs(os.path.dirname(cls.other))
+        shutil.copyfile(LIB, cls.other)
         cls.r = harness("-q", "-n", "3", "--lib", LIB, "--base", "glibc,mimalloc",
                         "--callgrind", "--perf", "on",
                         "-c", cls.ALL, "-c", "mine=accounting=1,charge_batch=32",
+                        "-c", "other@%s=accounting=1" % cls.other,
                         "-o", cls.out, "--", CHURN, "20000", "512")
         with open(os.path.join(cls.out, "results.json")) as f:
             cls.rec = json.load(f)
@@ -321,7 +333,7 @@ class EndToEnd(unittest.TestCase):
 
     def test_configurations(self):
         cfgs = {c["name"]: c for c in self.rec["configurations"]}
-        self.assertEqual(sorted(cfgs), sorted(self.ALL.split(",") + ["mine"]))
+        self.assertEqual(sorted(cfgs), sorted(self.ALL.split(",") + ["mine", "other"]))
         for name, c in cfgs.items():
             self.assertIsInstance(c["available"], bool)
             if not c["available"]:
@@ -330,6 +342,9 @@ class EndToEnd(unittest.TestCase):
         self.assertEqual(cfgs["off"]["env"]["CGMALLOC_CONF"], "accounting=0")
         self.assertEqual(cfgs["on"]["env"]["CGMALLOC_CONF"], "accounting=1")
         self.assertEqual(cfgs["mine"]["env"]["CGMALLOC_CONF"], "accounting=1,charge_batch=32")
+        self.assertEqual(cfgs["mine"]["env"]["LD_PRELOAD"], LIB)
+        self.assertEqual(cfgs["other"]["env"], {"LD_PRELOAD": self.other,
+                                                "CGMALLOC_CONF": "accounting=1"})
         self.assertTrue(cfgs["mimalloc"]["env"]["LD_PRELOAD"].endswith("libmimalloc.so.2"))
         accepted = configs.probe_preload(LIB, "zpool=1")[0] == 0
         self.assertEqual(cfgs["zpool"]["available"], accepted)

@@ -12,6 +12,14 @@
  * there itself in mi_free()'s common cases (mi209_free_block, mi_layout.h).
  * Both counters are also the statistics: allocations per size class and
  * frees per block size, folded into bytes and counts by the flusher.
+ *
+ * CGM_ACCT_COUNT_ONLY (a measuring build, bench/insn.mk; never the
+ * library itself) cuts malloc, calloc, realloc and free down to one
+ * addition to a counter of the thread's slot and mimalloc's own call:
+ * the least any accounting that sees each call can cost, interposition
+ * included.  Nothing is charged and no statistic is right in it; `make
+ * bench` puts it beside accounting on as the floor that per-call
+ * accounting cannot go below.
  */
 #ifndef CGM_ACCOUNTED_H
 #define CGM_ACCOUNTED_H
@@ -129,6 +137,10 @@ static inline __attribute__((always_inline)) void *cgm_acct_malloc(size_t n, boo
 	struct cgm_thread_slot *t;
 	unsigned int bin;
 
+#ifdef CGM_ACCT_COUNT_ONLY
+	cgm_owner_add(cgm_tslot->big_allocs, 1);
+	return zero ? mi_zalloc(n) : mi_malloc(n);
+#endif
 	if (cgm_unlikely(n > CGM_SMALL_MAX))
 		return cgm_acct_alloc_medium(n, zero);
 	bin = cgm_size_bin[n];
@@ -191,6 +203,11 @@ static inline __attribute__((always_inline)) void cgm_acct_free_as(void *p, bool
 	const char *slice;
 	uint32_t size;
 
+#ifdef CGM_ACCT_COUNT_ONLY
+	cgm_owner_add(cgm_tslot->frees, 1);
+	mi_free(p);
+	return;
+#endif
 	if (cgm_unlikely(p == NULL))
 		return;
 	slice = mi209_slice(p);

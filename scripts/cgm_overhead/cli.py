@@ -25,6 +25,8 @@ Configurations (-c, comma-separated; default: all built-in ones):
   zpool      cgmalloc, accounting=1,zpool=1 (once the library accepts it)
   NAME=CONF  cgmalloc with CGMALLOC_CONF=CONF; it takes the rest of its -c
              argument, commas included: -c glibc,on -c mine=accounting=1,max=1G
+  NAME@LIB=CONF  the same with another build of cgmalloc, LIB (a path without
+             commas or '='), preloaded instead of --lib's
 """
 
 EPILOG = """\

@@ -13,7 +13,10 @@ for glibc) and, for cgmalloc, a CGMALLOC_CONF.  The built-in ones are:
             max = 4 x peak + 128M), so limits are checked but never hit
   zpool     cgmalloc, accounting=1,zpool=1, once the library accepts zpool=1
 
-and the user adds NAME=CGMALLOC_CONF for cgmalloc with any other settings.
+and the user adds NAME=CGMALLOC_CONF for cgmalloc with any other settings,
+or NAME@LIB=CGMALLOC_CONF for another build of cgmalloc (LIB, a path
+without commas or '=', preloaded instead of --lib's): bench/run-bench
+measures its count-only build (bench/insn.mk) so, in the same rounds.
 """
 
 import os
@@ -240,6 +243,14 @@ def _builtin(name, lib):
 
 
 def _user(name, conf, lib):
+    name, at, own_lib = name.partition("@")
+    if at:
+        if not own_lib:
+            raise HarnessError("configuration '%s@': no library after '@' (NAME@LIB=CGMALLOC_CONF)"
+                               % name)
+        if not os.path.isfile(own_lib):
+            raise HarnessError("configuration '%s': no such library: %s" % (name, own_lib))
+        lib = os.path.abspath(own_lib)
     if not NAME_RE.match(name):
         raise HarnessError("configuration name '%s': use letters, digits and _.+- "
                            "(NAME=CGMALLOC_CONF)" % name)
