@@ -193,7 +193,7 @@ bool page_counter_try_charge_below(struct page_counter *counter, struct page_cou
 
 failed:
 	depth = 0;
-	for (c = counter; c != *fail && depth++ < PAGE_COUNTER_MAX_DEPTH; c = page_counter_parent(c))
+	for (c = counter; c && c != *fail && depth++ < PAGE_COUNTER_MAX_DEPTH; c = page_counter_parent(c))
 		page_counter_cancel(c, nr);
 	return false;
 }
@@ -328,7 +328,12 @@ void page_counter_calculate_protection(struct page_counter *root,
 	usage = page_counter_read(c);
 	if (!usage)
 		return;
-	if (parent == root) {
+	/*
+	 * No parent counter: a scribbled file whose counter links disagree
+	 * with the groups' (fuzz_hier found it; the kernel's tree cannot).
+	 * The group then has its own settings, as a child of the root.
+	 */
+	if (parent == root || !parent) {
 		STORE(c->emin, LOAD(c->min));
 		STORE(c->elow, LOAD(c->low));
 		return;
