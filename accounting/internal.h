@@ -67,9 +67,7 @@ static inline void shared_spin_lock(uint32_t *flag)
 	for (unsigned spins = 0; __atomic_exchange_n(flag, 1, __ATOMIC_ACQUIRE); spins++) {
 		if (spins > (1u << 20))
 			return;
-#if defined(__x86_64__) || defined(__i386__)
-		__builtin_ia32_pause();
-#endif
+		cgm_cpu_relax();
 	}
 }
 

@@ -47,6 +47,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cgm/compiler.h"
 #include "cgm/log.h"
 #include "cgm/own_fds.h"
 #include "cgm/spill.h"
@@ -1258,16 +1259,6 @@ static void sp_burst_end(struct spill_engine *e)
 		sp_qos_set(e, SP_QOS_NONE);
 }
 
-/* A spin-wait hint where the CPU has one. */
-static inline void sp_cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__asm__ __volatile__("pause");
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield");
-#endif
-}
-
 /*
  * A readahead step with no fault waiting: what it brings back is told to
  * the served hook, as after a fault; not to the serving one (no thread
@@ -1653,7 +1644,7 @@ static void *sp_handler(void *arg)
 		}
 		if (n <= 0) {
 			if (sp_now_ns() < spin_until) {
-				sp_cpu_relax();
+				cgm_cpu_relax();
 				continue;
 			}
 			/* Going to sleep: what the refaults freed in the pool goes now. */

@@ -40,6 +40,16 @@
  */
 #define CGM_TLS		__thread __attribute__((tls_model("initial-exec")))
 
+/* A spin-wait hint where the CPU has one (a busy lock, a page in transit). */
+static inline void cgm_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__asm__ __volatile__("pause");
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
 #define cgm_likely(x)	__builtin_expect(!!(x), 1)
 #define cgm_unlikely(x)	__builtin_expect(!!(x), 0)
 
