@@ -270,6 +270,7 @@ const char *cgm_accounting_start(void)
 		export_scope(group);
 	cgm_accounted_init();
 	cgm_thread_start_init();
+	cgm_exit_report_prepare();
 	atexit(accounting_stop);
 	pthread_atfork(NULL, NULL, cgm_accounted_fork_child);
 	cgm_seen_epoch = __atomic_load_n(&cgm_acct.h.hdr->epoch, __ATOMIC_ACQUIRE);

@@ -1,18 +1,74 @@
 /*
  * stats=exit: the group's memory.stat and memory.events at exit, to
  * stderr or to stats_file=.
+ *
+ * "stderr" is the file descriptor 2 was when the program started.  Many
+ * programs close it on their way out -- every coreutils program (sort's
+ * close_stdout closes stderr too), mawk, xz -- before the library's exit
+ * handler runs, which was registered first and so runs last: the report
+ * went nowhere, without a word.  And a program that closed descriptor 2
+ * and then opened a file of its own got that number, and the report
+ * would have gone into its file.  So with stats=exit (and no stats_file)
+ * the library keeps a copy of descriptor 2 from the start, at a high
+ * number and close-on-exec (base/own_fds.c), and at exit writes to
+ * descriptor 2 if it is still the same file, else to the copy if that is
+ * (a program that closed every descriptor may have reused its number
+ * too), else nowhere.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cgm/accounted.h"
 #include "cgm/files.h"
 #include "cgm/log.h"
+#include "cgm/own_fds.h"
 #include "cgm/shim.h"
 #include "cgm/spiller.h"
+
+/* The copy of descriptor 2, and which file descriptor 2 was, at start-up. */
+static int report_fd = -1;
+static dev_t report_dev;
+static ino_t report_ino;
+
+/* Does @fd refer to the file descriptor 2 was at start-up? */
+static bool is_start_stderr(int fd)
+{
+	struct stat st;
+
+	return fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == report_dev && st.st_ino == report_ino;
+}
+
+void cgm_exit_report_prepare(void)
+{
+	struct stat st;
+	int fd;
+
+	if (cgm_conf.stats != CGM_STATS_EXIT || cgm_conf.stats_file[0] || report_fd >= 0 ||
+	    fstat(STDERR_FILENO, &st) != 0)
+		return;
+	fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 0);
+	if (fd < 0)
+		return;
+	report_dev = st.st_dev;
+	report_ino = st.st_ino;
+	report_fd = cgm_fd_move_high(fd);
+}
+
+/* Where the report goes without stats_file: -1 if nowhere. */
+static int report_stderr(void)
+{
+	if (report_fd < 0)
+		return STDERR_FILENO;	/* no copy (stderr was closed at start): as before */
+	if (is_start_stderr(STDERR_FILENO))
+		return STDERR_FILENO;
+	if (is_start_stderr(report_fd))
+		return report_fd;
+	return -1;
+}
 
 void cgm_exit_report(void)
 {
@@ -53,10 +109,15 @@ void cgm_exit_report(void)
 				cgm_conf.stats_file, cgm_strerror(errno));
 			fd = STDERR_FILENO;
 		}
+	} else {
+		fd = report_stderr();
+		if (fd < 0)
+			return;
 	}
 	if (write(fd, buf, n) < 0)
 		cgm_log("stats: cannot write the exit report to %s: %s",
-			fd == STDERR_FILENO ? "stderr" : cgm_conf.stats_file, cgm_strerror(errno));
-	if (fd != STDERR_FILENO)
+			fd == STDERR_FILENO || fd == report_fd ? "stderr" : cgm_conf.stats_file,
+			cgm_strerror(errno));
+	if (fd != STDERR_FILENO && fd != report_fd)
 		close(fd);
 }

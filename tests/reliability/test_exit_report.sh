@@ -1,0 +1,83 @@
+#!/bin/sh
+# stats=exit when the program has closed or reused descriptor 2 by the time
+# the library's exit handler runs (it runs last: it was registered first).
+# The report goes to the stderr the program started with, through a copy
+# the library keeps, and never into a file of the program's that took
+# descriptor 2's number (or the copy's).
+. "$(cd "$(dirname "$0")" && pwd)/lib.sh"
+
+# The descriptors above 2 that are the file descriptor 2 is (for python3 -c).
+COPIES_PY='
+def stderr_copies():
+    start, found = os.fstat(2), []
+    for n in map(int, os.listdir("/proc/self/fd")):
+        try:
+            st = os.fstat(n)
+        except OSError:
+            continue  # the directory listing'"'"'s own
+        if n > 2 and (st.st_dev, st.st_ino) == (start.st_dev, start.st_ino):
+            found.append(n)
+    return found
+'
+export COPIES_PY
+
+# sort closes stdout and stderr on its way out (coreutils' close_stdout):
+# the report was lost without a word.
+printf 'b\na\nc\n' >"$T/in"
+within 30 pre "scope=/sort,stats=exit" sort "$T/in"
+[ "$ST" = 0 ] || fail "sort: exit status $ST"
+[ "$(tr '\n' ' ' <"$T/out")" = "a b c " ] || fail "sort's output: $(cat "$T/out")"
+grep -q "^cgmalloc: exit report of pid [0-9]*, group /sort$" "$T/err" &&
+	grep -q "^== memory.stat$" "$T/err" || fail "sort: no exit report on stderr"
+CHECKS=$((CHECKS + 1))
+
+# Descriptor 2 closed, and the program's next file took its number: the
+# report went into that file.
+within 30 pre "scope=/reuse,stats=exit" "$PY" -c '
+import os, sys
+os.close(2)
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+assert fd == 2, fd
+os.write(fd, b"data\n")
+print("done")' "$T/data"
+[ "$ST" = 0 ] || fail "reused descriptor 2: exit status $ST"
+out_is "done"
+[ "$(cat "$T/data")" = data ] || fail "the program's file holds more than its data: $(head -3 "$T/data")"
+grep -q "^cgmalloc: exit report of pid [0-9]*, group /reuse$" "$T/err" ||
+	fail "reused descriptor 2: no exit report on the stderr the program started with"
+CHECKS=$((CHECKS + 1))
+
+# The program closed every descriptor, the library's copy too, and put a
+# file of its own at the copy's number as well as at 2: no report at all,
+# and both files hold only what the program wrote.
+within 30 pre "scope=/both,stats=exit" "$PY" -c '
+import os, sys
+exec(os.environ["COPIES_PY"])
+copies = stderr_copies()
+assert copies, "no copy of stderr"
+os.close(2)
+for n in copies:
+    os.close(n)
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+assert fd == 2, fd
+os.write(fd, b"data\n")
+for n in copies:
+    os.dup2(os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644), n)
+    os.write(n, b"more\n")
+print("done")' "$T/data" "$T/data2"
+[ "$ST" = 0 ] || fail "descriptor 2 and the copy both reused: exit status $ST"
+out_is "done"
+[ "$(cat "$T/data")" = data ] || fail "descriptor 2's file holds more than its data: $(head -3 "$T/data")"
+[ "$(sort -u "$T/data2")" = more ] || fail "the copy's file holds more than its data: $(head -3 "$T/data2")"
+[ ! -s "$T/err" ] || fail "descriptor 2 and the copy both reused: $(head -3 "$T/err")"
+CHECKS=$((CHECKS + 1))
+
+# Without stats=exit the library keeps no copy of stderr.
+within 30 pre "scope=/none" "$PY" -c '
+import os
+exec(os.environ["COPIES_PY"])
+print(len(stderr_copies()))'
+out_is 0
+CHECKS=$((CHECKS + 1))
+
+echo "$TEST_NAME: $CHECKS checks passed"
