@@ -130,17 +130,18 @@ unsigned int hier_locks_held(void)
 
 /*
  * How many times a busy lock is looked at, a spin-wait hint apart, before
- * the thread sleeps on it: some 10-40 us, a few times what the sections
- * it guards take (a stock refill holds the process lock about a
+ * the thread sleeps on it: a few microseconds, a few times what the
+ * sections it guards take (a stock refill holds the process lock about a
  * microsecond).  A robust mutex never spins in glibc: a thread that found
  * it held went to sleep in the kernel and was woken by a system call of
  * the unlocking one.  bench/larson's threads, refilling their stocks,
- * slept 190-370 times a run that way; spinning first, 10-20 times, what
- * they do under mimalloc alone.  A holder that is not running (preempted,
- * or another process's thread killed inside) costs a waiter the whole
- * spin.
+ * slept 160-380 times a run that way; spinning first, 7-55 times (median
+ * 15), what they do under mimalloc alone.  1024 looks slept no less
+ * often; and a holder that is not running (preempted: larson runs more
+ * threads than these machines have CPUs) costs each waiter the whole
+ * spin, so it is kept short.
  */
-#define HIER_LOCK_SPINS 1024
+#define HIER_LOCK_SPINS 100
 
 /*
  * Take @m if it comes free within HIER_LOCK_SPINS looks.  The lock word
