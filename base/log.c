@@ -9,9 +9,12 @@
  * that are not UTF-8 become \xNN.
  */
 #include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cgm/log.h"
@@ -76,6 +79,36 @@ size_t cgm_escape_line(const char *in, char *out, size_t len)
 	return n;
 }
 
+ssize_t cgm_write_quiet(int fd, const void *buf, size_t n)
+{
+	/* The kernel's sigset is 8 bytes: glibc's sigset_t begins with it. */
+	const size_t kset = 8;
+	sigset_t pipe_set, old, pending;
+	struct timespec now = { 0, 0 };
+	bool was_pending;
+	long r;
+	int err;
+
+	sigemptyset(&pipe_set);
+	sigaddset(&pipe_set, SIGPIPE);
+	if (syscall(SYS_rt_sigprocmask, SIG_BLOCK, &pipe_set, &old, kset) < 0) {
+		while ((r = syscall(SYS_write, fd, buf, n)) < 0 && errno == EINTR)
+			;
+		return r;
+	}
+	sigemptyset(&pending);
+	was_pending = syscall(SYS_rt_sigpending, &pending, kset) == 0 && sigismember(&pending, SIGPIPE);
+	while ((r = syscall(SYS_write, fd, buf, n)) < 0 && errno == EINTR)
+		;
+	err = errno;
+	/* The SIGPIPE this write raised (thread-directed, blocked): taken off before the mask goes back. */
+	if (r < 0 && err == EPIPE && !was_pending)
+		syscall(SYS_rt_sigtimedwait, &pipe_set, NULL, &now, kset);
+	syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, kset);
+	errno = err;
+	return r;
+}
+
 void cgm_vlog(const char *fmt, va_list ap)
 {
 	char raw[1024], buf[1024];
@@ -88,13 +121,11 @@ void cgm_vlog(const char *fmt, va_list ap)
 	n += cgm_escape_line(raw, buf + n, sizeof(buf) - n - 1);
 	buf[n++] = '\n';
 	/*
-	 * Best effort: nothing useful can be done if stderr is gone.  The
-	 * raw system call, not write(): that one is a cancellation point, and
-	 * a line said from inside malloc must not be where a thread of the
-	 * program gets cancelled (cgm/nocancel.h).
+	 * Best effort: nothing useful can be done if stderr is gone, and a
+	 * line said to a pipe whose reader has gone must not kill the program
+	 * (cgm_write_quiet: no SIGPIPE).
 	 */
-	while (syscall(SYS_write, STDERR_FILENO, buf, n) < 0 && errno == EINTR)
-		;
+	cgm_write_quiet(STDERR_FILENO, buf, n);
 	errno = saved_errno;
 }
 

@@ -17,6 +17,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -114,10 +115,13 @@ void cgm_exit_report(void)
 		if (fd < 0)
 			return;
 	}
-	if (write(fd, buf, n) < 0)
+	/*
+	 * (Not said when the copy failed: descriptor 2, where the line
+	 * would go, is no longer the program's stderr then.)
+	 */
+	if (cgm_write_quiet(fd, buf, n) < 0 && fd != report_fd)
 		cgm_log("stats: cannot write the exit report to %s: %s",
-			fd == STDERR_FILENO || fd == report_fd ? "stderr" : cgm_conf.stats_file,
-			cgm_strerror(errno));
+			fd == STDERR_FILENO ? "stderr" : cgm_conf.stats_file, cgm_strerror(errno));
 	if (fd != STDERR_FILENO && fd != report_fd)
 		close(fd);
 }

@@ -10,9 +10,23 @@
 
 #include <stdarg.h>
 #include <stddef.h>
+#include <sys/types.h>
 #include "cgm/compiler.h"
 
-/* Print "cgmalloc: <message>\n" to stderr in one write(2). */
+/*
+ * write(2) @n bytes of @buf to @fd as the library writes its lines: the
+ * raw system call (write() is a cancellation point, and a line said from
+ * inside malloc must not be where a thread of the program gets
+ * cancelled: cgm/nocancel.h), retried on EINTR, and without SIGPIPE -- a
+ * reader of stderr that has gone (a pipe to head, a closed log pipe)
+ * killed the program with it, /bin/true under stats=exit included.
+ * SIGPIPE is blocked around the write, and the one it raised taken off
+ * again (not one that was pending before: the program's).  Returns what
+ * write(2) does; async-signal-safe.
+ */
+ssize_t cgm_write_quiet(int fd, const void *buf, size_t n);
+
+/* Print "cgmalloc: <message>\n" to stderr in one write(2) (cgm_write_quiet). */
 void cgm_log(const char *fmt, ...) CGM_PRINTF(1, 2);
 void cgm_vlog(const char *fmt, va_list ap);
 

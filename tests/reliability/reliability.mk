@@ -3,7 +3,7 @@
 # concern; each skips (exit 77) where the machine does not allow its set-up.
 
 REL := $(B)/tests/reliability
-REL_TESTS := no_thread fork tables limits trust shm_full mimalloc_check mlock exit_report
+REL_TESTS := no_thread fork tables limits trust shm_full mimalloc_check mlock stderr
 REL_CHECKS := $(addprefix check-rel-,$(REL_TESTS))
 
 $(REL)/rel_prog: tests/reliability/rel_prog.c

@@ -1,9 +1,11 @@
 #!/bin/sh
-# stats=exit when the program has closed or reused descriptor 2 by the time
-# the library's exit handler runs (it runs last: it was registered first).
-# The report goes to the stderr the program started with, through a copy
-# the library keeps, and never into a file of the program's that took
-# descriptor 2's number (or the copy's).
+# What the library writes to stderr.  stats=exit when the program has
+# closed or reused descriptor 2 by the time the library's exit handler
+# runs (it runs last: it was registered first): the report goes to the
+# stderr the program started with, through a copy the library keeps, and
+# never into a file of the program's that took descriptor 2's number (or
+# the copy's).  And a line of the library's to a stderr whose reader has
+# gone does not kill the program with SIGPIPE.
 . "$(cd "$(dirname "$0")" && pwd)/lib.sh"
 
 # The descriptors above 2 that are the file descriptor 2 is (for python3 -c).
@@ -78,6 +80,26 @@ import os
 exec(os.environ["COPIES_PY"])
 print(len(stderr_copies()))'
 out_is 0
+CHECKS=$((CHECKS + 1))
+
+# stderr a pipe whose reader has gone: the exit report, and a line about a
+# bad CGMALLOC_CONF item, each ended the program by SIGPIPE (status -13
+# below); the program's own write there still gets it.
+within 30 env CGM_LIB="$CGM_LIB" H="$H" "$PY" -c '
+import os, subprocess
+r, w = os.pipe()
+os.close(r)
+lib, h = os.environ["CGM_LIB"], os.environ["H"]
+def status(conf, cmd):
+    env = dict(os.environ, LD_PRELOAD=lib, CGMALLOC_CONF="hierarchy=" + h + "," + conf)
+    return subprocess.run(cmd, stderr=w, stdout=subprocess.DEVNULL, env=env).returncode
+print(status("scope=/p1,stats=exit", ["/bin/true"]),
+      status("scope=/p2,stats=exit", ["/bin/false"]),
+      status("scope=/p3,no_such_key=1", ["/bin/true"]),
+      status("scope=/p4", ["/usr/bin/python3", "-c",
+             "import os, signal; signal.signal(signal.SIGPIPE, signal.SIG_DFL); os.write(2, b\"x\")"]))'
+[ "$ST" = 0 ] || fail "the pipe driver: exit status $ST: $(cat "$T/err")"
+out_is "0 1 0 -13"
 CHECKS=$((CHECKS + 1))
 
 echo "$TEST_NAME: $CHECKS checks passed"
