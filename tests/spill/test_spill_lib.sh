@@ -608,11 +608,14 @@ CHECKS=$((CHECKS + 1))
 # before its handler had closed the child's) and ended in MemoryError in
 # the others (the pool's tables took half of the 2M, and a chunk needed
 # the other half whole).  Its output must be the one without the library.
+# (Each process writes its line in one write(2): print() wrote "proc" and
+# the rest apart, and the two processes' lines came out mixed now and
+# then, with the library or without it -- the reference run's, once.)
 ok "$CGMCTL" --hierarchy "$H" mkdir /wbpool
 ok "$CGMCTL" --hierarchy "$H" set /wbpool memory.max 40M
 ok "$CGMCTL" --hierarchy "$H" set /wbpool memory.zswap.max 2M
 cat >"$T/mp.py" <<'EOF_MP'
-import threading, multiprocessing as mp, subprocess, hashlib
+import threading, multiprocessing as mp, subprocess, hashlib, os
 data = [("%d-" % i) * (i % 40 + 1) for i in range(300000)]
 def dig(lo, hi):
     h = hashlib.md5()
@@ -628,7 +631,8 @@ ctx = mp.get_context("fork")
 with ctx.Pool(2) as p: print("pool", p.map(work, range(6)), flush=True)
 for i in range(3):
     print(subprocess.run(["sh", "-c", "echo sub %d" % i], capture_output=True, text=True).stdout.strip(), flush=True)
-pr = [ctx.Process(target=lambda i=i: print("proc", i, dig(0, 300000), flush=True)) for i in range(2)]
+pr = [ctx.Process(target=lambda i=i: os.write(1, ("proc %d %s\n" % (i, dig(0, 300000))).encode()))
+      for i in range(2)]
 [p.start() for p in pr]; [p.join() for p in pr]
 print("exit", [p.exitcode for p in pr], dig(0, 300000), flush=True)
 EOF_MP
