@@ -144,6 +144,19 @@ unsigned int hier_locks_held(void)
 #define HIER_LOCK_SPINS 100
 
 /*
+ * pthread_mutex_trylock(), a lock whose owner died taken as consistent
+ * (see hier_lock): true when @m is ours.
+ */
+static bool trylock_robust(pthread_mutex_t *m)
+{
+	int err = pthread_mutex_trylock(m);
+
+	if (err == EOWNERDEAD)
+		pthread_mutex_consistent(m);
+	return err == 0 || err == EOWNERDEAD;
+}
+
+/*
  * Take @m if it comes free within HIER_LOCK_SPINS looks.  The lock word
  * is read, not written, until it reads free (glibc's robust mutex: the
  * owner's TID, 0 when free; a dead owner's reads not free, and
@@ -153,16 +166,9 @@ unsigned int hier_locks_held(void)
 static bool hier_lock_spin(pthread_mutex_t *m)
 {
 	for (unsigned int i = 0; i < HIER_LOCK_SPINS; i++) {
-		if (__atomic_load_n(&m->__data.__lock, __ATOMIC_RELAXED) == 0) {
-			int err = pthread_mutex_trylock(m);
-
-			if (err == EOWNERDEAD)
-				pthread_mutex_consistent(m);
-			if (err == 0 || err == EOWNERDEAD)
-				return true;
-			if (err != EBUSY)
-				return false;
-		}
+		/* Lost a race for it: go on looking (a failure other than busy does the same once). */
+		if (__atomic_load_n(&m->__data.__lock, __ATOMIC_RELAXED) == 0 && trylock_robust(m))
+			return true;
 		cgm_cpu_relax();
 	}
 	return false;
@@ -194,14 +200,9 @@ void hier_lock(pthread_mutex_t *m)
 
 bool hier_trylock(pthread_mutex_t *m)
 {
-	int err;
-
 	locks_held++;
 	atomic_signal_fence(memory_order_seq_cst);
-	err = pthread_mutex_trylock(m);
-	if (err == EOWNERDEAD)
-		pthread_mutex_consistent(m);
-	if (err != 0 && err != EOWNERDEAD) {
+	if (!trylock_robust(m)) {
 		atomic_signal_fence(memory_order_seq_cst);
 		locks_held--;
 		return false;

@@ -85,26 +85,25 @@ ssize_t cgm_write_quiet(int fd, const void *buf, size_t n)
 	const size_t kset = 8;
 	sigset_t pipe_set, old, pending;
 	struct timespec now = { 0, 0 };
-	bool was_pending;
+	bool blocked, was_pending;
 	long r;
 	int err;
 
 	sigemptyset(&pipe_set);
 	sigaddset(&pipe_set, SIGPIPE);
-	if (syscall(SYS_rt_sigprocmask, SIG_BLOCK, &pipe_set, &old, kset) < 0) {
-		while ((r = syscall(SYS_write, fd, buf, n)) < 0 && errno == EINTR)
-			;
-		return r;
-	}
 	sigemptyset(&pending);
-	was_pending = syscall(SYS_rt_sigpending, &pending, kset) == 0 && sigismember(&pending, SIGPIPE);
+	/* (Should the mask not change, the write goes as it did before.) */
+	blocked = syscall(SYS_rt_sigprocmask, SIG_BLOCK, &pipe_set, &old, kset) == 0;
+	was_pending = blocked && syscall(SYS_rt_sigpending, &pending, kset) == 0 &&
+		      sigismember(&pending, SIGPIPE);
 	while ((r = syscall(SYS_write, fd, buf, n)) < 0 && errno == EINTR)
 		;
 	err = errno;
 	/* The SIGPIPE this write raised (thread-directed, blocked): taken off before the mask goes back. */
-	if (r < 0 && err == EPIPE && !was_pending)
+	if (blocked && r < 0 && err == EPIPE && !was_pending)
 		syscall(SYS_rt_sigtimedwait, &pipe_set, NULL, &now, kset);
-	syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, kset);
+	if (blocked)
+		syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, kset);
 	errno = err;
 	return r;
 }
