@@ -30,10 +30,14 @@
 #include "cgm/shim.h"
 #include "cgm/spiller.h"
 
-/* The copy of descriptor 2, and which file descriptor 2 was, at start-up. */
-static int report_fd = -1;
+/*
+ * Which file descriptor 2 was at start-up (known: it was open then), and
+ * the copy of it (-1 if dup failed: descriptor 2 alone is looked at).
+ */
+static bool report_known;
 static dev_t report_dev;
 static ino_t report_ino;
+static int report_fd = -1;
 
 /* Does @fd refer to the file descriptor 2 was at start-up? */
 static bool is_start_stderr(int fd)
@@ -46,24 +50,25 @@ static bool is_start_stderr(int fd)
 void cgm_exit_report_prepare(void)
 {
 	struct stat st;
-	int fd;
 
-	if (cgm_conf.stats != CGM_STATS_EXIT || cgm_conf.stats_file[0] || report_fd >= 0 ||
+	if (cgm_conf.stats != CGM_STATS_EXIT || cgm_conf.stats_file[0] || report_known ||
 	    fstat(STDERR_FILENO, &st) != 0)
-		return;
-	fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 0);
-	if (fd < 0)
 		return;
 	report_dev = st.st_dev;
 	report_ino = st.st_ino;
-	report_fd = cgm_fd_move_high(fd);
+	report_known = true;
+	report_fd = cgm_fd_move_high(fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 0));
 }
 
-/* Where the report goes without stats_file: -1 if nowhere. */
+/*
+ * Where the report goes without stats_file: -1 if nowhere -- also when
+ * descriptor 2 was closed at start-up, and whatever has its number now
+ * is the program's.
+ */
 static int report_stderr(void)
 {
-	if (report_fd < 0)
-		return STDERR_FILENO;	/* no copy (stderr was closed at start): as before */
+	if (!report_known)
+		return -1;
 	if (is_start_stderr(STDERR_FILENO))
 		return STDERR_FILENO;
 	if (is_start_stderr(report_fd))

@@ -74,6 +74,21 @@ out_is "done"
 [ ! -s "$T/err" ] || fail "descriptor 2 and the copy both reused: $(head -3 "$T/err")"
 CHECKS=$((CHECKS + 1))
 
+# stderr closed from the start, and the program's first file took number
+# 2: nothing of the library's to compare it with, so no report (it went
+# into that file).
+within 30 sh -c 'exec 2>&-; exec env LD_PRELOAD="$1" CGMALLOC_CONF="hierarchy=$2,scope=/closed,stats=exit" \
+	"$3" -c "
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+assert fd == 2, fd
+os.write(fd, b\"data\n\")
+print(\"done\")" "$4"' sh "$CGM_LIB" "$H" "$PY" "$T/data3"
+[ "$ST" = 0 ] || fail "stderr closed from the start: exit status $ST"
+out_is "done"
+[ "$(cat "$T/data3")" = data ] || fail "stderr closed from the start: the program's file holds more than its data: $(head -3 "$T/data3")"
+CHECKS=$((CHECKS + 1))
+
 # Without stats=exit the library keeps no copy of stderr.
 within 30 pre "scope=/none" "$PY" -c '
 import os
