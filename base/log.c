@@ -13,11 +13,14 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cgm/log.h"
+#include "cgm/own_fds.h"
 
 /* How many bytes of valid UTF-8 start at @s (0: not a valid sequence). */
 static size_t utf8_len(const unsigned char *s)
@@ -108,10 +111,63 @@ ssize_t cgm_write_quiet(int fd, const void *buf, size_t n)
 	return r;
 }
 
+/*
+ * The stderr the program started with, once the library pinned it
+ * (cgm_log_pin_stderr): its identity, whether descriptor 2 was open at
+ * all, and a copy (-1: none kept).  Written once at start-up, before the
+ * program's threads could log.
+ */
+static bool err_pinned, err_was_open;
+static dev_t err_dev;
+static ino_t err_ino;
+static int err_copy = -1;
+
+/* Is @fd the file descriptor 2 was at start-up? */
+static bool is_start_stderr(int fd)
+{
+	struct stat st;
+
+	return fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == err_dev && st.st_ino == err_ino;
+}
+
+void cgm_log_pin_stderr(bool keep_copy)
+{
+	struct stat st;
+
+	if (!err_pinned) {
+		err_pinned = true;
+		err_was_open = fstat(STDERR_FILENO, &st) == 0;
+		if (err_was_open) {
+			err_dev = st.st_dev;
+			err_ino = st.st_ino;
+		}
+	}
+	if (keep_copy && err_was_open && err_copy < 0)
+		err_copy = cgm_fd_move_high(fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 0));
+}
+
+int cgm_log_fd(void)
+{
+	if (!err_pinned)
+		return STDERR_FILENO;
+	if (!err_was_open)
+		return -1;
+	if (is_start_stderr(STDERR_FILENO))
+		return STDERR_FILENO;
+	if (is_start_stderr(err_copy))
+		return err_copy;
+	return -1;
+}
+
+bool cgm_log_fd_is_copy(int fd)
+{
+	return fd >= 0 && fd == err_copy;
+}
+
 void cgm_vlog(const char *fmt, va_list ap)
 {
 	char raw[1024], buf[1024];
-	int saved_errno = errno;
+	int saved_errno = errno, fd;
 	size_t n = sizeof("cgmalloc: ") - 1;
 
 	if (vsnprintf(raw, sizeof(raw), fmt, ap) < 0)
@@ -124,7 +180,9 @@ void cgm_vlog(const char *fmt, va_list ap)
 	 * line said to a pipe whose reader has gone must not kill the program
 	 * (cgm_write_quiet: no SIGPIPE).
 	 */
-	cgm_write_quiet(STDERR_FILENO, buf, n);
+	fd = cgm_log_fd();
+	if (fd >= 0)
+		cgm_write_quiet(fd, buf, n);
 	errno = saved_errno;
 }
 

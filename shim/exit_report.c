@@ -13,67 +13,29 @@
  * number and close-on-exec (base/own_fds.c), and at exit writes to
  * descriptor 2 if it is still the same file, else to the copy if that is
  * (a program that closed every descriptor may have reused its number
- * too), else nowhere.
+ * too), else nowhere.  The identity and the copy are base/log.c's: the
+ * library's other lines follow the same rule.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cgm/accounted.h"
 #include "cgm/files.h"
 #include "cgm/log.h"
-#include "cgm/own_fds.h"
 #include "cgm/shim.h"
 #include "cgm/spiller.h"
 
-/*
- * Which file descriptor 2 was at start-up (known: it was open then), and
- * the copy of it (-1 if dup failed: descriptor 2 alone is looked at).
- */
-static bool report_known;
-static dev_t report_dev;
-static ino_t report_ino;
-static int report_fd = -1;
-
-/* Does @fd refer to the file descriptor 2 was at start-up? */
-static bool is_start_stderr(int fd)
-{
-	struct stat st;
-
-	return fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == report_dev && st.st_ino == report_ino;
-}
-
 void cgm_exit_report_prepare(void)
 {
-	struct stat st;
-
-	if (cgm_conf.stats != CGM_STATS_EXIT || cgm_conf.stats_file[0] || report_known ||
-	    fstat(STDERR_FILENO, &st) != 0)
-		return;
-	report_dev = st.st_dev;
-	report_ino = st.st_ino;
-	report_known = true;
-	report_fd = cgm_fd_move_high(fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 0));
-}
-
-/*
- * Where the report goes without stats_file: -1 if nowhere -- also when
- * descriptor 2 was closed at start-up, and whatever has its number now
- * is the program's.
- */
-static int report_stderr(void)
-{
-	if (!report_known)
-		return -1;
-	if (is_start_stderr(STDERR_FILENO))
-		return STDERR_FILENO;
-	if (is_start_stderr(report_fd))
-		return report_fd;
-	return -1;
+	/*
+	 * Every line of the library's goes only to the stderr the program
+	 * started with (base/log.c); the report also needs the copy.
+	 */
+	cgm_log_pin_stderr(cgm_conf.stats == CGM_STATS_EXIT && !cgm_conf.stats_file[0]);
 }
 
 void cgm_exit_report(void)
@@ -113,20 +75,23 @@ void cgm_exit_report(void)
 		if (fd < 0) {
 			cgm_log("stats_file: cannot open %s (%s); the report goes to stderr",
 				cgm_conf.stats_file, cgm_strerror(errno));
-			fd = STDERR_FILENO;
+			fd = cgm_log_fd();
+			if (fd < 0)
+				return;
 		}
 	} else {
-		fd = report_stderr();
+		/* -1: nowhere -- whatever has number 2 now is the program's. */
+		fd = cgm_log_fd();
 		if (fd < 0)
 			return;
 	}
 	/*
-	 * (Not said when the copy failed: descriptor 2, where the line
-	 * would go, is no longer the program's stderr then.)
+	 * (Not said when writing to the copy failed: the line would go
+	 * there too.)
 	 */
-	if (cgm_write_quiet(fd, buf, n) < 0 && fd != report_fd)
+	if (cgm_write_quiet(fd, buf, n) < 0 && !cgm_log_fd_is_copy(fd))
 		cgm_log("stats: cannot write the exit report to %s: %s",
 			fd == STDERR_FILENO ? "stderr" : cgm_conf.stats_file, cgm_strerror(errno));
-	if (fd != STDERR_FILENO && fd != report_fd)
+	if (fd != STDERR_FILENO && !cgm_log_fd_is_copy(fd))
 		close(fd);
 }

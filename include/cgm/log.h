@@ -9,6 +9,7 @@
 #define CGM_LOG_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 #include "cgm/compiler.h"
@@ -26,7 +27,32 @@
  */
 ssize_t cgm_write_quiet(int fd, const void *buf, size_t n);
 
-/* Print "cgmalloc: <message>\n" to stderr in one write(2) (cgm_write_quiet). */
+/*
+ * Pin stderr: from now on the library's lines go only to the file that
+ * descriptor 2 is now, never into a file of the program's that took the
+ * number later.  A program may close descriptor 2 and open a data file,
+ * which gets number 2; a line the library said after that (memory.max's
+ * OOM kill, a spill diagnostic) landed in the program's data.  With
+ * @keep_copy, also keep a copy of descriptor 2 at a high number,
+ * close-on-exec (cgm_fd_move_high: the program may close it), for a
+ * program that closes its stderr before the library is done (stats=exit:
+ * the exit report).  Called once at start-up, when accounting starts;
+ * before that, and without accounting, lines go to descriptor 2.
+ */
+void cgm_log_pin_stderr(bool keep_copy);
+
+/*
+ * Where a line of the library's goes now: 2 while it is the pinned file
+ * (or nothing was pinned), else the copy while that still is, else -1:
+ * nowhere -- also when descriptor 2 was closed at start-up.  An fstat()
+ * or two when pinned: for lines, which are rare, not for a fast path.
+ */
+int cgm_log_fd(void);
+
+/* Is @fd the copy cgm_log_pin_stderr() kept? */
+bool cgm_log_fd_is_copy(int fd);
+
+/* Print "cgmalloc: <message>\n" to cgm_log_fd() in one write(2) (cgm_write_quiet). */
 void cgm_log(const char *fmt, ...) CGM_PRINTF(1, 2);
 void cgm_vlog(const char *fmt, va_list ap);
 

@@ -5,7 +5,9 @@
 # stderr the program started with, through a copy the library keeps, and
 # never into a file of the program's that took descriptor 2's number (or
 # the copy's).  And a line of the library's to a stderr whose reader has
-# gone does not kill the program with SIGPIPE.
+# gone does not kill the program with SIGPIPE.  And no line of the
+# library's goes into a file of the program's that took descriptor 2's
+# number.
 . "$(cd "$(dirname "$0")" && pwd)/lib.sh"
 
 # The descriptors above 2 that are the file descriptor 2 is (for python3 -c).
@@ -95,6 +97,38 @@ import os
 exec(os.environ["COPIES_PY"])
 print(len(stderr_copies()))'
 out_is 0
+CHECKS=$((CHECKS + 1))
+
+# A line the library says late, after the program closed descriptor 2 and
+# a data file took its number: memory.max's OOM kill.  The line went into
+# the data file; it goes nowhere now (without stats=exit there is no copy
+# to send it to).  The same program with its stderr left alone gets the
+# line: the kill is said, where it can be.
+within 60 env CGM_LIB="$CGM_LIB" H="$H" T="$T" "$PY" -c '
+import os, subprocess
+lib, h, t = os.environ["CGM_LIB"], os.environ["H"], os.environ["T"]
+child = """
+import os, sys
+if sys.argv[1] == "reuse":
+    os.close(2)
+    fd = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    assert fd == 2, fd
+    os.write(fd, b"data\\n")
+chunks = [bytearray(1 << 20) for _ in range(256)]
+"""
+for mode in ("keep", "reuse"):
+    env = dict(os.environ, LD_PRELOAD=lib,
+               CGMALLOC_CONF="hierarchy=" + h + ",scope=/late-" + mode + ",max=64M,oom=kill")
+    with open(t + "/late-err-" + mode, "wb") as err:
+        r = subprocess.run(["/usr/bin/python3", "-c", child, mode, t + "/late-data"],
+                           stderr=err, stdout=subprocess.DEVNULL, env=env)
+    print(mode, r.returncode)'
+[ "$ST" = 0 ] || fail "the late-line driver: exit status $ST: $(cat "$T/err")"
+out_is "keep -9
+reuse -9"
+grep -q "OOM-killing pid" "$T/late-err-keep" || fail "no OOM line on an untouched stderr: $(head -3 "$T/late-err-keep")"
+[ "$(cat "$T/late-data")" = data ] || fail "the OOM line went into the program's file: $(head -3 "$T/late-data")"
+[ ! -s "$T/late-err-reuse" ] || fail "reused descriptor 2: stderr got $(head -3 "$T/late-err-reuse")"
 CHECKS=$((CHECKS + 1))
 
 # stderr a pipe whose reader has gone: the exit report, and a line about a
