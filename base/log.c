@@ -13,14 +13,12 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cgm/log.h"
-#include "cgm/own_fds.h"
 
 /* How many bytes of valid UTF-8 start at @s (0: not a valid sequence). */
 static size_t utf8_len(const unsigned char *s)
@@ -130,20 +128,24 @@ static bool is_start_stderr(int fd)
 	return fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == err_dev && st.st_ino == err_ino;
 }
 
-void cgm_log_pin_stderr(bool keep_copy)
+void cgm_log_pin_stderr(void)
 {
 	struct stat st;
 
-	if (!err_pinned) {
-		err_pinned = true;
-		err_was_open = fstat(STDERR_FILENO, &st) == 0;
-		if (err_was_open) {
-			err_dev = st.st_dev;
-			err_ino = st.st_ino;
-		}
+	if (err_pinned)
+		return;
+	err_was_open = fstat(STDERR_FILENO, &st) == 0;
+	if (err_was_open) {
+		err_dev = st.st_dev;
+		err_ino = st.st_ino;
 	}
-	if (keep_copy && err_was_open && err_copy < 0)
-		err_copy = cgm_fd_move_high(fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 0));
+	err_pinned = true;
+}
+
+void cgm_log_keep_stderr_copy(int fd)
+{
+	if (err_copy < 0)
+		err_copy = fd;
 }
 
 int cgm_log_fd(void)

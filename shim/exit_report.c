@@ -26,6 +26,7 @@
 #include "cgm/accounted.h"
 #include "cgm/files.h"
 #include "cgm/log.h"
+#include "cgm/own_fds.h"
 #include "cgm/shim.h"
 #include "cgm/spiller.h"
 
@@ -35,7 +36,10 @@ void cgm_exit_report_prepare(void)
 	 * Every line of the library's goes only to the stderr the program
 	 * started with (base/log.c); the report also needs the copy.
 	 */
-	cgm_log_pin_stderr(cgm_conf.stats == CGM_STATS_EXIT && !cgm_conf.stats_file[0]);
+	cgm_log_pin_stderr();
+	if (cgm_conf.stats == CGM_STATS_EXIT && !cgm_conf.stats_file[0] &&
+	    cgm_log_fd() == STDERR_FILENO)
+		cgm_log_keep_stderr_copy(cgm_fd_move_high(fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 0)));
 }
 
 void cgm_exit_report(void)

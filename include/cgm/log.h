@@ -32,14 +32,20 @@ ssize_t cgm_write_quiet(int fd, const void *buf, size_t n);
  * descriptor 2 is now, never into a file of the program's that took the
  * number later.  A program may close descriptor 2 and open a data file,
  * which gets number 2; a line the library said after that (memory.max's
- * OOM kill, a spill diagnostic) landed in the program's data.  With
- * @keep_copy, also keep a copy of descriptor 2 at a high number,
- * close-on-exec (cgm_fd_move_high: the program may close it), for a
- * program that closes its stderr before the library is done (stats=exit:
- * the exit report).  Called once at start-up, when accounting starts;
- * before that, and without accounting, lines go to descriptor 2.
+ * OOM kill, a spill diagnostic) landed in the program's data.  Called
+ * once at start-up, when accounting starts; before that, and without
+ * accounting, lines go to descriptor 2.
  */
-void cgm_log_pin_stderr(bool keep_copy);
+void cgm_log_pin_stderr(void);
+
+/*
+ * Keep @fd, a copy of the pinned descriptor 2 that the caller made (at a
+ * high number, close-on-exec; the program may close it), as where lines
+ * go once descriptor 2 is no longer the pinned file: for a program that
+ * closes its stderr before the library is done (stats=exit's report).
+ * (The caller makes the copy: this file is linked alone into tests.)
+ */
+void cgm_log_keep_stderr_copy(int fd);
 
 /*
  * Where a line of the library's goes now: 2 while it is the pinned file
@@ -49,7 +55,7 @@ void cgm_log_pin_stderr(bool keep_copy);
  */
 int cgm_log_fd(void);
 
-/* Is @fd the copy cgm_log_pin_stderr() kept? */
+/* Is @fd the copy cgm_log_keep_stderr_copy() kept? */
 bool cgm_log_fd_is_copy(int fd);
 
 /* Print "cgmalloc: <message>\n" to cgm_log_fd() in one write(2) (cgm_write_quiet). */
