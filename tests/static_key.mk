@@ -16,8 +16,13 @@ check-static-key-valgrind: $(T)/test_static_key
 	$(RUN) env CK_FORK=yes valgrind -q --error-exitcode=3 --smc-check=all --trace-children=yes \
 		$(T)/test_static_key
 
+# The concurrent toggles at volume (make check runs 30000 and 10000).
+stress-static-key: $(T)/test_static_key
+	env SK_TEST_TOGGLES=200000 CK_RUN_CASE=patched $(T)/test_static_key
+
 CHECK_TARGETS += check-static-key check-static-key-valgrind
-.PHONY: check-static-key check-static-key-valgrind
+STRESS_TARGETS += stress-static-key
+.PHONY: check-static-key check-static-key-valgrind stress-static-key
 
 # aarch64: the same mechanism built with Debian's cross compiler and run
 # under qemu-user, when both are installed (scripts/install-deps installs
