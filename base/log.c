@@ -112,8 +112,8 @@ ssize_t cgm_write_quiet(int fd, const void *buf, size_t n)
 /*
  * The stderr the program started with, once the library pinned it
  * (cgm_log_pin_stderr): its identity, whether descriptor 2 was open at
- * all, and a copy (-1: none kept).  Written once at start-up, before the
- * program's threads could log.
+ * all, and a copy (-1: none kept).  Written once, when accounting starts
+ * (usually before the program has threads; the flag is published last).
  */
 static bool err_pinned, err_was_open;
 static dev_t err_dev;
@@ -132,14 +132,15 @@ void cgm_log_pin_stderr(void)
 {
 	struct stat st;
 
-	if (err_pinned)
+	if (__atomic_load_n(&err_pinned, __ATOMIC_ACQUIRE))
 		return;
 	err_was_open = fstat(STDERR_FILENO, &st) == 0;
 	if (err_was_open) {
 		err_dev = st.st_dev;
 		err_ino = st.st_ino;
 	}
-	err_pinned = true;
+	/* A thread that logs now sees the identity with the flag. */
+	__atomic_store_n(&err_pinned, true, __ATOMIC_RELEASE);
 }
 
 void cgm_log_keep_stderr_copy(int fd)
@@ -150,7 +151,7 @@ void cgm_log_keep_stderr_copy(int fd)
 
 int cgm_log_fd(void)
 {
-	if (!err_pinned)
+	if (!__atomic_load_n(&err_pinned, __ATOMIC_ACQUIRE))
 		return STDERR_FILENO;
 	if (!err_was_open)
 		return -1;
