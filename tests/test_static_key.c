@@ -86,12 +86,13 @@ static unsigned long toggles(unsigned long full)
 	/*
 	 * valgrind runs one thread at a time and the spinners take whole
 	 * time slices around every system call of a toggle (~0.6 s each):
-	 * there the run checks memory and self-modifying code, not volume.
+	 * there the run checks memory and self-modifying code, not volume
+	 * (30 toggles a test took 80-110 s of make check, 10 take 36 s).
 	 * Natively a toggle takes about 0.45 ms with four spinners on two
 	 * CPUs: the counts of make check cost it about 22 s of the patched
 	 * case (140000 took 63 s); make stress-static-key runs 200000 of each.
 	 */
-	return RUNNING_ON_VALGRIND ? 30 : full;
+	return RUNNING_ON_VALGRIND ? 10 : full;
 }
 
 /* ---- modes: one fixture per TCase ---- */
