@@ -85,7 +85,7 @@ ssize_t cgm_write_quiet(int fd, const void *buf, size_t n)
 	/* The kernel's sigset is 8 bytes: glibc's sigset_t begins with it. */
 	const size_t kset = 8;
 	sigset_t pipe_set, old, pending;
-	struct timespec now = { 0, 0 };
+	struct timespec no_wait = { 0, 0 };
 	bool blocked, was_pending;
 	long r;
 	int err;
@@ -102,7 +102,7 @@ ssize_t cgm_write_quiet(int fd, const void *buf, size_t n)
 	err = errno;
 	/* The SIGPIPE this write raised (thread-directed, blocked): taken off before the mask goes back. */
 	if (blocked && r < 0 && err == EPIPE && !was_pending)
-		syscall(SYS_rt_sigtimedwait, &pipe_set, NULL, &now, kset);
+		syscall(SYS_rt_sigtimedwait, &pipe_set, NULL, &no_wait, kset);
 	if (blocked)
 		syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, kset);
 	errno = err;
@@ -160,11 +160,6 @@ int cgm_log_fd(void)
 	if (is_start_stderr(err_copy))
 		return err_copy;
 	return -1;
-}
-
-bool cgm_log_fd_is_copy(int fd)
-{
-	return fd >= 0 && fd == err_copy;
 }
 
 void cgm_vlog(const char *fmt, va_list ap)

@@ -270,6 +270,8 @@ const char *cgm_accounting_start(void)
 		export_scope(group);
 	cgm_accounted_init();
 	cgm_thread_start_init();
+	/* From now on the library's lines go only to the stderr the program started with. */
+	cgm_log_pin_stderr();
 	cgm_exit_report_prepare();
 	atexit(accounting_stop);
 	pthread_atfork(NULL, NULL, cgm_accounted_fork_child);

@@ -32,11 +32,7 @@
 
 void cgm_exit_report_prepare(void)
 {
-	/*
-	 * Every line of the library's goes only to the stderr the program
-	 * started with (base/log.c); the report also needs the copy.
-	 */
-	cgm_log_pin_stderr();
+	/* After cgm_log_pin_stderr(): the copy is of the pinned file. */
 	if (cgm_conf.stats == CGM_STATS_EXIT && !cgm_conf.stats_file[0] &&
 	    cgm_log_fd() == STDERR_FILENO)
 		cgm_log_keep_stderr_copy(cgm_fd_move_high(fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 0)));
@@ -50,7 +46,8 @@ void cgm_exit_report(void)
 					     "memory.stat", "memory.events" };
 	char path[CGM_PATH_MAX];
 	size_t n = 0;
-	int fd = STDERR_FILENO;
+	bool opened;
+	int fd = -1;
 
 	if (!p)
 		return;
@@ -76,26 +73,21 @@ void cgm_exit_report(void)
 	}
 	if (cgm_conf.stats_file[0]) {
 		fd = open(cgm_conf.stats_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-		if (fd < 0) {
+		if (fd < 0)
 			cgm_log("stats_file: cannot open %s (%s); the report goes to stderr",
 				cgm_conf.stats_file, cgm_strerror(errno));
-			fd = cgm_log_fd();
-			if (fd < 0)
-				return;
-		}
-	} else {
-		/* -1: nowhere -- whatever has number 2 now is the program's. */
-		fd = cgm_log_fd();
-		if (fd < 0)
-			return;
 	}
+	opened = fd >= 0;
+	/* -1: nowhere -- whatever has number 2 now is the program's. */
+	if (!opened && (fd = cgm_log_fd()) < 0)
+		return;
 	/*
 	 * (Not said when writing to the copy failed: the line would go
 	 * there too.)
 	 */
-	if (cgm_write_quiet(fd, buf, n) < 0 && !cgm_log_fd_is_copy(fd))
+	if (cgm_write_quiet(fd, buf, n) < 0 && (opened || fd == STDERR_FILENO))
 		cgm_log("stats: cannot write the exit report to %s: %s",
-			fd == STDERR_FILENO ? "stderr" : cgm_conf.stats_file, cgm_strerror(errno));
-	if (fd != STDERR_FILENO && !cgm_log_fd_is_copy(fd))
+			opened ? cgm_conf.stats_file : "stderr", cgm_strerror(errno));
+	if (opened)
 		close(fd);
 }

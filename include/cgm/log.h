@@ -55,9 +55,6 @@ void cgm_log_keep_stderr_copy(int fd);
  */
 int cgm_log_fd(void);
 
-/* Is @fd the copy cgm_log_keep_stderr_copy() kept? */
-bool cgm_log_fd_is_copy(int fd);
-
 /* Print "cgmalloc: <message>\n" to cgm_log_fd() in one write(2) (cgm_write_quiet). */
 void cgm_log(const char *fmt, ...) CGM_PRINTF(1, 2);
 void cgm_vlog(const char *fmt, va_list ap);

@@ -192,7 +192,7 @@ void cgm_resident_joined(void);
 
 /* stats=exit: the group's files to stderr or stats_file=. */
 void cgm_exit_report(void);
-/* stats=exit without stats_file, at start-up: keep a copy of stderr for the report. */
+/* stats=exit without stats_file, at start-up (stderr pinned): keep a copy of stderr for the report. */
 void cgm_exit_report_prepare(void);
 
 /* ---- thread_start.c ---- */
