@@ -5,7 +5,8 @@
  * pages), so the others are asked through their slots in the hierarchy
  * (reclaim_want, reclaim_asked, the futex word of acct_proc_wake) and
  * answer at their next allocation slow path, or through their background
- * reclaim thread; the asker waits up to half a second for them.
+ * reclaim thread; the asker waits for them (half a second, longer for
+ * one that is answering).
  *
  * Used by a write of memory.reclaim or of a limit below usage (cgmctl or
  * the cgroupfs view; the writer's own process reclaims at once), and by a
@@ -20,11 +21,23 @@
 #include "cgm/files.h"
 
 /*
+ * How long the asker waits: half a second for the processes asked to
+ * start their answers (a process that is not allocating and does not
+ * spill never does), and while one is answering, up to ten seconds:
+ * spilling takes a while (120M of an idle python3 holding 160 MB:
+ * 0.3-0.4 s here; a loaded machine, or more memory, takes longer), and
+ * a writer that stopped waiting counted only what was spilled by then.
+ */
+#define ANSWER_TICK_NS		5000000L
+#define ANSWER_WAIT_TICKS	100
+#define ANSWER_WAIT_MAX_TICKS	2000
+
+/*
  * One reclaim pass: ask the processes of the subtree of @group whose
  * group has protection @level to give back what their allocators keep --
  * each does at its next allocation slow path, the caller's own process at
- * once if @ask_self, else not at all -- and wait up to half a second for
- * them.  A group below its low that is reclaimed gets a "low" event.
+ * once if @ask_self, else not at all -- and wait for them (above).  A
+ * group below its low that is reclaimed gets a "low" event.
  * False if no process was asked.
  */
 static bool reclaim_pass(struct cgm_hier *h, uint32_t group, enum acct_protection level,
@@ -70,15 +83,18 @@ static bool reclaim_pass(struct cgm_hier *h, uint32_t group, enum acct_protectio
 	}
 	if (any) {
 		hier_bump_epoch(h);
-		for (int t = 0; t < 100; t++) {
-			struct timespec ts = { 0, 5000000 };
-			bool waiting = false;
+		for (int t = 0; t < ANSWER_WAIT_MAX_TICKS; t++) {
+			struct timespec ts = { 0, ANSWER_TICK_NS };
+			bool waiting = false, answering = false;
 
 			for_each_live_proc(h, i, p)
 				if (group_in_subtree(h, __atomic_load_n(&p->group, __ATOMIC_RELAXED), group) &&
-				    p->pid != self && !acct_proc_gone(p) && acct_reclaim_pending(p))
+				    p->pid != self && !acct_proc_gone(p) && acct_reclaim_pending(p)) {
 					waiting = true;
-			if (!waiting)
+					answering |= __atomic_load_n(&p->reclaim_answering, __ATOMIC_ACQUIRE) ==
+						     __atomic_load_n(&p->reclaim_asked, __ATOMIC_ACQUIRE);
+				}
+			if (!waiting || (t >= ANSWER_WAIT_TICKS && !answering))
 				break;
 			nanosleep(&ts, NULL);
 		}

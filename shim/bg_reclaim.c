@@ -110,7 +110,9 @@ static void bg_answer(void)
 	if (!acct_reclaim_pending(p))
 		return;
 	got = cgm_spill_answer(p);
-	__atomic_add_fetch(&reclaimed, (uint64_t)(got > 0 ? got : 0), __ATOMIC_RELAXED);
+	if (got < 0)
+		return;
+	__atomic_add_fetch(&reclaimed, (uint64_t)got, __ATOMIC_RELAXED);
 	if (cgm_conf.verbose)
 		cgm_log("spill: background reclaim answered a memory.reclaim or limit write: "
 			"%lld pages reclaimed", (long long)got);

@@ -61,13 +61,13 @@ static void sync_move(void)
 static void sync_reclaim(void)
 {
 	struct cgm_proc *p = hier_proc(&cgm_acct.h, cgm_acct.proc);
-	uint32_t asked = p ? __atomic_load_n(&p->reclaim_asked, __ATOMIC_ACQUIRE) : 0;
+	uint32_t asked;
 
-	if (!p || asked == __atomic_load_n(&p->reclaim_done, __ATOMIC_RELAXED))
+	if (!p || !acct_reclaim_begin(p, &asked))
 		return;
 	cgm_reclaim_self(true);
 	cgm_reclaim_later();
-	__atomic_store_n(&p->reclaim_done, asked, __ATOMIC_RELEASE);
+	acct_reclaim_end(p, asked);
 }
 
 void cgm_epoch_changed(void)

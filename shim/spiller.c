@@ -162,10 +162,13 @@ static bool spill_idle(void)
 
 int64_t cgm_spill_answer(struct cgm_proc *p)
 {
-	uint32_t asked = __atomic_load_n(&p->reclaim_asked, __ATOMIC_ACQUIRE);
-	int64_t got = cgm_spill_over_limit(acct_reclaim_take(&cgm_acct), 0, NULL, true);
+	uint32_t asked;
+	int64_t got;
 
-	__atomic_store_n(&p->reclaim_done, asked, __ATOMIC_RELEASE);
+	if (!acct_reclaim_begin(p, &asked))
+		return -1;
+	got = cgm_spill_over_limit(acct_reclaim_take(&cgm_acct), 0, NULL, true);
+	acct_reclaim_end(p, asked);
 	return got;
 }
 

@@ -102,6 +102,34 @@ bool acct_proc_gone(const struct cgm_proc *p);
 /* Wake @p's background reclaim (shim/bg_reclaim.c), if it has one, to look now. */
 void acct_proc_wake(struct cgm_proc *p);
 
+/*
+ * A thread of process @p starts answering a memory.reclaim (or limit
+ * write), and says so in its slot; *@asked is what it answers, for
+ * acct_reclaim_end().  False when nothing is asked, or when another of
+ * its threads is answering already: only that one may say it is done.
+ * (The handler thread's idle tick once said so while the background
+ * reclaim was still spilling: the writer, on a loaded machine, then
+ * counted 2-3 MB reclaimed of the 30M it asked, and said EAGAIN.)
+ */
+static inline bool acct_reclaim_begin(struct cgm_proc *p, uint32_t *asked)
+{
+	uint32_t a = __atomic_load_n(&p->reclaim_asked, __ATOMIC_ACQUIRE);
+	uint32_t cur = __atomic_load_n(&p->reclaim_answering, __ATOMIC_ACQUIRE);
+
+	if (a == __atomic_load_n(&p->reclaim_done, __ATOMIC_ACQUIRE) || cur == a ||
+	    !__atomic_compare_exchange_n(&p->reclaim_answering, &cur, a, false, __ATOMIC_ACQ_REL,
+					 __ATOMIC_ACQUIRE))
+		return false;
+	*asked = a;
+	return true;
+}
+
+/* The answer that acct_reclaim_begin() started is done. */
+static inline void acct_reclaim_end(struct cgm_proc *p, uint32_t asked)
+{
+	__atomic_store_n(&p->reclaim_done, asked, __ATOMIC_RELEASE);
+}
+
 /* Has a memory.reclaim or limit write asked @p for reclaim it has not answered yet? */
 static inline bool acct_reclaim_pending(const struct cgm_proc *p)
 {

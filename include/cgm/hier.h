@@ -260,7 +260,13 @@ struct cgm_proc {
 	/* Pages the last memory.reclaim or limit write asked of this process. */
 	int64_t reclaim_want;
 	uint32_t psi_stalled;		/* its threads stalled now (left for it if it dies) */
-	uint32_t pad3;
+	/*
+	 * The reclaim_asked it is answering (set as its answer starts): a
+	 * writer waits longer for a process spilling for it than for one
+	 * that has not looked yet.  Was padding: a library without it leaves
+	 * it 0, and is waited for as before.
+	 */
+	uint32_t reclaim_answering;
 	uint64_t spill_counts[CGM_NR_SPILL_COUNTS];	/* totals, CGM_STAT_SPILL0 on */
 	uint64_t spill_folded[CGM_NR_SPILL_COUNTS];	/* what its group has of them (flush lock) */
 	pthread_mutex_t lock;		/* robust, shared: harvest and move */

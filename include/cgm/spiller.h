@@ -47,7 +47,8 @@ int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked, bool thorough);
 /*
  * Answer for this process (@p, its slot) what a memory.reclaim or limit
  * write asked of it, by spilling, and mark it answered.  Returns the
- * pages reclaimed.
+ * pages reclaimed, or -1 if nothing is asked or another thread of the
+ * process is answering (it marks it).
  */
 int64_t cgm_spill_answer(struct cgm_proc *p);
 

@@ -113,12 +113,13 @@ time.sleep(30)'
 	CHECKS=$((CHECKS + 1))
 done
 
-# holding40 CONF: python3 holding a 40 MB object (one malloc, filled after
-# it: charged by its resident pages), idle once it says ready.
-holding40() {
+# holding CONF [MB]: python3 holding an object of MB megabytes, 40 unless
+# told (one malloc, filled after it: charged by its resident pages), idle
+# once it says ready.
+holding() {
 	start "$1" /usr/bin/python3 -c '
 import sys, time
-b = bytes(range(256)) * (40 * 4096)
+b = bytes(range(256)) * ('"${2:-40}"' * 4096)
 print("ready", file=sys.stderr, flush=True)
 time.sleep(30)'
 	reach ready
@@ -129,18 +130,27 @@ time.sleep(30)'
 # before it filled the 40 MB object it holds (charged by its resident
 # pages).  From the stale figure the spill that answered looked like a
 # rise, and cgmctl said "reclaimed 0" and failed in every run.
-holding40 "scope=/fresh,spill=1"
-sleep 0.2
-"$CGMCTL" --hierarchy "$H" set /fresh memory.reclaim 30M 2>"$T/verr" ||
-	fail "memory.reclaim 30M of an idle python3 holding 40 MB: $(cat "$T/verr")"
-kill "$BG"
-finish
-CHECKS=$((CHECKS + 1))
+# Then one that takes the background reclaim a while to answer (120M of
+# one holding 160 MB: 0.3-0.4 s here): only the thread that answers says
+# when it is done.  The handler thread's idle tick said so too, while the
+# background was still spilling, and the writer counted 4-6 MB reclaimed
+# and said EAGAIN (3 of 3 runs; the 30M failed so in 17 of 24 runs with
+# both CPUs kept busy).
+for c in "fresh 40 30M" "long 160 120M"; do
+	set -- $c
+	holding "scope=/$1,spill=1" "$2"
+	sleep 0.2
+	"$CGMCTL" --hierarchy "$H" set /"$1" memory.reclaim "$3" 2>"$T/verr" ||
+		fail "memory.reclaim $3 of an idle python3 holding $2 MB: $(cat "$T/verr")"
+	kill "$BG"
+	finish
+	CHECKS=$((CHECKS + 1))
+done
 # The same for memory.high and memory.max written below its usage: the
 # write reclaims at once, from the usage as of now (from the stale figure
 # neither spilled a page, and memory.max showed it at exactly 20M).
 for lim in high max; do
-	holding40 "scope=/fresh$lim,spill=1"
+	holding "scope=/fresh$lim,spill=1"
 	sleep 0.2
 	run "$CGMCTL" --hierarchy "$H" set /fresh$lim memory.$lim 20M
 	cur=$(value /fresh$lim memory.current)
@@ -158,7 +168,7 @@ done
 # wakes it at once; either way it spills.  Before, it stayed at 51 MB
 # resident, memory.current showing 20M.  Here nothing reads the group
 # for 1.5 s first.
-holding40 "scope=/under,spill=1,max=20M"
+holding "scope=/under,spill=1,max=20M"
 sleep 1.5
 rss=$(awk '/^VmRSS/ { print $2 }' /proc/"$BG"/status)
 out=$(value /under memory.stat zswpout)
