@@ -756,7 +756,7 @@ static bool background_holding;
  * the background, which takes the lock again as soon as its batch ends,
  * had it nearly always -- python3 reading back 150 MiB under
  * memory.high=40M with spill_hold_high=1 found it taken 300-470 times
- * against 20-90 spills of its own, and reached 57-68 MiB.  The
+ * against 20-90 spills of its own, and reached 50-68 MiB.  The
  * background touches no spillable memory, so it never waits for the
  * handler; the wait is still bounded, since the lock may pass meanwhile
  * to a thread that does (a fork waits for the handler to read its
