@@ -764,7 +764,7 @@ static bool background_holding;
  */
 static bool spill_lock_take(bool thorough)
 {
-	struct timespec until;
+	int64_t until_ns;
 
 	if (pthread_mutex_trylock(&spill_lock) == 0)
 		return true;
@@ -774,13 +774,10 @@ static bool spill_lock_take(bool thorough)
 		if (!__atomic_load_n(&handler_reclaiming, __ATOMIC_RELAXED) ||
 		    !__atomic_load_n(&background_holding, __ATOMIC_RELAXED))
 			return false;
-		clock_gettime(CLOCK_MONOTONIC, &until);
-		until.tv_nsec += HANDLER_WAIT_NS;
-		if (until.tv_nsec >= 1000000000L) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000L;
-		}
-		return pthread_mutex_clocklock(&spill_lock, CLOCK_MONOTONIC, &until) == 0;
+		until_ns = cgm_now_ns() + HANDLER_WAIT_NS;
+		return pthread_mutex_clocklock(&spill_lock, CLOCK_MONOTONIC,
+					       &(struct timespec){ until_ns / 1000000000,
+								   until_ns % 1000000000 }) == 0;
 	}
 	if (!thorough && !cgm_bg_reclaim_busy() &&
 	    !__atomic_load_n(&handler_reclaiming, __ATOMIC_RELAXED))

@@ -73,9 +73,10 @@ static inline void cpu_relax(void)
 }
 
 /*
- * Toggles in the concurrency tests: 100,000 for the plain case (enough
- * to hit the patch windows), a fifth of that for the variants that fork or block
- * SIGTRAP, and a few dozen under valgrind.  SK_TEST_TOGGLES overrides.
+ * Toggles in the concurrency tests: 30,000 for the plain case (enough
+ * to hit the patch windows), a third of that for the variants that fork
+ * or block SIGTRAP, and ten under valgrind.  SK_TEST_TOGGLES overrides
+ * (make stress-static-key).
  */
 static unsigned long toggles(unsigned long full)
 {

@@ -102,6 +102,13 @@ bool acct_proc_gone(const struct cgm_proc *p);
 /* Wake @p's background reclaim (shim/bg_reclaim.c), if it has one, to look now. */
 void acct_proc_wake(struct cgm_proc *p);
 
+/* Has a memory.reclaim or limit write asked @p for reclaim it has not answered yet? */
+static inline bool acct_reclaim_pending(const struct cgm_proc *p)
+{
+	return (int32_t)(__atomic_load_n(&p->reclaim_done, __ATOMIC_ACQUIRE) -
+			 __atomic_load_n(&p->reclaim_asked, __ATOMIC_ACQUIRE)) < 0;
+}
+
 /*
  * A thread of process @p starts answering a memory.reclaim (or limit
  * write), and says so in its slot; *@asked is what it answers, for
@@ -113,12 +120,14 @@ void acct_proc_wake(struct cgm_proc *p);
  */
 static inline bool acct_reclaim_begin(struct cgm_proc *p, uint32_t *asked)
 {
-	uint32_t a = __atomic_load_n(&p->reclaim_asked, __ATOMIC_ACQUIRE);
-	uint32_t cur = __atomic_load_n(&p->reclaim_answering, __ATOMIC_ACQUIRE);
+	uint32_t a, cur;
 
-	if (a == __atomic_load_n(&p->reclaim_done, __ATOMIC_ACQUIRE) || cur == a ||
-	    !__atomic_compare_exchange_n(&p->reclaim_answering, &cur, a, false, __ATOMIC_ACQ_REL,
-					 __ATOMIC_ACQUIRE))
+	if (!acct_reclaim_pending(p))
+		return false;
+	a = __atomic_load_n(&p->reclaim_asked, __ATOMIC_ACQUIRE);
+	cur = __atomic_load_n(&p->reclaim_answering, __ATOMIC_ACQUIRE);
+	if (cur == a || !__atomic_compare_exchange_n(&p->reclaim_answering, &cur, a, false,
+						     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 		return false;
 	*asked = a;
 	return true;
@@ -128,13 +137,6 @@ static inline bool acct_reclaim_begin(struct cgm_proc *p, uint32_t *asked)
 static inline void acct_reclaim_end(struct cgm_proc *p, uint32_t asked)
 {
 	__atomic_store_n(&p->reclaim_done, asked, __ATOMIC_RELEASE);
-}
-
-/* Has a memory.reclaim or limit write asked @p for reclaim it has not answered yet? */
-static inline bool acct_reclaim_pending(const struct cgm_proc *p)
-{
-	return (int32_t)(__atomic_load_n(&p->reclaim_done, __ATOMIC_ACQUIRE) -
-			 __atomic_load_n(&p->reclaim_asked, __ATOMIC_ACQUIRE)) < 0;
 }
 
 /* Free the slots of exited, fully harvested threads (flush lock + proc lock held). */

@@ -5,9 +5,8 @@
 # stderr the program started with, through a copy the library keeps, and
 # never into a file of the program's that took descriptor 2's number (or
 # the copy's).  And a line of the library's to a stderr whose reader has
-# gone does not kill the program with SIGPIPE.  And no line of the
-# library's goes into a file of the program's that took descriptor 2's
-# number.
+# gone does not kill the program with SIGPIPE.  The library's other
+# lines, after start-up, follow the exit report's rule.
 . "$(cd "$(dirname "$0")" && pwd)/lib.sh"
 
 # The descriptors above 2 that are the file descriptor 2 is (for python3 -c).
