@@ -52,14 +52,16 @@ kernel-uffd-move: $(SPT)/uffd_move_misreport
 
 .PHONY: kernel-uffd-move
 
-# The preload tests' programs (sqlite3, python3, C++, git, a pipeline)
+# The preload tests' programs (sqlite3, python3, C++, git, a pipeline),
+# perl and python3 forking workers
 # under memory.high at about half their peak: same output, pages spilled.
 # `make stress` runs it SPILL_PROGRAMS_ROUNDS times and keeps a failed
 # run's directory and cores in build/spill-programs-failed.
 SPILL_PROGRAMS_ROUNDS ?= 10
 SPILL_PROGRAMS_DEPS := tests/spill/test_spill_programs.sh tests/fidelity/lib.sh tests/reliability/lib.sh \
 	tests/cgmctl/lib.sh tests/preload/sqlite_workload.sql tests/preload/dict_list_workload.py \
-	tests/preload/git_workload.sh tests/preload/pipeline_workload.sh $(PL_BIN)/cxx_workload \
+	tests/preload/git_workload.sh tests/preload/pipeline_workload.sh tests/spill/perl_workload.pl \
+	tests/spill/fork_workload.py $(PL_BIN)/cxx_workload \
 	$(FID)/fid_prog $(REL)/rel_prog $(LIB) $(CGMCTL)
 
 check-spill-programs: $(SPILL_PROGRAMS_DEPS)
