@@ -55,13 +55,14 @@ kernel-uffd-move: $(SPT)/uffd_move_misreport
 # The preload tests' programs (sqlite3, python3, C++, git, a pipeline),
 # perl and python3 forking workers
 # under memory.high at about half their peak: same output, pages spilled.
-# `make stress` runs it SPILL_PROGRAMS_ROUNDS times and keeps a failed
+# `make stress` runs it SPILL_PROGRAMS_ROUNDS times, with node, jq, tclsh
+# and sort too where installed (SPILL_PROGRAMS_MORE), and keeps a failed
 # run's directory and cores in build/spill-programs-failed.
 SPILL_PROGRAMS_ROUNDS ?= 10
 SPILL_PROGRAMS_DEPS := tests/spill/test_spill_programs.sh tests/fidelity/lib.sh tests/reliability/lib.sh \
 	tests/cgmctl/lib.sh tests/preload/sqlite_workload.sql tests/preload/dict_list_workload.py \
 	tests/preload/git_workload.sh tests/preload/pipeline_workload.sh tests/spill/perl_workload.pl \
-	tests/spill/fork_workload.py $(PL_BIN)/cxx_workload \
+	tests/spill/fork_workload.py tests/spill/node_workers.js tests/spill/tcl_workload.tcl $(PL_BIN)/cxx_workload \
 	$(FID)/fid_prog $(REL)/rel_prog $(LIB) $(CGMCTL)
 
 check-spill-programs: $(SPILL_PROGRAMS_DEPS)
@@ -70,6 +71,7 @@ check-spill-programs: $(SPILL_PROGRAMS_DEPS)
 stress-spill-programs: $(SPILL_PROGRAMS_DEPS)
 	for i in $$(seq $(SPILL_PROGRAMS_ROUNDS)); do \
 		env $(FID_ENV) CGM_TEST_BIN=$(abspath $(PL_BIN)) SPILL_PROGRAMS_KEEP=$(abspath $(B))/spill-programs-failed \
+			SPILL_PROGRAMS_MORE=1 \
 			sh tests/spill/test_spill_programs.sh || exit 1; \
 	done
 
