@@ -91,8 +91,7 @@ static bool reclaim_pass(struct cgm_hier *h, uint32_t group, enum acct_protectio
 				if (group_in_subtree(h, __atomic_load_n(&p->group, __ATOMIC_RELAXED), group) &&
 				    p->pid != self && !acct_proc_gone(p) && acct_reclaim_pending(p)) {
 					waiting = true;
-					answering |= __atomic_load_n(&p->reclaim_answering, __ATOMIC_ACQUIRE) ==
-						     __atomic_load_n(&p->reclaim_asked, __ATOMIC_ACQUIRE);
+					answering |= acct_reclaim_answering(p);
 				}
 			if (!waiting || (t >= ANSWER_WAIT_TICKS && !answering))
 				break;

@@ -109,6 +109,13 @@ static inline bool acct_reclaim_pending(const struct cgm_proc *p)
 			 __atomic_load_n(&p->reclaim_asked, __ATOMIC_ACQUIRE)) < 0;
 }
 
+/* Is a thread of process @p answering the request it was asked last? */
+static inline bool acct_reclaim_answering(const struct cgm_proc *p)
+{
+	return __atomic_load_n(&p->reclaim_answering, __ATOMIC_ACQUIRE) ==
+	       __atomic_load_n(&p->reclaim_asked, __ATOMIC_ACQUIRE);
+}
+
 /*
  * A thread of process @p starts answering a memory.reclaim (or limit
  * write), and says so in its slot; *@asked is what it answers, for

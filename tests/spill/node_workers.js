@@ -5,7 +5,7 @@
 // and spilled as any.  What is printed depends on every string read.
 const { Worker, isMainThread, parentPort, workerData } = require('worker_threads');
 
-function crc(s, h) {
+function hash(s, h) {
 	for (let i = 0; i < s.length; i++)
 		h = (Math.imul(h, 31) + s.charCodeAt(i)) >>> 0;
 	return h;
@@ -24,7 +24,7 @@ if (isMainThread) {
 			if (++done === 3) {
 				let h = 0;
 				for (const s of keep)
-					h = crc(s, h);
+					h = hash(s, h);
 				console.log('workers', sums.join(' '), 'main', keep.length, h);
 			}
 		});
@@ -36,6 +36,6 @@ if (isMainThread) {
 	let h = 0;
 	for (let r = 0; r < 2; r++)
 		for (let i = 0; i < a.length; i += 1 + r)
-			h = crc(a[(i * 7919) % a.length].s, h);
+			h = hash(a[(i * 7919) % a.length].s, h);
 	parentPort.postMessage(h);
 }
