@@ -98,6 +98,24 @@ static struct cgm_region_span *spans;	/* mmap'd: no malloc inside malloc */
 static uintptr_t hand;			/* the clock hand */
 static uint64_t pgscan;
 static uint64_t second_chances;	/* resident pages left because they were written */
+/*
+ * Pages came back to a chunk lately (a fault, readahead): the hand looks
+ * at which of its pages are written but does not write-protect them
+ * again, until BACK_ACTIVE_MS after the last one came back -- as the
+ * kernel activates a page that refaults within its working set.  The
+ * pages that came back are the ones the program works on now, and each
+ * one protected again costs the program a fault at its next write to it
+ * (the kernel resolves it; no handler), several microseconds on this VM.
+ * python3 in bench/spill_workload.sh's working phase writes a reference
+ * count at every read: while its hot records came back, reclaim laps
+ * protected them again, and 80% of its faults (26,000-30,000 in 1.5 s)
+ * were these.  Written pages still stay (they are not spilled), and the
+ * others of the chunk may go: passing such chunks over altogether left
+ * sqlite3's build, whose pages come back here and there all over its
+ * cache, unable to reclaim, and its working phase 1.5 times as long.
+ */
+#define BACK_ACTIVE_MS	1000u
+static uint64_t unprotected_back;	/* chunks looked at so (the exit report) */
 /* Pool pages recompressed by reclaim in the program's own threads (the exit report). */
 static uint64_t recompressed_direct;
 /* When a lap last spilled nothing (every page written since the one before). */
@@ -511,7 +529,7 @@ int cgm_spill_report(char *buf, size_t len)
 	return snprintf(buf, len,
 			"== spill\nspilled %llu refaulted %llu (hot %llu) read ahead %llu restored %llu "
 			"discarded %llu misreported %llu unshared %llu "
-			"skipped %llu (hot %llu, written %llu) in_pool %llu pool_bytes %llu dict_stores %llu "
+			"skipped %llu (hot %llu, written %llu, in chunks just back %llu) in_pool %llu pool_bytes %llu dict_stores %llu "
 			"written_back %llu recompressed %llu (by the program's threads %llu, "
 			"against the dictionary %llu) background %llu (stopped %llu)\n",
 			(unsigned long long)ss.spilled, (unsigned long long)ss.refaulted,
@@ -521,6 +539,7 @@ int cgm_spill_report(char *buf, size_t len)
 			(unsigned long long)ss.unshared,
 			(unsigned long long)ss.skipped,
 			(unsigned long long)ss.skipped_hot, (unsigned long long)second_chances,
+			(unsigned long long)unprotected_back,
 			(unsigned long long)ss.in_pool,
 			(unsigned long long)(zs.mem_used_total + zs.meta_bytes),
 			(unsigned long long)zs.stored_dict,
@@ -628,10 +647,11 @@ static int64_t pool_write_back_for(int64_t pages)
  * that bridge small gaps.  Returns the pages spilled; *scanned counts
  * the resident ones looked at; *full is set when the engine refused
  * another run (as many out as the process's mappings allow: spill_open's
- * range budget).
+ * range budget).  In a chunk that pages came back to lately, written
+ * pages are not protected again, unless @all.
  */
 static int64_t spill_chunk(uintptr_t start, uintptr_t end, int64_t want, uint64_t *scanned,
-			   bool tracked, bool *full)
+			   bool tracked, bool all, bool *full)
 {
 	unsigned char vec[CHUNK_PAGES];
 	size_t n = (end - start) / PAGE, i = 0;
@@ -642,12 +662,17 @@ static int64_t spill_chunk(uintptr_t start, uintptr_t end, int64_t want, uint64_
 	/*
 	 * Pages written since the hand last passed get a second chance: they
 	 * stay, and are write-protected again, so that the next pass sees
-	 * whether they are written meanwhile.
+	 * whether they are written meanwhile -- not where pages came back
+	 * lately (BACK_ACTIVE_MS).
 	 */
 	if (tracked) {
 		struct spill_run runs[64];
-		long nr = spill_written(engine, (void *)start, end - start, runs, 64);
+		bool protect = all || !spill_came_back_within(engine, (void *)start, end - start,
+								BACK_ACTIVE_MS);
+		long nr = spill_written(engine, (void *)start, end - start, runs, 64, protect);
 
+		if (!protect)
+			unprotected_back++;
 		for (long r = 0; r < nr; r++) {
 			size_t from = ((uintptr_t)runs[r].addr - start) / PAGE;
 
@@ -699,8 +724,8 @@ static int64_t spill_chunk(uintptr_t start, uintptr_t end, int64_t want, uint64_
 	return got;
 }
 
-/* One lap at most of the clock over the regions, from the hand. */
-static int64_t spill_lap(int64_t want, uint64_t *scanned)
+/* One lap at most of the clock over the regions, from the hand; with @all, chunks just back protected too. */
+static int64_t spill_lap(int64_t want, uint64_t *scanned, bool all)
 {
 	size_t n = cgm_regions_spans(spans, MAX_SPANS), first = 0;
 	int64_t got = 0;
@@ -732,7 +757,7 @@ static int64_t spill_lap(int64_t want, uint64_t *scanned)
 			if (fit <= 0)
 				return got;
 			got += spill_chunk(pos, end, want - got < fit ? want - got : fit, scanned,
-					   tracked, &full);
+					   tracked, all, &full);
 			pos = end;
 			hand = pos;
 			/* No room for another run: the rest of the lap would be refused too. */
@@ -868,7 +893,7 @@ int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked, bool thorough)
 				freed = 0;
 		}
 		if (freed < want)
-			got = spill_lap(want - freed, &scanned);
+			got = spill_lap(want - freed, &scanned, false);
 		/*
 		 * A whole lap of second chances: go round again and take what
 		 * was not written since -- pages of regions met for the first
@@ -879,7 +904,7 @@ int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked, bool thorough)
 		 * the group is still far over (a quarter of the want left).
 		 */
 		if (freed + got < want && (thorough || !got || want - freed - got > want / 4))
-			got += spill_lap(want - freed - got, &scanned);
+			got += spill_lap(want - freed - got, &scanned, thorough || !got);
 		if (thorough && freed + got < want)
 			freed += pool_write_back_for(want - freed - got);
 		/*
@@ -894,7 +919,7 @@ int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked, bool thorough)
 		 */
 		if (thorough && freed + got < want && hot_distance) {
 			spill_set_hot_distance(engine, 0);
-			got += spill_lap(want - freed - got, &scanned);
+			got += spill_lap(want - freed - got, &scanned, true);
 			spill_set_hot_distance(engine, hot_distance);
 		}
 		/* The staging copies of what was spilled go now, not at the next reclaim. */

@@ -1469,6 +1469,102 @@ START_TEST(test_refaults_since_mark)
 }
 END_TEST
 
+/*
+ * spill_came_back_within() says which 2 MiB blocks pages came back to
+ * lately: a fault in block a marks it, block b (nothing back) stays
+ * unmarked, and the mark ages.  The reclaim's hand passes over such
+ * blocks (shim/spiller.c), so a block wrongly marked would never spill
+ * and one wrongly unmarked would be write-protected again.
+ */
+START_TEST(test_came_back_within)
+{
+	enum { N = 8 };
+	const size_t block = (size_t)2 << 20;
+	unsigned char *m = map_pages(3 * block / PG), *ref = malloc(2 * N * PG);
+	unsigned char *a = (unsigned char *)(((uintptr_t)m + block - 1) & ~(uintptr_t)(block - 1));
+	unsigned char *b = a + block;
+	struct spill_stats st;
+
+	ck_assert_ptr_nonnull(ref);
+	fill_keep(a, N, ref);
+	fill_keep(b, N, ref + N * PG);
+	setup();
+	ck_assert_int_eq(spill_out(eng, a, N), N);
+	ck_assert_int_eq(spill_out(eng, b, N), N);
+	ck_assert(!spill_came_back_within(eng, a, N * PG, 60000));
+	ck_assert(!spill_came_back_within(eng, b, N * PG, 60000));
+	/* One page of a back by a fault. */
+	ck_assert_int_eq(memcmp(a + 3 * PG, ref + 3 * PG, PG), 0);
+	settle(&st, 2 * N - 1);
+	ck_assert(spill_came_back_within(eng, a, N * PG, 60000));
+	ck_assert(spill_came_back_within(eng, a + (N - 1) * PG, PG, 60000));
+	ck_assert(!spill_came_back_within(eng, b, N * PG, 60000));
+	/* A range that reaches into a's block from below meets it. */
+	ck_assert(spill_came_back_within(eng, a - PG, 2 * PG, 60000));
+	ck_assert(!spill_came_back_within(eng, a, 0, 60000));
+	usleep(30 * 1000);
+	ck_assert(!spill_came_back_within(eng, a, N * PG, 10));
+	ck_assert(spill_came_back_within(eng, a, N * PG, 60000));
+	ck_assert_int_eq(memcmp(a, ref, N * PG), 0);
+	ck_assert_int_eq(memcmp(b, ref + N * PG, N * PG), 0);
+	settle(&st, 0);
+	ck_assert(spill_came_back_within(eng, b, N * PG, 60000));
+	teardown();
+	munmap(m, 3 * block);
+	free(ref);
+}
+END_TEST
+
+/* The pages spill_written() reports in [p, p + n pages), as a bit each. */
+static unsigned written_bits(unsigned char *p, size_t n, bool protect)
+{
+	struct spill_run runs[64];
+	long nr = spill_written(eng, p, n * PG, runs, 64, protect);
+	unsigned bits = 0;
+
+	ck_assert_int_ge(nr, 0);
+	for (long r = 0; r < nr; r++)
+		for (size_t k = 0; k < runs[r].npages; k++)
+			bits |= 1u << (((unsigned char *)runs[r].addr - p) / PG + k);
+	return bits;
+}
+
+/*
+ * spill_written() with @protect finds the pages written since they were
+ * last protected and protects them again; without, it finds them and
+ * leaves them written, so that they are found again (and the program's
+ * next writes to them do not fault).
+ */
+START_TEST(test_written_protect)
+{
+	enum { N = 8 };
+	unsigned char *p = map_pages(N);
+
+	setup();
+	memset(p, 7, N * PG);
+	if (spill_track(eng, p, N * PG) != 0) {
+		printf("test_spill: no write tracking here: skipped\n");
+		teardown();
+		munmap(p, N * PG);
+		return;
+	}
+	/* Never protected: all written; looked at without protecting, still all. */
+	ck_assert_uint_eq(written_bits(p, N, false), 0xff);
+	ck_assert_uint_eq(written_bits(p, N, true), 0xff);
+	ck_assert_uint_eq(written_bits(p, N, false), 0);
+	p[2 * PG] = 1;
+	p[5 * PG + 9] = 1;
+	ck_assert_uint_eq(written_bits(p, N, false), 0x24);
+	ck_assert_uint_eq(written_bits(p, N, false), 0x24);
+	ck_assert_uint_eq(written_bits(p, N, true), 0x24);
+	ck_assert_uint_eq(written_bits(p, N, true), 0);
+	p[7 * PG] = 1;
+	ck_assert_uint_eq(written_bits(p, N, true), 0x80);
+	teardown();
+	munmap(p, N * PG);
+}
+END_TEST
+
 /* What the served hook was told, call by call (the handler thread's). */
 static _Atomic unsigned served_calls;
 static _Atomic uint64_t served_pages[64];
@@ -2330,7 +2426,7 @@ START_TEST(test_move_misreport)
 	end = now_us() + 5e6;
 	while (now_us() < end && st.misreported < 2 * MPAGES) {
 		if (tracked)
-			spill_written(eng, mregion, MPAGES * PG, runs, 64);
+			spill_written(eng, mregion, MPAGES * PG, runs, 64, true);
 		ck_assert_int_ge(spill_out(eng, mregion, MPAGES), 0);
 		spill_restore_range(eng, mregion, MPAGES * PG);
 		spill_stats(eng, &st);
@@ -2522,6 +2618,8 @@ int main(void)
 	tcase_add_test(tc, test_cluster_readahead);
 	tcase_add_test(tc, test_cluster_readahead_steps);
 	tcase_add_test(tc, test_refaults_since_mark);
+	tcase_add_test(tc, test_came_back_within);
+	tcase_add_test(tc, test_written_protect);
 	tcase_add_test(tc, test_cpu_latency_in_bursts);
 	tcase_add_test(tc, test_cpu_latency_released);
 #ifndef CGM_TSAN

@@ -107,6 +107,14 @@ struct sp_hot {
  */
 #define SP_HOT_MS	10000u
 
+/*
+ * Blocks of address space that pages came back to lately: a direct-mapped
+ * table of 1024 blocks of 2 MiB (a clash forgets the older block), each
+ * with when a page was last placed there.
+ */
+#define SP_BACK_SLOTS	1024u
+#define SP_BACK_SHIFT	21
+
 struct sp_span {
 	uintptr_t start, end;
 };
@@ -250,6 +258,11 @@ struct spill_engine {
 
 	struct sp_hot *hot;
 	atomic_uint hot_distance;	/* pages; 0: nothing is ever hot */
+	/* Where pages came back lately (spill_came_back_within). */
+	struct sp_back {
+		atomic_uintptr_t block;	/* address >> SP_BACK_SHIFT, + 1; 0: empty */
+		atomic_uint ms;		/* when a page was last placed there (sp_ms_now) */
+	} back[SP_BACK_SLOTS];
 	/* spill_mark_refaults(): the spilled count then, and refaults of pages spilled since. */
 	atomic_uint mark_seq;
 	atomic_uint_fast64_t refaulted_since_mark;
@@ -427,6 +440,41 @@ void spill_set_hot_distance(struct spill_engine *e, size_t pages)
 	atomic_store_explicit(&e->hot_distance,
 			      pages > UINT32_MAX / 2 ? UINT32_MAX / 2 : (unsigned)pages,
 			      memory_order_relaxed);
+}
+
+static struct sp_back *sp_back_slot(struct spill_engine *e, uintptr_t block)
+{
+	return &e->back[(uint32_t)(((uint64_t)block * 0x9e3779b97f4a7c15ull) >> 54) % SP_BACK_SLOTS];
+}
+
+/* Pages were placed in [@from, @to) just now. */
+static void sp_note_back(struct spill_engine *e, uintptr_t from, uintptr_t to)
+{
+	uint32_t ms = sp_ms_now();
+
+	for (uintptr_t block = from >> SP_BACK_SHIFT; block <= (to - 1) >> SP_BACK_SHIFT; block++) {
+		struct sp_back *b = sp_back_slot(e, block);
+
+		atomic_store_explicit(&b->ms, ms, memory_order_relaxed);
+		atomic_store_explicit(&b->block, block + 1, memory_order_relaxed);
+	}
+}
+
+bool spill_came_back_within(struct spill_engine *e, const void *addr, size_t len, unsigned ms)
+{
+	uintptr_t from = (uintptr_t)addr, to = from + len;
+	uint32_t now = sp_ms_now();
+
+	if (!len)
+		return false;
+	for (uintptr_t block = from >> SP_BACK_SHIFT; block <= (to - 1) >> SP_BACK_SHIFT; block++) {
+		struct sp_back *b = sp_back_slot(e, block);
+
+		if (atomic_load_explicit(&b->block, memory_order_relaxed) == block + 1 &&
+		    now - atomic_load_explicit(&b->ms, memory_order_relaxed) < ms)
+			return true;
+	}
+	return false;
 }
 
 /* ---- the page table: open addressing, linear probing ---- */
@@ -753,8 +801,10 @@ static int sp_place(struct spill_engine *e, uintptr_t page, const void *src,
 			.dst = page, .src = (uintptr_t)src, .len = SP_PAGE,
 			.mode = wake ? 0 : UFFDIO_COPY_MODE_DONTWAKE,
 		};
-		if (!ioctl(e->uffd, UFFDIO_COPY, &c))
+		if (!ioctl(e->uffd, UFFDIO_COPY, &c)) {
+			sp_note_back(e, page, page + SP_PAGE);
 			return 0;
+		}
 		if (errno != EAGAIN)
 			break;
 	}
@@ -991,9 +1041,15 @@ static void sp_place_run(struct spill_engine *e, uintptr_t page, const unsigned 
 	struct uffdio_copy c = { .dst = page, .src = (uintptr_t)src, .len = (uint64_t)n * SP_PAGE };
 	unsigned done;
 
-	if (n == 0 || !ioctl(e->uffd, UFFDIO_COPY, &c))
+	if (n == 0)
 		return;
+	if (!ioctl(e->uffd, UFFDIO_COPY, &c)) {
+		sp_note_back(e, page, page + (uintptr_t)n * SP_PAGE);
+		return;
+	}
 	done = c.copy > 0 ? (unsigned)((uint64_t)c.copy / SP_PAGE) : 0;
+	if (done)
+		sp_note_back(e, page, page + (uintptr_t)done * SP_PAGE);
 	for (unsigned i = done; i < n; i++) {
 		int err = sp_place(e, page + (uintptr_t)i * SP_PAGE, src + (size_t)i * SP_PAGE, true);
 
@@ -2571,12 +2627,12 @@ void spill_untrack(struct spill_engine *e, const void *addr, size_t len)
 }
 
 long spill_written(struct spill_engine *e, const void *addr, size_t len,
-		   struct spill_run *runs, size_t max)
+		   struct spill_run *runs, size_t max, bool protect)
 {
 	struct page_region v[64];
 	struct pm_scan_arg arg = {
 		.size = sizeof(arg),
-		.flags = PM_SCAN_WP_MATCHING | PM_SCAN_CHECK_WPASYNC,
+		.flags = (protect ? PM_SCAN_WP_MATCHING : 0) | PM_SCAN_CHECK_WPASYNC,
 		.start = (uintptr_t)addr,
 		.end = (uintptr_t)addr + len,
 		.vec = (uintptr_t)v,

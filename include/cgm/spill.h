@@ -224,9 +224,11 @@ long spill_release_range(struct spill_engine *e, const void *addr, size_t len);
  * region [addr, addr + len) -- a whole mapping -- for asynchronous
  * write-protection: a write to a protected page is let through by the
  * kernel itself (no handler) and marks it written.  spill_written() finds
- * the pages of [addr, addr + len) written since it last looked, into
- * @runs (at most @max, 64 at most per call), and protects them again:
- * the reference bit of a CLOCK.  Pages never protected count as written.
+ * the pages of [addr, addr + len) written since they were last
+ * protected, into @runs (at most @max, 64 at most per call), and with
+ * @protect protects them again: the reference bit of a CLOCK.  Without,
+ * they stay written (and unprotected: the program's writes to them do
+ * not fault).  Pages never protected count as written.
  * Both return -EOPNOTSUPP where the kernel lacks it; spill_track
  * -ENOSPC past 4096 regions.
  */
@@ -242,10 +244,17 @@ int spill_track(struct spill_engine *e, const void *addr, size_t len);
  */
 void spill_untrack(struct spill_engine *e, const void *addr, size_t len);
 long spill_written(struct spill_engine *e, const void *addr, size_t len,
-		   struct spill_run *runs, size_t max);
+		   struct spill_run *runs, size_t max, bool protect);
 
 /* The refault distance below which a page is hot (0, the default: none is). */
 void spill_set_hot_distance(struct spill_engine *e, size_t pages);
+/*
+ * Did a page come back (placed by a fault, read ahead or restored) in
+ * the 2 MiB blocks that [addr, addr + len) meets within the last @ms
+ * milliseconds?  The engine remembers 1024 blocks (a clash forgets the
+ * older one: false).
+ */
+bool spill_came_back_within(struct spill_engine *e, const void *addr, size_t len, unsigned ms);
 /*
  * Thrashing, as a reclaimer sees it: how many pages spilled since its
  * last spill_mark_refaults() have come back since, by a fault or read
