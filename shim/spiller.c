@@ -112,7 +112,7 @@ static uint64_t second_chances;	/* resident pages left because they were written
  * were these.  Written pages still stay (they are not spilled), and the
  * others of the chunk may go: passing such chunks over altogether left
  * sqlite3's build, whose pages come back here and there all over its
- * cache, unable to reclaim, and its working phase 1.5 times as long.
+ * cache, unable to reclaim, and its working phase 1.2-1.5 times as long.
  */
 #define BACK_ACTIVE_MS	1000u
 static uint64_t unprotected_back;	/* chunks looked at so (the exit report) */
