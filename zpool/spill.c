@@ -92,7 +92,8 @@ struct sp_entry {
  * pages again have been spilled since (the kernel's workingset: a
  * refault distance below the working set activates the page).
  */
-#define SP_HOT_SLOTS	(1u << 14)
+#define SP_HOT_BITS	14
+#define SP_HOT_SLOTS	(1u << SP_HOT_BITS)
 
 struct sp_hot {
 	atomic_uintptr_t page;
@@ -112,7 +113,8 @@ struct sp_hot {
  * table of 1024 blocks of 2 MiB (a clash forgets the older block), each
  * with when a page was last placed there.
  */
-#define SP_BACK_SLOTS	1024u
+#define SP_BACK_BITS	10
+#define SP_BACK_SLOTS	(1u << SP_BACK_BITS)
 #define SP_BACK_SHIFT	21
 
 struct sp_span {
@@ -137,7 +139,8 @@ struct sp_range {
  * CPU time in perf.
  */
 #define SP_BUCKET_SHIFT	21
-#define SP_BUCKETS	4096u
+#define SP_BUCKET_BITS	12
+#define SP_BUCKETS	(1u << SP_BUCKET_BITS)
 
 /*
  * Clusters remembered for readahead: a direct-mapped table of 4096 slots,
@@ -358,11 +361,21 @@ static void sp_unmap(void *p, size_t bytes)
 		munmap(p, bytes);
 }
 
+/*
+ * @key's slot in a direct-mapped table of 2^@bits slots: the top bits of
+ * its product with 2^64 / the golden ratio (Fibonacci hashing), which
+ * spreads the consecutive keys of nearby addresses.
+ */
+static inline uint32_t sp_fib_slot(uint64_t key, unsigned bits)
+{
+	return (uint32_t)((key * 0x9e3779b97f4a7c15ull) >> (64 - bits));
+}
+
 /* ---- refault distance ---- */
 
 static struct sp_hot *sp_hot_slot(struct spill_engine *e, uintptr_t page)
 {
-	return &e->hot[((uint64_t)(page / SP_PAGE) * 0x9e3779b97f4a7c15ull) >> 50];
+	return &e->hot[sp_fib_slot(page / SP_PAGE, SP_HOT_BITS)];
 }
 
 static uint32_t sp_seq_now(struct spill_engine *e)
@@ -444,7 +457,7 @@ void spill_set_hot_distance(struct spill_engine *e, size_t pages)
 
 static struct sp_back *sp_back_slot(struct spill_engine *e, uintptr_t block)
 {
-	return &e->back[(uint32_t)(((uint64_t)block * 0x9e3779b97f4a7c15ull) >> 54) % SP_BACK_SLOTS];
+	return &e->back[sp_fib_slot(block, SP_BACK_BITS)];
 }
 
 /* Pages were placed in [@from, @to) just now. */
@@ -611,8 +624,7 @@ static void sp_register(struct spill_engine *e, uintptr_t start, uintptr_t end, 
 /* The bucket of the ranges starting in @addr's 2 MiB. */
 static uint32_t sp_bucket_of(uintptr_t addr)
 {
-	return (uint32_t)(((uint64_t)(addr >> SP_BUCKET_SHIFT) * 0x9e3779b97f4a7c15ull) >> 52) &
-	       (SP_BUCKETS - 1);
+	return sp_fib_slot(addr >> SP_BUCKET_SHIFT, SP_BUCKET_BITS);
 }
 
 static void sp_bucket_add(struct spill_engine *e, uint32_t id)
