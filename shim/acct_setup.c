@@ -201,6 +201,10 @@ static int check_mimalloc(struct cgm_hier *h, const char **why)
 {
 	uint64_t id = mi_build_id_hash();
 
+	/* Where the accounted allocation finds mimalloc's heap: per process, the check passed or not. */
+	if (!mi209_heap_setup() && cgm_conf.verbose)
+		cgm_log("mimalloc's default heap not found in its thread-local storage: "
+			"every accounted allocation calls into mimalloc");
 	if (id && __atomic_load_n(&h->hdr->mi_layout_ok, __ATOMIC_RELAXED) == id)
 		return 0;
 	if (mi_layout_check(why) < 0)

@@ -366,6 +366,65 @@ static const char *check_unfull(void)
 #endif
 }
 
+/*
+ * mi209_pop_small() and mi209_pop_queue() take the block mimalloc's own
+ * allocation would take next, and mimalloc goes on from there: in a
+ * fresh heap, a block of 48 bytes and one of 4 KiB through mimalloc make
+ * each size's page; the page named by the direct table (48) or first in
+ * the queue (4 KiB) must be that block's, our pop must return the head
+ * of its free list and count one block more in use, and mimalloc's next
+ * block of the size must be the new head.  And each medium bin's queue,
+ * counted from the one of 1280-byte blocks, holds blocks of its size.
+ */
+static const char *pop_one(mi_heap_t *heap, size_t size, char *page)
+{
+	void *first = mi_heap_malloc(heap, size), *head, *ours, *next;
+	uint32_t used;
+
+	if (!first)
+		return "mimalloc refused a block";
+	if (mi209_page(first) != page)
+		return "mimalloc's heap does not name the page it allocates from (direct table, queue)";
+	head = *(void **)(page + MI209_PAGE_FREE_AT);
+	used = *(const uint32_t *)(page + MI209_USED_AT);
+	if (!head)
+		return "mimalloc's page has a single block";
+	ours = mi209_page_pop(page);
+	next = *(void **)(page + MI209_PAGE_FREE_AT);
+	if (ours != head || *(const uint32_t *)(page + MI209_USED_AT) != used + 1 ||
+	    mi_usable_size(ours) != size)
+		return "mimalloc's page free list is not the one of 2.0.9 (free, used)";
+	if (next && mi_heap_malloc(heap, size) != next)
+		return "mimalloc does not go on from the free list we popped";
+	return NULL;
+}
+
+static const char *check_pop(void)
+{
+	mi_heap_t *heap = mi_heap_new();
+	const char *h = (const char *)heap, *why;
+	void *probe;
+
+	if (!heap)
+		return "mimalloc could not make a heap";
+	for (unsigned int m = 0; m < CGM_NR_MEDIUM_BINS; m++)
+		if (mi209_queue_block_size(mi209_heap_queue(h, MI209_BIN(1280) + m)) != cgm_medium_sizes[m]) {
+			mi_heap_destroy(heap);
+			return "mimalloc's queues above 1 KiB are not the medium bins in order";
+		}
+	/* The page is made by the first allocation: look it up from a first block. */
+	probe = mi_heap_malloc(heap, 48);
+	why = probe ? pop_one(heap, 48, *(char **)(h + MI209_HEAP_DIRECT_AT + 6 * sizeof(char *))) :
+		      "mimalloc refused a block";
+	if (!why) {
+		probe = mi_heap_malloc(heap, 4096);
+		why = probe ? pop_one(heap, 4096, *mi209_queue_end(mi209_heap_queue(h, MI209_BIN(4096)), 0)) :
+			      "mimalloc refused a block";
+	}
+	mi_heap_destroy(heap);
+	return why;
+}
+
 int mi_layout_check(const char **why)
 {
 	static const size_t sizes[] = {
@@ -400,13 +459,21 @@ int mi_layout_check(const char **why)
 		*why = check_retire();
 	if (!*why)
 		*why = check_unfull();
+	if (!*why)
+		*why = check_pop();
 	return *why ? -1 : 0;
 }
 
 struct build_id_search {
 	uintptr_t inside;	/* an address in the object looked for */
 	uint64_t hash;		/* FNV-1a of its build ID, 0 if none */
+	void *tls;		/* the calling thread's copy of its TLS block, NULL if none */
+	size_t tls_size;
 };
+
+/* mimalloc's TLS block in the thread that started the process (mi_build_id_hash()). */
+static void *mi_tls;
+static size_t mi_tls_size;
 
 /* FNV-1a of the NT_GNU_BUILD_ID descriptor among the notes in [p, end). */
 static uint64_t build_id_in_notes(const char *p, const char *end)
@@ -455,6 +522,11 @@ static int find_build_id(struct dl_phdr_info *info, size_t size, void *arg)
 		if (ph->p_type == PT_NOTE)
 			s->hash = build_id_in_notes(notes, notes + ph->p_memsz);
 	}
+	for (ElfW(Half) i = 0; i < info->dlpi_phnum; i++)
+		if (info->dlpi_phdr[i].p_type == PT_TLS) {
+			s->tls = info->dlpi_tls_data;
+			s->tls_size = info->dlpi_phdr[i].p_memsz;
+		}
 	return 1;
 }
 
@@ -463,5 +535,41 @@ uint64_t mi_build_id_hash(void)
 	struct build_id_search s = { .inside = (uintptr_t)&mi_version, .hash = 0 };
 
 	dl_iterate_phdr(find_build_id, &s);
+	mi_tls = s.tls;
+	mi_tls_size = s.tls_size;
 	return s.hash;
+}
+
+/*
+ * A heap with no page, for when mimalloc's default heap is not found: its
+ * direct table names a page with an empty free list, its queues none.
+ */
+static char no_page[MI209_PAGE_SIZE] __attribute__((aligned(8)));
+static char *no_heap[(MI209_HEAP_QUEUES_AT + (MI209_BIN_FULL + 1) * MI209_QUEUE_SIZE) / sizeof(char *)];
+/* Every thread's copy points at it (static TLS, as mimalloc's own). */
+static __thread char **no_heap_of_thread = no_heap;
+uintptr_t mi209_heap_tpoff;
+
+/*
+ * Before accounting starts, after mi_build_id_hash(): point
+ * mi209_heap_tpoff at mimalloc's default-heap pointer -- the first word of
+ * its TLS block, which it must hold now, on the thread that starts the
+ * process -- or at a heap of ours with no page.  libmimalloc's TLS is
+ * static (initial-exec, as it is built), so the offset from the thread
+ * pointer is the same in every thread, and in a forked child.
+ */
+bool mi209_heap_setup(void)
+{
+	uintptr_t tp = mi209_thread_id();
+
+	for (unsigned int w = 0; w < MI209_DIRECT_PAGES; w++)
+		no_heap[MI209_HEAP_DIRECT_AT / sizeof(char *) + w] = no_page;
+	mi209_heap_tpoff = (uintptr_t)&no_heap_of_thread - tp;
+#if defined(__x86_64__) && !defined(CGM_TSAN)
+	if (tp && mi_tls && mi_tls_size >= sizeof(void *) && *(void **)mi_tls == (void *)mi_heap_get_default()) {
+		mi209_heap_tpoff = (uintptr_t)mi_tls - tp;
+		return true;
+	}
+#endif
+	return false;
 }

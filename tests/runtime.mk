@@ -44,6 +44,17 @@ check-local-free: $(RT)/test_local_free
 CHECK_TARGETS += check-local-free
 .PHONY: check-local-free
 
+# The accounted malloc pops blocks off the page mimalloc's heap names, in every thread.
+$(RT)/test_alloc_pop: tests/test_alloc_pop.c include/cgmalloc.h $(LIB)
+	@mkdir -p $(RT)
+	$(CC) $(RT_CFLAGS) -o $@ $< $(SHIM_LINK)
+
+check-alloc-pop: $(RT)/test_alloc_pop
+	$(RUN) env CGMALLOC_CONF=$(TEST_CONF) $(RT)/test_alloc_pop
+
+CHECK_TARGETS += check-alloc-pop
+.PHONY: check-alloc-pop
+
 # The accounted free's two paths count the same; auto picks the branch-free one for a mix.
 $(RT)/test_free_path: tests/test_free_path.c include/cgmalloc.h $(LIB)
 	@mkdir -p $(RT)

@@ -136,6 +136,7 @@ static inline __attribute__((always_inline)) void *cgm_acct_malloc(size_t n, boo
 {
 	struct cgm_thread_slot *t;
 	unsigned int bin;
+	void *p;
 
 #ifdef CGM_ACCT_COUNT_ONLY
 	cgm_owner_add(cgm_tslot->big_allocs, 1);
@@ -148,7 +149,10 @@ static inline __attribute__((always_inline)) void *cgm_acct_malloc(size_t n, boo
 	if (cgm_unlikely(cgm_owner_add(t->allow[bin], -1) < 0))
 		return cgm_acct_refill(n, zero);
 	/* mimalloc's small entry: its own n <= 1024 test is the one made above. */
-	return zero ? mi_zalloc_small(n) : mi_malloc_small(n);
+	if (zero)
+		return mi_zalloc_small(n);
+	p = mi209_pop_small(n);
+	return cgm_likely(p != NULL) ? p : mi_malloc_small(n);
 }
 
 /* Count a free of a small block of @size bytes (a multiple of 8, 8..1024). */

@@ -177,6 +177,85 @@ static inline size_t mi209_queue_block_size(const char *queue)
 extern const uint64_t mi209_bin_at_size[MI209_BIN_AT_SIZE_MAX / 8 + 1] __attribute__((visibility("hidden")));
 
 /*
+ * Allocation from the calling thread's default heap, as mimalloc's own
+ * fast paths take a block: the page its heap names for the size (the
+ * direct table of pages by word size up to 1 KiB, or the first page of
+ * the size's queue), the first block of that page's free list, one more
+ * block in use.  mi_malloc_small() does that in 13 instructions after
+ * our call into it; a medium size goes through _mi_malloc_generic(),
+ * about 160 instructions before it pops the same block (callgrind,
+ * malloc(4096)).  When the page has no free block -- its local and
+ * remote frees not collected yet, no page at all, the heap not made yet
+ * -- the caller calls mimalloc, which does all of that and goes on.
+ *
+ * The heap is mimalloc's own thread-local default heap (_mi_heap_default,
+ * the first word of libmimalloc's static TLS block), read at its offset
+ * from the thread pointer, found at start-up (mi209_heap_setup()): so a
+ * thread that mimalloc has not set up yet, or has finished, reads the
+ * empty heap mimalloc itself would use.  Where it is not found (and under
+ * ThreadSanitizer, and off x86-64) the offset names a heap of ours with no
+ * page, and every allocation calls mimalloc.
+ */
+#define MI209_PAGE_FREE_AT	16	/* page: the free list allocation pops */
+#define MI209_HEAP_DIRECT_AT	8	/* heap: mi_page_t *pages_free_direct[129], by word size */
+#define MI209_DIRECT_PAGES	129
+
+extern uintptr_t mi209_heap_tpoff __attribute__((visibility("hidden")));
+
+/* Find mimalloc's default-heap pointer in its TLS block (the tpoff above); true if found. */
+bool mi209_heap_setup(void) __attribute__((visibility("hidden")));
+
+#if defined(__x86_64__)
+/* The calling thread's default heap: one load at the offset from the thread pointer. */
+static inline __attribute__((always_inline)) char *mi209_default_heap(void)
+{
+	char *heap;
+
+	__asm__ volatile("mov %%fs:(%1), %0" : "=r"(heap) : "r"(mi209_heap_tpoff));
+	return heap;
+}
+#endif
+
+/* Pop the first free block of @page (mimalloc's _mi_page_malloc); NULL if it has none. */
+static inline __attribute__((always_inline)) void *mi209_page_pop(char *page)
+{
+	void **list = (void **)(page + MI209_PAGE_FREE_AT);
+	void *b = *list;
+
+	if (cgm_unlikely(!b))
+		return NULL;
+	*list = *(void **)b;
+	*(uint32_t *)(page + MI209_USED_AT) += 1;
+	return b;
+}
+
+/* A block of @n bytes, 0..1024, from the heap's direct table; NULL to call mimalloc. */
+static inline __attribute__((always_inline)) void *mi209_pop_small(size_t n)
+{
+#if defined(__x86_64__) && !defined(CGM_TSAN)
+	char *heap = mi209_default_heap();
+
+	return mi209_page_pop(*(char **)(heap + MI209_HEAP_DIRECT_AT + ((n + 7) >> 3) * sizeof(char *)));
+#else
+	(void)n;
+	return NULL;
+#endif
+}
+
+/* A block from the first page of queue @bin (a block size above 1 KiB); NULL to call mimalloc. */
+static inline __attribute__((always_inline)) void *mi209_pop_queue(size_t bin)
+{
+#if defined(__x86_64__) && !defined(CGM_TSAN)
+	char *page = *mi209_queue_end(mi209_heap_queue(mi209_default_heap(), bin), 0);
+
+	return cgm_likely(page != NULL) ? mi209_page_pop(page) : NULL;
+#else
+	(void)bin;
+	return NULL;
+#endif
+}
+
+/*
  * The calling thread frees block @p of its own page @page whose flags
  * are not 0, and not its last block.  mi_free() does that in
  * _mi_free_block() and, when the page is in its heap's full queue,
@@ -315,7 +394,7 @@ int mi_layout_check(const char **why);
  * (a new revision), which a hierarchy made by an older library has not
  * seen pass.
  */
-#define MI209_CHECK_REVISION 5	/* 2: page retirement; 3: medium queues, has_aligned alone; 4: slices up to 16 KiB; 5: unfull */
+#define MI209_CHECK_REVISION 6	/* 2: page retirement; 3: medium queues, has_aligned alone; 4: slices up to 16 KiB; 5: unfull; 6: allocation pops */
 uint64_t mi_build_id_hash(void);
 
 #endif /* CGM_MI_LAYOUT_H */
