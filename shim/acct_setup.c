@@ -201,7 +201,7 @@ static int check_mimalloc(struct cgm_hier *h, const char **why)
 {
 	uint64_t id = mi_build_id_hash();
 
-	/* Where the accounted allocation finds mimalloc's heap: per process, the check passed or not. */
+	/* Where the accounted malloc finds mimalloc's heap: every process, though the check below is cached. */
 	if (!mi209_heap_setup() && cgm_conf.verbose)
 		cgm_log("mimalloc's default heap not found in its thread-local storage: "
 			"every accounted allocation calls into mimalloc");
