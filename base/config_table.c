@@ -67,6 +67,12 @@ const struct cgm_conf_key cgm_conf_keys[] = {
 	  "allocations show medium blocks coming between small ones often enough that the "
 	  "branch would cost more than the table, then mixed (auto)",
 	  free_path_names, 0, 0 },
+	{ "alloc_pop", CGM_CONF_BOOL, FIELD(alloc_pop), "1",
+	  "an accounted malloc of up to 16 KiB takes its block off the free list of the page "
+	  "mimalloc's heap names for the size, and calls into mimalloc only when that page has "
+	  "none; 0: every allocation calls into mimalloc (to measure what that saves in one "
+	  "build)",
+	  NULL, 0, 0 },
 	{ "spill", CGM_CONF_BOOL, FIELD(spill), "0",
 	  "reclaim (memory.high, memory.max, memory.reclaim) moves cold pages into a compressed "
 	  "pool and faults them back on access; needs a userfaultfd that serves system calls",

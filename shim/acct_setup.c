@@ -202,7 +202,7 @@ static int check_mimalloc(struct cgm_hier *h, const char **why)
 	uint64_t id = mi_build_id_hash();
 
 	/* Where the accounted malloc finds mimalloc's heap: every process, though the check below is cached. */
-	if (!mi209_heap_setup() && cgm_conf.verbose)
+	if (!mi209_heap_setup(cgm_conf.alloc_pop) && cgm_conf.alloc_pop && cgm_conf.verbose)
 		cgm_log("mimalloc's default heap not found in its thread-local storage: "
 			"every accounted allocation calls into mimalloc");
 	if (id && __atomic_load_n(&h->hdr->mi_layout_ok, __ATOMIC_RELAXED) == id)

@@ -571,11 +571,12 @@ uintptr_t mi209_heap_tpoff;
  * Before accounting starts, after mi_build_id_hash(): point
  * mi209_heap_tpoff at mimalloc's default-heap pointer -- the first word of
  * its TLS block, which it must hold now, on the thread that starts the
- * process -- or at a heap of ours with no page.  libmimalloc's TLS is
+ * process -- or, when that is not found or not @allowed (alloc_pop=0),
+ * at a heap of ours with no page.  libmimalloc's TLS is
  * static (initial-exec, as it is built), so the offset from the thread
  * pointer is the same in every thread, and in a forked child.
  */
-bool mi209_heap_setup(void)
+bool mi209_heap_setup(bool allowed)
 {
 	uintptr_t tp = mi209_thread_id();
 
@@ -583,10 +584,13 @@ bool mi209_heap_setup(void)
 		no_heap[MI209_HEAP_DIRECT_AT / sizeof(char *) + w] = no_page;
 	mi209_heap_tpoff = (uintptr_t)&no_heap_of_thread - tp;
 #if defined(__x86_64__) && !defined(CGM_TSAN)
-	if (tp && mi_tls && mi_tls_size >= sizeof(void *) && *(void **)mi_tls == (void *)mi_heap_get_default()) {
+	if (allowed && tp && mi_tls && mi_tls_size >= sizeof(void *) &&
+	    *(void **)mi_tls == (void *)mi_heap_get_default()) {
 		mi209_heap_tpoff = (uintptr_t)mi_tls - tp;
 		return true;
 	}
+#else
+	(void)allowed;
 #endif
 	return false;
 }

@@ -50,7 +50,8 @@ $(RT)/test_alloc_pop: tests/test_alloc_pop.c include/cgmalloc.h $(LIB)
 	$(CC) $(RT_CFLAGS) -o $@ $< $(SHIM_LINK)
 
 check-alloc-pop: $(RT)/test_alloc_pop
-	$(RUN) env CGMALLOC_CONF=$(TEST_CONF) $(RT)/test_alloc_pop
+	$(RUN) env CGMALLOC_CONF=$(TEST_CONF) $(RT)/test_alloc_pop on
+	$(RUN) env CGMALLOC_CONF=$(TEST_CONF),alloc_pop=0 $(RT)/test_alloc_pop off
 
 CHECK_TARGETS += check-alloc-pop
 .PHONY: check-alloc-pop

@@ -48,6 +48,7 @@ struct cgm_config {
 	bool enforce;			/* fail closed when a limit applies */
 	int oom;			/* enum cgm_oom_policy */
 	int free_path;			/* enum cgm_free_path */
+	bool alloc_pop;			/* malloc takes blocks off mimalloc's pages itself */
 	bool spill;			/* cold pages go into a compressed pool */
 	int spill_codec;		/* enum cgm_spill_codec */
 	char spill_backing[CGM_CONF_STR_MAX];	/* writeback file, "" none */

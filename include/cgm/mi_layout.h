@@ -192,9 +192,9 @@ extern const uint64_t mi209_bin_at_size[MI209_BIN_AT_SIZE_MAX / 8 + 1] __attribu
  * the first word of libmimalloc's static TLS block), read at its offset
  * from the thread pointer, found at start-up (mi209_heap_setup()): so a
  * thread that mimalloc has not set up yet, or has finished, reads the
- * empty heap mimalloc itself would use.  Where it is not found (and under
- * ThreadSanitizer, and off x86-64) the offset names a heap of ours with no
- * page, and every allocation calls mimalloc.
+ * empty heap mimalloc itself would use.  Where it is not found, or with
+ * alloc_pop=0 (and under ThreadSanitizer, and off x86-64), the offset
+ * names a heap of ours with no page, and every allocation calls mimalloc.
  */
 #define MI209_PAGE_FREE_AT	16	/* page: the free list allocation pops */
 #define MI209_HEAP_DIRECT_AT	8	/* heap: mi_page_t *pages_free_direct[129], by word size */
@@ -202,8 +202,8 @@ extern const uint64_t mi209_bin_at_size[MI209_BIN_AT_SIZE_MAX / 8 + 1] __attribu
 
 extern uintptr_t mi209_heap_tpoff __attribute__((visibility("hidden")));
 
-/* Find mimalloc's default-heap pointer in its TLS block (the tpoff above); true if found. */
-bool mi209_heap_setup(void) __attribute__((visibility("hidden")));
+/* Find mimalloc's default-heap pointer in its TLS block (the tpoff above), if @allowed; true if found. */
+bool mi209_heap_setup(bool allowed) __attribute__((visibility("hidden")));
 
 #if defined(__x86_64__)
 /* The calling thread's default heap: one load at the offset from the thread pointer. */
