@@ -399,6 +399,37 @@ static const char *pop_one(mi_heap_t *heap, size_t size, char *page)
 	return NULL;
 }
 
+/*
+ * mi209_page_take_local(): @probe's page emptied of free blocks through
+ * mimalloc, @probe freed onto its local list, the take must hand @probe
+ * out again with the page's lists and counts as mimalloc's collect leaves
+ * them, and mimalloc must go on from there.
+ */
+static const char *take_local_one(mi_heap_t *heap, void *probe)
+{
+	char *page = (char *)mi209_page(probe);
+	uint32_t used;
+	void *b;
+
+	for (int i = 0; i < 64 && *(void **)(page + MI209_PAGE_FREE_AT); i++)
+		if (!mi_heap_malloc(heap, 4096))
+			return "mimalloc refused a block";
+	if (*(void **)(page + MI209_PAGE_FREE_AT))
+		return "mimalloc's page of 4 KiB blocks does not run out";
+	mi_free(probe);
+	used = *(const uint32_t *)(page + MI209_USED_AT);
+	b = mi209_page_take_local(page);
+	if (b != probe || *(void **)(page + MI209_LOCAL_FREE_AT) != NULL ||
+	    *(void **)(page + MI209_PAGE_FREE_AT) != NULL ||
+	    *(const uint32_t *)(page + MI209_USED_AT) != used + 1 ||
+	    (*(const uint8_t *)(page + MI209_EXPIRE_AT) & 1) != 0)
+		return "mimalloc's page local free list is not the one of 2.0.9 (collect)";
+	b = mi_heap_malloc(heap, 4096);
+	if (!b || b == probe)
+		return "mimalloc does not go on from the local frees we took";
+	return NULL;
+}
+
 static const char *pop_in_fresh_heap(void)
 {
 	mi_heap_t *heap = mi_heap_new();
@@ -421,6 +452,8 @@ static const char *pop_in_fresh_heap(void)
 		why = probe ? pop_one(heap, 4096, *mi209_queue_end(mi209_heap_queue(h, MI209_BIN(4096)), 0)) :
 			      "mimalloc refused a block";
 	}
+	if (!why)
+		why = take_local_one(heap, probe);
 	mi_heap_destroy(heap);
 	return why;
 }
