@@ -543,8 +543,7 @@ CGM_KEYED void *cgm_acct_alloc_medium(size_t n, bool zero)
 	allocs = medium_take(t, n, 1);
 	if (cgm_unlikely((allocs & (MIX_EVERY - 2)) == 0))
 		return medium_sampled(t, n, zero, allocs & 1);
-	/* The medium bins are mimalloc's queues in order, from its queue of 1280-byte blocks. */
-	if (!zero && (p = mi209_pop_queue(MI209_BIN(1280) + cgm_medium_bin[(n - 1) >> 8])) != NULL)
+	if (!zero && (p = mi209_pop_queue(MI209_BIN_MEDIUM0 + cgm_medium_bin[(n - 1) >> 8])) != NULL)
 		return p;
 	p = zero ? mi_zalloc(n) : mi_malloc(n);
 	if (cgm_unlikely(!p))

@@ -36,14 +36,14 @@ static inline char **page_link(const char *page, unsigned int at)
  * formula costs 24 instructions), where the medium bins are mimalloc's
  * queues in order.
  */
-_Static_assert(MI209_BIN(16384) - MI209_BIN(1280) == CGM_NR_MEDIUM_BINS - 1,
+_Static_assert(MI209_BIN(16384) - MI209_BIN_MEDIUM0 == CGM_NR_MEDIUM_BINS - 1,
 	       "the medium bins are not mimalloc's queues above 1 KiB");
 static inline size_t bin_of_block_size(uint32_t size)
 {
 	if (size <= 1024)
 		return mi209_bin_at_size[size / 8];
 	if (size <= CGM_MEDIUM_MAX)
-		return MI209_BIN(1280) + cgm_medium_bin[(size - 1) >> 8];
+		return MI209_BIN_MEDIUM0 + cgm_medium_bin[(size - 1) >> 8];
 	return MI209_BIN(size);
 }
 
@@ -439,12 +439,12 @@ static const char *pop_in_fresh_heap(void)
 	if (!heap)
 		return "mimalloc could not make a heap";
 	for (unsigned int m = 0; m < CGM_NR_MEDIUM_BINS && !why; m++)
-		if (mi209_queue_block_size(mi209_heap_queue(h, MI209_BIN(1280) + m)) != cgm_medium_sizes[m])
+		if (mi209_queue_block_size(mi209_heap_queue(h, MI209_BIN_MEDIUM0 + m)) != cgm_medium_sizes[m])
 			why = "mimalloc's queues above 1 KiB are not the medium bins in order";
 	/* A page is made by the first block of its size: look it up after one. */
 	if (!why) {
 		probe = mi_heap_malloc(heap, 48);
-		why = probe ? pop_one(heap, 48, *(char **)(h + MI209_HEAP_DIRECT_AT + (48 + 7) / 8 * sizeof(char *))) :
+		why = probe ? pop_one(heap, 48, mi209_direct_page(h, 48)) :
 			      "mimalloc refused a block";
 	}
 	if (!why) {

@@ -173,6 +173,9 @@ static inline size_t mi209_queue_block_size(const char *queue)
  * size, so that the free's block size indexes it without a shift); 129
  * entries, sizes 0..1024 (shim/mi_layout.c).
  */
+/* mimalloc's queue of 1280-byte blocks: the first of the medium bins, which are its queues in order. */
+#define MI209_BIN_MEDIUM0	MI209_BIN(1280)
+
 #define MI209_BIN_AT_SIZE_MAX 1024
 extern const uint64_t mi209_bin_at_size[MI209_BIN_AT_SIZE_MAX / 8 + 1] __attribute__((visibility("hidden")));
 
@@ -247,18 +250,21 @@ static inline __attribute__((always_inline)) void *mi209_page_take_local(char *p
 		return NULL;
 	*local = NULL;
 	*(uint8_t *)(page + MI209_EXPIRE_AT) &= (uint8_t)~1u;
-	*(void **)(page + MI209_PAGE_FREE_AT) = *(void **)b;
-	*(uint32_t *)(page + MI209_USED_AT) += 1;
-	return b;
+	*(void **)(page + MI209_PAGE_FREE_AT) = b;
+	return mi209_page_pop(page);
+}
+
+/* The page @heap's direct table names for @n bytes, 0..1024 (by word size, as mimalloc's). */
+static inline __attribute__((always_inline)) char *mi209_direct_page(const char *heap, size_t n)
+{
+	return *(char *const *)(heap + MI209_HEAP_DIRECT_AT + ((n + 7) >> 3) * sizeof(char *));
 }
 
 /* A block of @n bytes, 0..1024, from the heap's direct table; NULL to call mimalloc. */
 static inline __attribute__((always_inline)) void *mi209_pop_small(size_t n)
 {
 #if defined(__x86_64__) && !defined(CGM_TSAN)
-	char *heap = mi209_default_heap();
-
-	return mi209_page_pop(*(char **)(heap + MI209_HEAP_DIRECT_AT + ((n + 7) >> 3) * sizeof(char *)));
+	return mi209_page_pop(mi209_direct_page(mi209_default_heap(), n));
 #else
 	(void)n;
 	return NULL;
