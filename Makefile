@@ -68,11 +68,17 @@ LIB_LD_SCRIPT := $(B)/libcgmalloc.ld
 # Relative relocations packed (DT_RELR, glibc 2.36): the dynamic loader
 # reads 96 bytes instead of 9 KiB of them, and the pages they fill are
 # not resident in every process.  Segments aligned to 64 KiB (the loader
-# aligns the library so too): the hot code then starts where a
-# fault-around window does, wherever the library is loaded.
+# aligns the library at least so, 2 MiB with LIB_LOAD_ALIGN below): the
+# hot code then starts where a fault-around window does, wherever the
+# library is loaded.
 LIB_LDFLAGS_BASE := -shared -Wl,-z,lazy -Wl,-z,relro -Wl,--no-undefined -Wl,-z,max-page-size=0x10000 \
 	-Wl,-z,pack-relative-relocs -Wl,-soname,libcgmalloc.so
 LIB_LDFLAGS := $(LIB_LDFLAGS_BASE) -Wl,-T,$(LIB_LD_SCRIPT)
+# The loader aligns the library's image to 2 MiB: each build of the
+# library is linked aside, the alignment of its first segment raised
+# (scripts/load_align.c says why), and only then put in place.
+LIB_LOAD_ALIGN := 0x200000
+LOAD_ALIGN := $(B)/load-align
 # Not $(ZPOOL_LIBS): the library loads those when spilling starts
 # (shim/lazy_libs.c), so a program that never spills does not pay for them.
 LIB_LIBS := -lmimalloc -lpthread -ldl
@@ -128,7 +134,7 @@ endef
 # flags they were built with change (-ffunction-sections matters to the
 # layout of shim/hot-text.ld).
 LIB_FLAGS_STAMP := $(B)/obj/.flags
-LIB_FLAGS_NOW := $(CPPFLAGS_BASE) $(CFLAGS_BASE) $(LIB_CFLAGS) $(BIND_AT_LOAD) $(CFLAGS) $(LIB_LDFLAGS) $(LDFLAGS)
+LIB_FLAGS_NOW := $(CPPFLAGS_BASE) $(CFLAGS_BASE) $(LIB_CFLAGS) $(BIND_AT_LOAD) $(CFLAGS) $(LIB_LDFLAGS) $(LDFLAGS) $(LIB_LOAD_ALIGN)
 $(shell mkdir -p $(B)/obj && echo '$(LIB_FLAGS_NOW)' | cmp -s - $(LIB_FLAGS_STAMP) || \
 	echo '$(LIB_FLAGS_NOW)' > $(LIB_FLAGS_STAMP))
 
@@ -200,8 +206,14 @@ $(LIB_LD_SCRIPT): $(HOT_TEXT_LD) scripts/lib-ld-script $(LIB_FLAGS_STAMP)
 	scripts/lib-ld-script "$(CC) $(LIB_LDFLAGS_BASE) $(LDFLAGS)" $(HOT_TEXT_LD) > $@.tmp
 	mv $@.tmp $@
 
-$(LIB): $(LIB_OBJS) $(LIB_ARCHIVES) $(LIB_LD_SCRIPT) $(LIB_FLAGS_STAMP)
-	$(CC) $(LIB_LDFLAGS) $(LDFLAGS) -o $@ $(LIB_OBJS) $(LIB_ARCHIVES) $(LIB_LIBS)
+$(LOAD_ALIGN): scripts/load_align.c
+	@mkdir -p $(B)
+	$(CC) -std=c11 -O2 $(CWARN) -D_GNU_SOURCE $(CFLAGS) -o $@ $<
+
+$(LIB): $(LIB_OBJS) $(LIB_ARCHIVES) $(LIB_LD_SCRIPT) $(LIB_FLAGS_STAMP) $(LOAD_ALIGN)
+	$(CC) $(LIB_LDFLAGS) $(LDFLAGS) -o $@.tmp $(LIB_OBJS) $(LIB_ARCHIVES) $(LIB_LIBS)
+	$(LOAD_ALIGN) $(LIB_LOAD_ALIGN) $@.tmp
+	mv $@.tmp $@
 
 deps:
 	@scripts/install-deps

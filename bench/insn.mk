@@ -16,8 +16,11 @@ $(B)/bench/$(1)/obj/%.o: %.c
 	@mkdir -p $$(dir $$@)
 	$$(CC) $$(CPPFLAGS_BASE) $$(CFLAGS_BASE) $$(LIB_CFLAGS) $$(call lib_obj_flags,$$*) $$(CFLAGS) -D$(2) -MMD -MP -c -o $$@ $$<
 
-$(B)/bench/$(1)/libcgmalloc.so: $$(patsubst %.c,$(B)/bench/$(1)/obj/%.o,$$(LIB_SRCS)) $$$$(LIB_ARCHIVES) $$$$(LIB_LD_SCRIPT)
-	$$(CC) $$(LIB_LDFLAGS) -o $$@ $$(patsubst %.c,$(B)/bench/$(1)/obj/%.o,$$(LIB_SRCS)) $$(LIB_ARCHIVES) $$(LIB_LIBS)
+$(B)/bench/$(1)/libcgmalloc.so: $$(patsubst %.c,$(B)/bench/$(1)/obj/%.o,$$(LIB_SRCS)) $$$$(LIB_ARCHIVES) $$$$(LIB_LD_SCRIPT) \
+		$$$$(LOAD_ALIGN)
+	$$(CC) $$(LIB_LDFLAGS) -o $$@.tmp $$(patsubst %.c,$(B)/bench/$(1)/obj/%.o,$$(LIB_SRCS)) $$(LIB_ARCHIVES) $$(LIB_LIBS)
+	$$(LOAD_ALIGN) $$(LIB_LOAD_ALIGN) $$@.tmp
+	mv $$@.tmp $$@
 endef
 NOSITES_DIR := $(B)/bench/nosites
 $(eval $(call lib_variant,nosites,CGM_STATIC_KEYS_COMPILED_OUT))

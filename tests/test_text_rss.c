@@ -31,10 +31,16 @@
  * loader reads anyway (scripts/lib-ld-script), 36 + 8.  The limit,
  * RODATA_LIMIT_KIB, is that and a page.
  *
+ * And where the loader put the library: at a 2 MiB boundary, the
+ * alignment of its first segment (scripts/load_align.c: the libraries
+ * loaded after it then land where they would without it).
+ *
  * Usage: test_text_rss   (accounting on)
  */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +84,23 @@ static bool library_rodata(const char *perms, const char *path, const void *arg)
 	       smaps_path_ends(path, "/libcgmalloc.so");
 }
 
+/* Is the library's image at a 2 MiB boundary, as scripts/load_align.c asks the loader? */
+static bool loaded_at_2mib(void)
+{
+	Dl_info info;
+
+	if (!dladdr((void *)cgm_accounting_enabled, &info) || !info.dli_fbase) {
+		fprintf(stderr, "test_text_rss: dladdr found no library for cgm_accounting_enabled\n");
+		return false;
+	}
+	if ((uintptr_t)info.dli_fbase % (2u << 20) != 0) {
+		fprintf(stderr, "test_text_rss: the library is loaded at %p, not at a 2 MiB boundary "
+			"(the first segment's alignment, scripts/load_align.c)\n", info.dli_fbase);
+		return false;
+	}
+	return true;
+}
+
 /* This program again with @arg, waited for: 0 and its exit status, or -1. */
 static int run_self(const char *argv0, const char *arg, int *status)
 {
@@ -112,6 +135,8 @@ int main(int argc, char **argv)
 	}
 	if (argc > 1 && strcmp(argv[1], "exit") == 0)
 		return 0;
+	if (!loaded_at_2mib())
+		return 1;
 	if (argc < 2 || strcmp(argv[1], "measure") != 0) {
 		int status;
 
