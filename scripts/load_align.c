@@ -16,10 +16,14 @@
  * on average, and 1,608 at that phase.  Aligned to 2 MiB, the library
  * sits lower, and the libraries loaded after it go into the space the
  * alignment leaves above it, at a random phase as without the library:
- * no phase is chosen.  Peak RSS, accounting on, medians of 12 runs
- * interleaved with mimalloc alone: bench/bignum 2,046 -> 2,002 KiB
- * (mimalloc 1,806), bench/tchurn 3,608 -> 3,542 (3,348), bench/threads
- * 5,474 -> 5,446 (5,230).
+ * no phase is chosen.  On average over the phases that saves what the
+ * usual phase cost: about 47 KiB in bench/tchurn and 16 in bench/bignum
+ * (both weighted by how often each of the two phases came).  Single runs
+ * vary more than that: peak RSS, accounting on, interleaved with
+ * mimalloc alone, bignum 2,092 -> 2,082 KiB in 30 runs of each (means
+ * 2,093 -> 2,067; mimalloc 1,834) and 2,046 -> 2,002 in 12 of a smaller
+ * size; tchurn, whose threads make its peak vary by 200 KiB, 3,392 ->
+ * 3,422 in 20 runs (no difference shown) and 3,608 -> 3,542 in 12.
  *
  * A 2 MiB max-page-size would do the same but also pad the file and the
  * image between segments to 2 MiB.  Only the first segment needs the
@@ -32,6 +36,7 @@
  * Usage: load-align ALIGN FILE   (ALIGN a power of two, at least the
  * segment's own p_align)
  */
+#define _POSIX_C_SOURCE 200809L
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
