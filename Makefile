@@ -79,6 +79,9 @@ LIB_LDFLAGS := $(LIB_LDFLAGS_BASE) -Wl,-T,$(LIB_LD_SCRIPT)
 # (scripts/load_align.c says why), and only then put in place.
 LIB_LOAD_ALIGN := 0x200000
 LOAD_ALIGN := $(B)/load-align
+# $(call link_lib,OBJECTS): the recipe that links a build of the library as $@.
+link_lib = $(CC) $(LIB_LDFLAGS) $(LDFLAGS) -o $@.tmp $(1) $(LIB_ARCHIVES) $(LIB_LIBS) && \
+	$(LOAD_ALIGN) $(LIB_LOAD_ALIGN) $@.tmp && mv $@.tmp $@
 # Not $(ZPOOL_LIBS): the library loads those when spilling starts
 # (shim/lazy_libs.c), so a program that never spills does not pay for them.
 LIB_LIBS := -lmimalloc -lpthread -ldl
@@ -211,9 +214,7 @@ $(LOAD_ALIGN): scripts/load_align.c
 	$(CC) -std=c11 -O2 $(CWARN) -D_GNU_SOURCE $(CFLAGS) -o $@ $<
 
 $(LIB): $(LIB_OBJS) $(LIB_ARCHIVES) $(LIB_LD_SCRIPT) $(LIB_FLAGS_STAMP) $(LOAD_ALIGN)
-	$(CC) $(LIB_LDFLAGS) $(LDFLAGS) -o $@.tmp $(LIB_OBJS) $(LIB_ARCHIVES) $(LIB_LIBS)
-	$(LOAD_ALIGN) $(LIB_LOAD_ALIGN) $@.tmp
-	mv $@.tmp $@
+	$(call link_lib,$(LIB_OBJS))
 
 deps:
 	@scripts/install-deps

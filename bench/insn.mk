@@ -18,9 +18,7 @@ $(B)/bench/$(1)/obj/%.o: %.c
 
 $(B)/bench/$(1)/libcgmalloc.so: $$(patsubst %.c,$(B)/bench/$(1)/obj/%.o,$$(LIB_SRCS)) $$$$(LIB_ARCHIVES) $$$$(LIB_LD_SCRIPT) \
 		$$$$(LOAD_ALIGN)
-	$$(CC) $$(LIB_LDFLAGS) -o $$@.tmp $$(patsubst %.c,$(B)/bench/$(1)/obj/%.o,$$(LIB_SRCS)) $$(LIB_ARCHIVES) $$(LIB_LIBS)
-	$$(LOAD_ALIGN) $$(LIB_LOAD_ALIGN) $$@.tmp
-	mv $$@.tmp $$@
+	$$(call link_lib,$$(patsubst %.c,$(B)/bench/$(1)/obj/%.o,$$(LIB_SRCS)))
 endef
 NOSITES_DIR := $(B)/bench/nosites
 $(eval $(call lib_variant,nosites,CGM_STATIC_KEYS_COMPILED_OUT))

@@ -82,7 +82,7 @@ CHECK_TARGETS += check-hier-rss
 # A process has only the library's hot code resident (shim/hot-text.ld).
 $(RT)/test_text_rss: tests/test_text_rss.c include/cgmalloc.h $(LIB)
 	@mkdir -p $(RT)
-	$(CC) $(RT_CFLAGS) -o $@ $< $(SHIM_LINK)
+	$(CC) $(RT_CFLAGS) -DLIB_LOAD_ALIGN=$(LIB_LOAD_ALIGN) -o $@ $< $(SHIM_LINK)
 
 $(RT)/libexit_rss.so: tests/libexit_rss.c tests/smaps_rss.h
 	@mkdir -p $(RT)

@@ -31,9 +31,10 @@
  * loader reads anyway (scripts/lib-ld-script), 36 + 8.  The limit,
  * RODATA_LIMIT_KIB, is that and a page.
  *
- * And where the loader put the library: at a 2 MiB boundary, the
- * alignment of its first segment (scripts/load_align.c: the libraries
- * loaded after it then land where they would without it).
+ * And where the loader put the library: at a multiple of LIB_LOAD_ALIGN
+ * (the Makefile's, 2 MiB), the alignment of its first segment
+ * (scripts/load_align.c: the libraries loaded after it then land where
+ * they would without it).
  *
  * Usage: test_text_rss   (accounting on)
  */
@@ -49,6 +50,10 @@
 
 #include "cgmalloc.h"
 #include "smaps_rss.h"
+
+#ifndef LIB_LOAD_ALIGN
+#error "LIB_LOAD_ALIGN: the Makefile's alignment of the library's first segment (tests/runtime.mk)"
+#endif
 
 #define LIMIT_KIB	SMAPS_LIBRARY_CODE_LIMIT_KIB
 #define RODATA_LIMIT_KIB	48
@@ -84,8 +89,8 @@ static bool library_rodata(const char *perms, const char *path, const void *arg)
 	       smaps_path_ends(path, "/libcgmalloc.so");
 }
 
-/* Is the library's image at a 2 MiB boundary, as scripts/load_align.c asks the loader? */
-static bool loaded_at_2mib(void)
+/* Is the library's image at a multiple of LIB_LOAD_ALIGN, as scripts/load_align.c asks the loader? */
+static bool loaded_aligned(void)
 {
 	Dl_info info;
 
@@ -93,9 +98,10 @@ static bool loaded_at_2mib(void)
 		fprintf(stderr, "test_text_rss: dladdr found no library for cgm_accounting_enabled\n");
 		return false;
 	}
-	if ((uintptr_t)info.dli_fbase % (2u << 20) != 0) {
-		fprintf(stderr, "test_text_rss: the library is loaded at %p, not at a 2 MiB boundary "
-			"(the first segment's alignment, scripts/load_align.c)\n", info.dli_fbase);
+	if ((uintptr_t)info.dli_fbase % (uintptr_t)(LIB_LOAD_ALIGN) != 0) {
+		fprintf(stderr, "test_text_rss: the library is loaded at %p, not at a multiple of %#lx "
+			"(the first segment's alignment, scripts/load_align.c)\n", info.dli_fbase,
+			(unsigned long)(LIB_LOAD_ALIGN));
 		return false;
 	}
 	return true;
@@ -135,7 +141,7 @@ int main(int argc, char **argv)
 	}
 	if (argc > 1 && strcmp(argv[1], "exit") == 0)
 		return 0;
-	if (!loaded_at_2mib())
+	if (!loaded_aligned())
 		return 1;
 	if (argc < 2 || strcmp(argv[1], "measure") != 0) {
 		int status;
