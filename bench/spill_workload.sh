@@ -117,17 +117,8 @@ fresh_stats() {
 	stats "$1"
 }
 
-# await MARKER [SECONDS]: wait until the workload printed a line starting
-# with MARKER; 1 if it exited first, 2 if SECONDS (default PHASE_TIMEOUT)
-# passed first.
-await() {
-	deadline=$(($(date +%s) + ${2:-$PHASE_TIMEOUT}))
-	while ! grep -q "^$1" "$T/out"; do
-		kill -0 "$PID" 2>/dev/null || return 1
-		[ "$(date +%s)" -lt "$deadline" ] || return 2
-		sleep 0.05
-	done
-}
+# await MARKER [SECONDS]
+. "$HERE/await.sh"
 
 # lift GROUP: memory.high max, so that a run stopped at a cap finishes, and
 # the check at the end of a run is not under pressure.
