@@ -287,9 +287,23 @@ while [ "$r" -le "$ROUNDS" ]; do
 	done
 	r=$((r + 1))
 done
+# Refault latency while zswap is on: bench/spill_bench's rows (its
+# kernel swap-in row needs the swap device this script set up).
+LAT_ROUNDS=5
+if "$B/bench/spill_bench" "$B/zpool-heap.pages" "$B" "$LAT_ROUNDS" 4096 >"$T/lat" 2>"$T/lat.err"; then
+	LAT_OK=1
+else
+	LAT_OK=''
+fi
 ELAPSED=$(($(date +%s) - START))
 
 # ---- the report ----
+# latrow NAME LABEL: a row of spill_bench's latency line for NAME, one thread.
+latrow() {
+	awk -v n="$1" -v label="$2" '$1 == "lat" && $2 == n && $3 == 1 {
+		if ($4 == 0) { printf "| %s | not measured |||||\n", label; exit }
+		printf "| %s | %s | %s | %s | %s | %s–%s |\n", label, $5, $6, $7, $10, $8, $9; exit }' "$T/lat"
+}
 # med CONFIG FIELD: the median of FIELD over the runs of CONFIG that finished (ok).
 med() {
 	awk -v c="$1" -v f="$2" '$1 == c && $3 == "ok" && $f != "-" { print $f }' "$T/runs" | sort -g |
@@ -408,6 +422,27 @@ SUMMARY="$SUMMARY, cgmalloc spill=1 $SLOW_B"
 	echo "$PEAK_FILE, cgmalloc's memory.current and memory.peak) read as the"
 	echo "phase ends, before the limit is lifted for the check that reads every"
 	echo "record back."
+	echo
+	echo "## Refault latency, one thread (µs)"
+	echo
+	if [ -n "$LAT_OK" ]; then
+		echo "\`$B/bench/spill_bench\` ($LAT_ROUNDS rounds of 4096 real heap pages, interleaved; see"
+		echo "bench/RESULTS-spill.md, which \`make bench\` writes without swap) while"
+		echo "zswap ($COMPRESSOR) is on: the kernel's swap-in after MADV_PAGEOUT is a"
+		echo "load from zswap's pool, next to a spilled page's refault."
+		echo
+		echo "| refault | p50 | p99 | p99.9 | mean | p50 per round |"
+		echo "|---|---|---|---|---|---|"
+		latrow spill-lz4 "spill, lz4"
+		latrow spill-zstd "spill, zstd"
+		latrow kernel-swapin "kernel: swap-in from zswap ($COMPRESSOR) after MADV_PAGEOUT"
+		latrow kernel-zerofill "kernel: first write to an untouched anonymous page (zero-fill)"
+		latrow kernel-pagecache "kernel: page-cache hit (PTE dropped by MADV_DONTNEED)"
+		latrow resident "no fault: read of a resident page (the timing's own cost)"
+		awk '$1 == "swapped_out" { printf "\nPages the kernel swapped out and timed coming back: %s.\n", $2 }' "$T/lat"
+	else
+		echo "Not measured: $B/bench/spill_bench failed: $(head -2 "$T/lat.err")."
+	fi
 	echo
 	echo "## Every run"
 	echo

@@ -11,10 +11,11 @@ BENCH_TARGETS += bench-spill-workload
 .PHONY: bench-spill-workload
 
 # The kernel's own memory cgroup and zswap on the same python3, next to
-# spill=1 (`make bench-spill-kernel`; root, and not part of `make bench`:
-# it turns zswap on and may add a swap file while it runs).  Results:
+# spill=1, and the kernel's refault from zswap next to a spilled page's
+# (`make bench-spill-kernel`; root, and not part of `make bench`: it turns
+# zswap on and may add a swap file while it runs).  Results:
 # bench/RESULTS-spill-kernel.md.
-bench-spill-kernel: $(LIB) $(CGMCTL) bench/spill_kernel.sh bench/spill_dict.py
+bench-spill-kernel: $(LIB) $(CGMCTL) $(B)/bench/spill_bench bench/spill_kernel.sh bench/spill_dict.py bench/await.sh
 	bench/spill_kernel.sh $(B)
 
 .PHONY: bench-spill-kernel
