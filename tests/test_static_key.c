@@ -75,7 +75,7 @@ static inline void cpu_relax(void)
 /*
  * Toggles in the concurrency tests: 30,000 for the plain case (enough
  * to hit the patch windows), a third of that for the variants that fork
- * or block SIGTRAP, and ten under valgrind.  SK_TEST_TOGGLES overrides
+ * or block SIGTRAP, and thirty under valgrind.  SK_TEST_TOGGLES overrides
  * (make stress-static-key).
  */
 static unsigned long toggles(unsigned long full)
@@ -85,15 +85,17 @@ static unsigned long toggles(unsigned long full)
 	if (env)
 		return strtoul(env, NULL, 10);
 	/*
-	 * valgrind runs one thread at a time and the spinners take whole
-	 * time slices around every system call of a toggle (~0.6 s each):
-	 * there the run checks memory and self-modifying code, not volume
-	 * (30 toggles a test took 80-110 s of make check, 10 take 36 s).
+	 * valgrind runs one thread at a time: there the run checks memory
+	 * and self-modifying code, not volume.  With valgrind's default
+	 * lock the spinners took whole time slices around every system call
+	 * of a toggle (~0.6 s each: 30 toggles a test took 80-110 s of make
+	 * check); with --fair-sched=yes (tests/static_key.mk) the threads
+	 * take turns, and 30 take 10 s.
 	 * Natively a toggle takes about 0.45 ms with four spinners on two
 	 * CPUs: the counts of make check cost it about 22 s of the patched
 	 * case (140000 took 63 s); make stress-static-key runs 200000 of each.
 	 */
-	return RUNNING_ON_VALGRIND ? 10 : full;
+	return RUNNING_ON_VALGRIND ? 30 : full;
 }
 
 /* ---- modes: one fixture per TCase ---- */
