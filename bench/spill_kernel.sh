@@ -160,9 +160,6 @@ ZCHARGED="yes (memory.zswap.current)"
 [ "$CGV" = 2 ] || ZCHARGED="no (cgroup v1: the compressed pool is outside the limit)"
 
 # ---- one run ----
-# run_one CONFIG ROUND: appends "CONFIG ROUND STATUS WORK H1 H2 PEAK USAGE
-# SWAPPED CHECK POOL" to $T/runs (POOL: zswap's pool, bytes, where debugfs
-# shows it; only this run's group swaps meanwhile).
 . "$HERE/await.sh"
 
 # cgm_get GROUP FILE: one value of cgmalloc's hierarchy (memory.stat KEY as "memory.stat KEY").
@@ -184,6 +181,9 @@ kernel_swapped() {
 	fi
 }
 
+# run_one CONFIG ROUND: appends "CONFIG ROUND STATUS WORK H1 H2 PEAK USAGE
+# SWAPPED CHECK POOL" to $T/runs (POOL: zswap's pool, bytes, where debugfs
+# shows it; only this run's group swaps meanwhile).
 run_one() {
 	cfg=$1 r=$2
 	name=$cfg-$r
@@ -201,29 +201,27 @@ run_one() {
 	a) conf="hierarchy=$T/h,scope=/$name,spill=0" ;;
 	b) conf="hierarchy=$T/h,scope=/$name,spill=1,high=$HIGH_B" ;;
 	esac
+	set -- "$PY" "$HERE/spill_dict.py" "$ENTRIES" "$OPS"
+	[ -z "$conf" ] || set -- env LD_PRELOAD="$LIB" CGMALLOC_CONF="$conf" "$@"
 	# The shell joins the group, then becomes the program.
-	if [ -n "$conf" ]; then
-		sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' sh "$cg" \
-			env LD_PRELOAD="$LIB" CGMALLOC_CONF="$conf" "$PY" "$HERE/spill_dict.py" "$ENTRIES" "$OPS" \
-			<"$T/in" >"$T/out" 2>"$T/err.$name" &
-	else
-		sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' sh "$cg" \
-			"$PY" "$HERE/spill_dict.py" "$ENTRIES" "$OPS" <"$T/in" >"$T/out" 2>"$T/err.$name" &
-	fi
+	sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' sh "$cg" "$@" \
+		<"$T/in" >"$T/out" 2>"$T/err.$name" &
 	PID=$!
 	exec 3<>"$T/in"
 	st=ok usage=- swapped=- peak='' pool=-
 	if await ready && echo >&3 && await built && echo >&3; then
 		rc=0
 		await "done" "$WORK_CAP" || rc=$?
+		# Peaks too are read now: the check after the phase, unlimited,
+		# reads everything back (and cgmalloc's group goes with its process).
 		case $cfg in
-		k|e) usage=$(cat "$cg/$USAGE_FILE"); swapped=$(kernel_swapped "$cg")
-		     pool=$(cat "$ZSWAP_DEBUG/pool_total_size" 2>/dev/null || echo -)
-		     peak=$(cat "$cg/$PEAK_FILE") ;;
-		b) usage=$(cgm_get "/$name" memory.current); swapped=$(cgm_get "/$name" "memory.stat zswapped")
-		   peak=$(cgm_get "/$name" memory.peak) ;;
-		a) usage=$(cgm_get "/$name" memory.current); peak=$(cgm_get "/$name" memory.peak) ;;
-		n) usage=$(cat "$cg/$USAGE_FILE"); peak=$(cat "$cg/$PEAK_FILE") ;;
+		n|k|e) usage=$(cat "$cg/$USAGE_FILE"); peak=$(cat "$cg/$PEAK_FILE") ;;
+		*) usage=$(cgm_get "/$name" memory.current); peak=$(cgm_get "/$name" memory.peak) ;;
+		esac
+		case $cfg in
+		k|e) swapped=$(kernel_swapped "$cg")
+		     pool=$(cat "$ZSWAP_DEBUG/pool_total_size" 2>/dev/null || echo -) ;;
+		b) swapped=$(cgm_get "/$name" "memory.stat zswapped") ;;
 		esac
 		# The limit goes before the check reads every record back.
 		case $cfg in
@@ -248,7 +246,6 @@ run_one() {
 		wait "$PID" 2>/dev/null || true
 	fi
 	PID=
-	# (Peaks are read as the working phase ends: the check after it, unlimited, reads everything back.)
 	times=$(awk '$1 == "done" { print $2, $3, $4 }' "$T/out")
 	[ -n "$times" ] || times="- - -"
 	[ "${st#work-over}" = "$st" ] || times="$WORK_CAP - -"
