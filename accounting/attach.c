@@ -573,6 +573,10 @@ void acct_thread_exit(struct cgm_acct *a, uint32_t slot)
 
 	if (!t || !p)
 		return;
+	/* Where the next thread's refills start (cgm_acct.first_refill). */
+	for (unsigned int b = 0; b < CGM_NR_BINS; b++)
+		if (t->next_refill[b])
+			__atomic_store_n(&a->first_refill[b], t->next_refill[b], __ATOMIC_RELAXED);
 	hier_lock(&p->lock);
 	/* The unused precharge goes back with the next harvest. */
 	acct_slot_unprecharge(t);

@@ -179,6 +179,23 @@ static int64_t bin_cap(const struct cgm_acct *a, unsigned int bin)
 	return cap < 1 ? 1 : cap > UINT16_MAX ? UINT16_MAX : cap;
 }
 
+/*
+ * The blocks of @t's next refill of @bin: twice the last, from 8.  A
+ * thread's very first refill of the bin starts where the last thread to
+ * exit left it (cgm_acct.first_refill); after a reset (precharge given
+ * back, a drain) it starts at 8 again, as a thread near a limit must.
+ */
+static int64_t refill_blocks(const struct cgm_acct *a, const struct cgm_thread_slot *t,
+			     unsigned int bin)
+{
+	int64_t k;
+
+	if (t->next_refill[bin])
+		return 2 * (int64_t)t->next_refill[bin];
+	k = t->refilled[bin] ? 8 : __atomic_load_n(&a->first_refill[bin], __ATOMIC_RELAXED);
+	return k > 8 ? k : 8;
+}
+
 int acct_refill_bin(struct cgm_acct *a, struct cgm_thread_slot *t, unsigned int bin,
 		    bool check_limits)
 {
@@ -192,7 +209,7 @@ int acct_refill_bin(struct cgm_acct *a, struct cgm_thread_slot *t, unsigned int 
 	}
 	if (t->allow[bin] > 0)
 		return 0;
-	k = t->next_refill[bin] ? 2 * (int64_t)t->next_refill[bin] : 8;
+	k = refill_blocks(a, t, bin);
 	if (k > bin_cap(a, bin))
 		k = bin_cap(a, bin);
 	/*

@@ -667,6 +667,49 @@ START_TEST(test_max_drains_precharge)
 }
 END_TEST
 
+/*
+ * A thread's first refill of a bin starts where the last thread to exit
+ * left that bin (cgm_acct.first_refill), not at 8 blocks; a bin that
+ * thread never used starts at 8, and so does a bin whose refills were
+ * reset (precharge given back).
+ */
+START_TEST(test_first_refill_learned)
+{
+	const unsigned int used = 3, unused = 5;
+	struct cgm_thread_slot *t;
+	uint32_t slot;
+	int64_t last;
+
+	ck_assert_int_eq(acct_attach(&ac, "/r"), 0);
+	slot = acct_thread_register(&ac, gettid_());
+	t = &ac.h.threads[slot];
+	/* Five refills, each allowance used up before the next: 8, 16, ... 128. */
+	for (int i = 0; i < 5; i++) {
+		t->allow[used] = 0;
+		ck_assert_int_eq(acct_refill_bin(&ac, t, used, false), 0);
+	}
+	last = t->next_refill[used];
+	ck_assert_int_eq(last, 128);
+	ck_assert_int_eq(t->allow[used], last);
+	acct_thread_exit(&ac, slot);
+
+	slot = acct_thread_register(&ac, gettid_() + 1);
+	ck_assert_uint_ne(slot, CGM_NONE);
+	t = &ac.h.threads[slot];
+	ck_assert_int_eq(acct_refill_bin(&ac, t, used, false), 0);
+	ck_assert_int_eq(t->allow[used], last);
+	ck_assert_int_eq(acct_refill_bin(&ac, t, unused, false), 0);
+	ck_assert_int_eq(t->allow[unused], 8);
+	/* One block taken, the rest given back: the next refill starts at 8. */
+	t->allow[used]--;
+	acct_slot_unprecharge(t);
+	ck_assert_int_eq(t->allow[used], 0);
+	ck_assert_int_eq(acct_refill_bin(&ac, t, used, false), 0);
+	ck_assert_int_eq(t->allow[used], 8);
+	check_usage_held("after the refills");
+}
+END_TEST
+
 /* Several threads at a shared limit: usage never passes max, the peak neither. */
 static struct {
 	int64_t live[NTHREADS];
@@ -1067,6 +1110,7 @@ static void add_tests(TCase *tc, bool regressions)
 	tcase_add_test(tc, test_proc_gone);
 	tcase_add_test(tc, test_scope_gone_with_its_process);
 	tcase_add_test(tc, test_detached_slots_stay_in_use);
+	tcase_add_test(tc, test_first_refill_learned);
 }
 
 int main(int argc, char **argv)

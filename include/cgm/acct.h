@@ -39,6 +39,16 @@ struct cgm_acct {
 	 * do not suffice.
 	 */
 	void (*reclaim)(int64_t need, bool deep);
+	/*
+	 * Per small bin, the blocks the last thread to exit took at its last
+	 * refill of the bin: a new thread's first refill starts there, not at
+	 * 8 blocks, since threads that come and go (larson's chains, a pool's
+	 * workers) allocate as the ones before them did, and ramping every
+	 * bin up again from 8 took about a quarter of the refills' work in
+	 * bench/larson and bench/tchurn.  A hint, read and written without a
+	 * lock; bin_cap() (stock.c) bounds it like any refill.
+	 */
+	uint16_t first_refill[CGM_NR_BINS];
 };
 
 /* MAX_RECLAIM_RETRIES in the kernel. */
