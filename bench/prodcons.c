@@ -9,9 +9,23 @@
  * scheduler (a message-at-a-time ring on two cores is dominated by
  * sched_yield and varies tenfold from run to run).
  *
- * Usage: prodcons [MESSAGES_PER_PAIR] [PAIRS]   (default 6000000, 2)
+ * Batches alone did not make runs repeatable: left to the scheduler, a
+ * pair's two threads shared a CPU in some runs and ran on two in others,
+ * and the same configuration took 0.23 s or 0.82 s on a 2-CPU machine
+ * (on two CPUs the producer finds every block's line in the consumer's
+ * cache).  --pin fixes the placement, on the CPUs of the process's
+ * affinity mask, taken in turn:
+ *   same   both threads of pair i on the i-th CPU: a batch changes hands
+ *          on one CPU, the placement of most unpinned runs;
+ *   split  the producer of pair i on CPU 2i, its consumer on CPU 2i+1:
+ *          every message's lines cross between CPUs.
+ * With one CPU both are the same.
+ *
+ * Usage: prodcons [--pin same|split] [MESSAGES_PER_PAIR] [PAIRS]
+ *        (default unpinned, 6000000, 2)
  */
 #include <pthread.h>
+#include <sched.h>
 #include <string.h>
 
 #include "bench_common.h"
@@ -119,22 +133,82 @@ static void *consumer_run(void *arg)
 	return NULL;
 }
 
+enum pin { PIN_NONE, PIN_SAME, PIN_SPLIT };
+
+/* The @k-th CPU (mod their number) of the process's affinity mask, or -1. */
+static int nth_cpu(const cpu_set_t *mask, unsigned long k)
+{
+	int n = CPU_COUNT(mask), seen = 0;
+
+	if (n == 0)
+		return -1;
+	k %= (unsigned long)n;
+	for (int c = 0; c < CPU_SETSIZE; c++)
+		if (CPU_ISSET(c, mask) && (unsigned long)seen++ == k)
+			return c;
+	return -1;
+}
+
+/* Start @fn on CPU @cpu (-1: wherever the scheduler puts it). */
+static void start_on(const char *prog, pthread_t *th, int cpu, void *(*fn)(void *), void *arg)
+{
+	pthread_attr_t attr;
+	cpu_set_t one;
+
+	if (pthread_attr_init(&attr))
+		bench_die(prog, "pthread_attr_init failed");
+	if (cpu >= 0) {
+		CPU_ZERO(&one);
+		CPU_SET(cpu, &one);
+		if (pthread_attr_setaffinity_np(&attr, sizeof(one), &one))
+			bench_die(prog, "pthread_attr_setaffinity_np failed");
+	}
+	if (pthread_create(th, &attr, fn, arg))
+		bench_die(prog, "pthread_create failed");
+	pthread_attr_destroy(&attr);
+}
+
 int main(int argc, char **argv)
 {
-	unsigned long messages = bench_arg(argc, argv, 1, 6000000, "MESSAGES_PER_PAIR");
-	unsigned long npairs = bench_arg(argc, argv, 2, 2, "PAIRS");
-	struct pair *p = calloc(npairs, sizeof(*p));
+	enum pin pin = PIN_NONE;
+	unsigned long messages, npairs;
+	cpu_set_t mask;
+	struct pair *p;
+	int a = 1;
 
+	if (argc > 2 && strcmp(argv[1], "--pin") == 0) {
+		if (strcmp(argv[2], "same") == 0)
+			pin = PIN_SAME;
+		else if (strcmp(argv[2], "split") == 0)
+			pin = PIN_SPLIT;
+		else {
+			fprintf(stderr, "%s: --pin takes same or split, got '%s'\n", argv[0], argv[2]);
+			return BENCH_USAGE;
+		}
+		a += 2;
+	}
+	messages = bench_arg(argc, argv, a, 6000000, "MESSAGES_PER_PAIR");
+	npairs = bench_arg(argc, argv, a + 1, 2, "PAIRS");
+	if (pin != PIN_NONE && sched_getaffinity(0, sizeof(mask), &mask))
+		bench_die(argv[0], "sched_getaffinity failed");
+	p = calloc(npairs, sizeof(*p));
 	if (!p)
 		bench_die(argv[0], "out of memory for the queues");
 	for (unsigned long i = 0; i < npairs; i++) {
+		int pcpu = -1, ccpu = -1;
+
+		if (pin == PIN_SAME)
+			pcpu = ccpu = nth_cpu(&mask, i);
+		else if (pin == PIN_SPLIT) {
+			pcpu = nth_cpu(&mask, 2 * i);
+			ccpu = nth_cpu(&mask, 2 * i + 1);
+		}
 		pthread_mutex_init(&p[i].lock, NULL);
 		pthread_cond_init(&p[i].changed, NULL);
 		p[i].messages = messages;
 		p[i].seed = 0x9e3779b97f4a7c15ull ^ (i + 1);
-		if (pthread_create(&p[i].consumer, NULL, consumer_run, &p[i]) ||
-		    pthread_create(&p[i].producer, NULL, producer_run, &p[i]))
-			bench_die(argv[0], "pthread_create failed");
+		start_on(argv[0], &p[i].consumer, ccpu, consumer_run, &p[i]);
+		start_on(argv[0], &p[i].producer, pcpu, producer_run, &p[i]);
 	}
 	for (unsigned long i = 0; i < npairs; i++) {
 		pthread_join(p[i].producer, NULL);
@@ -143,6 +217,7 @@ int main(int argc, char **argv)
 			bench_die(argv[0], "a message was lost, reordered or not allocated");
 	}
 	free(p);
-	printf("prodcons: %lu pairs x %lu messages\n", npairs, messages);
+	printf("prodcons: %lu pairs x %lu messages%s\n", npairs, messages,
+	       pin == PIN_SAME ? ", each pair on one CPU" : pin == PIN_SPLIT ? ", each thread on a CPU of its own" : "");
 	return 0;
 }
