@@ -28,6 +28,7 @@ check-stress: $(RT)/stress_malloc
 	$(RUN) env CGMALLOC_CONF=$(TEST_CONF),free_path=mixed $(RT)/stress_malloc $(STRESS_OPS_CHECK) 2 2
 
 stress-malloc-long: $(RT)/stress_malloc
+	@mkdir -p $(TEST_HIER_DIR)
 	rm -f $(TEST_HIER)
 	CGMALLOC_CONF=$(TEST_CONF) $(RT)/stress_malloc $(STRESS_OPS_LONG) $(STRESS_FORKS_LONG) $$(date +%s)
 
