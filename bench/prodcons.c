@@ -218,6 +218,7 @@ int main(int argc, char **argv)
 	}
 	free(p);
 	printf("prodcons: %lu pairs x %lu messages%s\n", npairs, messages,
-	       pin == PIN_SAME ? ", each pair on one CPU" : pin == PIN_SPLIT ? ", each thread on a CPU of its own" : "");
+	       pin == PIN_SAME ? ", each pair on one CPU" :
+	       pin == PIN_SPLIT ? ", each thread on a CPU of its own" : "");
 	return 0;
 }

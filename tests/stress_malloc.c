@@ -67,6 +67,13 @@ static const char *who = "parent";
 /* Operations of the running child, in memory it shares with the parent. */
 static _Atomic uint64_t *child_ops;
 static bool in_child;
+
+/* In the child, one more operation done: the parent's sign it is not stuck. */
+static inline void child_progress(void)
+{
+	if (in_child)
+		atomic_fetch_add_explicit(child_ops, 1, memory_order_relaxed);
+}
 static char seed_text[32] = "?";		/* printed with a failure, to rerun it */
 
 static _Noreturn void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -482,8 +489,7 @@ static void one_op(unsigned char **local, uint64_t *rs)
 	} else {
 		local_churn(local, rs);
 	}
-	if (in_child)
-		atomic_fetch_add_explicit(child_ops, 1, memory_order_relaxed);
+	child_progress();
 }
 
 static void free_locals(unsigned char **local)
@@ -521,8 +527,7 @@ static void verify_all(const char *when)
 
 		if (p)
 			verify(p, when);
-		if (in_child)
-			atomic_fetch_add_explicit(child_ops, 1, memory_order_relaxed);
+		child_progress();
 	}
 }
 
