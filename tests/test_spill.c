@@ -29,8 +29,12 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <linux/userfaultfd.h>
+#include <stddef.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 
 #include "cgm/compiler.h"
 #include "cgm/spill.h"
@@ -2522,6 +2526,78 @@ START_TEST(test_staging_slots)
 }
 END_TEST
 
+/* Refuse process_vm_readv() with EPERM in this process from now on, as a seccomp sandbox may. */
+static void refuse_process_vm_readv(void)
+{
+	struct sock_filter insns[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_process_vm_readv, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { .len = sizeof(insns) / sizeof(insns[0]), .filter = insns };
+	char a = 1, b = 0;
+	struct iovec local = { &b, 1 }, remote = { &a, 1 };
+
+	ck_assert_int_eq(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+	ck_assert_int_eq(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog), 0);
+	ck_assert_int_eq(process_vm_readv(getpid(), &local, 1, &remote, 1, 0), -1);
+	ck_assert_int_eq(errno, EPERM);
+}
+
+/*
+ * Spilled pages are compressed from a copy the kernel makes of them
+ * (process_vm_readv); where that is refused, from where they landed.
+ * Both ways every byte comes back, batches and the 16-page copies split
+ * by pages left in place included; the child runs the refused way.
+ */
+static void spill_every_byte(bool refused)
+{
+	enum { N = 700 };
+	unsigned char *p = map_pages(N), *ref = malloc(N * PG);
+	struct spill_stats st;
+	long want = 0;
+
+	ck_assert_ptr_nonnull(ref);
+	if (refused)
+		refuse_process_vm_readv();
+	setup();
+	fill_keep(p, N, ref);
+	/* Holes (never touched, so not moved) inside batches and copies. */
+	for (size_t i = 0; i < N; i++)
+		if (i % 37 == 5 || i % 64 == 15 || i % 64 == 16) {
+			madvise(p + i * PG, PG, MADV_DONTNEED);
+			memset(ref + i * PG, 0, PG);
+		} else {
+			want++;
+		}
+	ck_assert_int_eq(spill_out(eng, p, N), want);
+	spill_stats(eng, &st);
+	ck_assert_uint_eq(st.read_in_place, refused ? (uint64_t)want : 0);
+	ck_assert_int_eq(memcmp(p, ref, N * PG), 0);
+	teardown();
+	free(ref);
+	munmap(p, N * PG);
+}
+
+START_TEST(test_staged_read_copied)
+{
+	int status;
+	pid_t child;
+
+	spill_every_byte(false);
+	child = fork();
+	ck_assert_int_ge(child, 0);
+	if (child == 0) {
+		spill_every_byte(true);
+		_exit(0);
+	}
+	ck_assert_int_eq(waitpid(child, &status, 0), child);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "the child spilling with process_vm_readv refused failed (status %#x)", status);
+}
+END_TEST
+
 /*
  * Ranges inside and across other ranges, over several 2 MiB buckets of
  * the engine's range index: when a range's last page comes back, the
@@ -2650,6 +2726,7 @@ int main(void)
 	tcase_add_test(tc, test_unplaced_said);
 	tcase_add_test(tc, test_move_misreport);
 	tcase_add_test(tc, test_staging_slots);
+	tcase_add_test(tc, test_staged_read_copied);
 	tcase_add_test(tc, test_nested_ranges);
 	suite_add_tcase(s, tc);
 	return check_run(s);
