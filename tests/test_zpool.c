@@ -11,6 +11,7 @@
 #include <limits.h>
 #include <linux/magic.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <sys/wait.h>
@@ -732,6 +733,38 @@ START_TEST(test_release_freed)
 }
 END_TEST
 
+/*
+ * A zspage freed and not yet given back is taken again as it is: a pool
+ * that frees and creates zspages of one class in turn (a page stored and
+ * invalidated, over and over) faults no page in after its first.  Were a
+ * new zspage taken from the discarded runs or fresh arena instead, each
+ * store would fault its zspage's pages in (200 at least here).
+ */
+START_TEST(test_pending_run_reused)
+{
+	enum { ROUNDS = 200 };
+	static unsigned char page[ZPT_PAGE];
+	struct zp_pool *pool = new_pool(NULL);
+	struct rusage before, after;
+	zp_entry_t e;
+	uint64_t rng = 9;
+	long faults;
+
+	zpt_page_mixed(&rng, page);
+	ck_assert_int_eq(zp_store(pool, page, &e), 0);
+	ck_assert_int_eq(zp_invalidate(pool, e), 0);
+	ck_assert_int_eq(getrusage(RUSAGE_SELF, &before), 0);
+	for (int i = 0; i < ROUNDS; i++) {
+		ck_assert_int_eq(zp_store(pool, page, &e), 0);
+		ck_assert_int_eq(zp_invalidate(pool, e), 0);
+	}
+	ck_assert_int_eq(getrusage(RUSAGE_SELF, &after), 0);
+	faults = after.ru_minflt - before.ru_minflt;
+	ck_assert_msg(faults < ROUNDS / 4, "%ld page faults in %d stores of one page", faults, ROUNDS);
+	zp_destroy_pool(pool);
+}
+END_TEST
+
 START_TEST(test_writeback_and_reuse)
 {
 	struct zp_options o = { .backing = NULL };
@@ -1104,6 +1137,7 @@ int main(void)
 	tcase_add_test(tc, test_classes_show);
 	tcase_add_test(tc, test_writeback_and_reuse);
 	tcase_add_test(tc, test_release_freed);
+	tcase_add_test(tc, test_pending_run_reused);
 	tcase_add_test(tc, test_writeback_leaves_no_cache);
 	tcase_add_test(tc, test_backing_in_memory_said);
 	tcase_add_test(tc, test_limit_without_backing);

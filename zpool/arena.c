@@ -5,7 +5,8 @@
  * A freed run goes back to the OS (MADV_DONTNEED: the pool's footprint is
  * what it holds, as zsmalloc frees zspage pages) and its address range
  * onto a free list of runs of its length.  A request takes a run of the
- * exact length, else fresh address space, else splits a longer free run.
+ * exact length (one still pending first, below), else fresh address
+ * space, else splits a longer free run.
  * Runs are never merged: zspage lengths come from a few class geometries,
  * so exact-length reuse is the common case.
  *
@@ -103,6 +104,30 @@ static bool limit_charge(struct zp_pool *pool, unsigned nr_pages)
 }
 
 /*
+ * A pending run of @nr_pages (freed, not yet given back: still resident),
+ * taken off the pending list; 0 if none (arena_lock held).  Reusing it
+ * costs no page fault: a fresh page costs the writer a zero-fill fault
+ * and, on a VM whose host keeps shadow page tables (PVM here), a trip to
+ * the host for the new entry -- zp_zspage_create's first write to a
+ * page took 5 us there, as much as compressing a page (perf of
+ * bench/spill_bench).  A pool that spills and refaults at once frees
+ * and creates zspages of the same classes in turn.
+ */
+static uint32_t pending_pop(struct zp_pool *pool, unsigned nr_pages)
+{
+	for (unsigned i = pool->nr_pending; i-- > 0;) {
+		uint32_t page = pool->pending[i].page;
+
+		if (pool->pending[i].nr_pages != nr_pages)
+			continue;
+		pool->pending[i] = pool->pending[pool->nr_pending - 1];
+		__atomic_store_n(&pool->nr_pending, pool->nr_pending - 1, __ATOMIC_RELAXED);
+		return page;
+	}
+	return 0;
+}
+
+/*
  * Take a free run of @nr_pages pages; its first page in *page.  Returns 0,
  * -ENOSPC if the run would take the pool past its limit, or -ENOMEM if
  * the arena is full.
@@ -114,7 +139,9 @@ int zp_arena_alloc(struct zp_pool *pool, unsigned nr_pages, uint32_t *pagep)
 	if (!limit_charge(pool, nr_pages))
 		return -ENOSPC;
 	pthread_mutex_lock(&pool->arena_lock);
-	page = run_pop(pool, nr_pages);
+	page = pending_pop(pool, nr_pages);
+	if (!page)
+		page = run_pop(pool, nr_pages);
 	if (!page && pool->arena_pages - pool->arena_top >= nr_pages) {
 		page = pool->arena_top;
 		pool->arena_top += nr_pages;
