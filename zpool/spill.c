@@ -80,6 +80,13 @@
  * stay in the cache between the copy and the compression.
  */
 #define SP_COPY_PAGES	16u
+/*
+ * A lone page is read in place: the copy's two system calls (getpid and
+ * process_vm_readv) took as long as the trip to the host they avoid in
+ * bench/spill_bench's scattered spills (one page a call, another thread
+ * running): 67-69 MB/s against 80-82 read in place.
+ */
+#define SP_COPY_MIN	2u
 #define SP_MSGS		16
 
 enum sp_state { SP_TRANSIT = 1, SP_STORED, SP_LOADING };
@@ -2403,12 +2410,13 @@ static unsigned sp_unshare(struct spill_engine *e, uintptr_t addr, const bool *b
  * entry is new costs a trip to the host: 5-7 us a page, against 1 us for
  * the move and 4-5 us for lz4's compression of it.  The kernel reads the
  * page through its own mapping, with no new entry to fault in: 0.6-0.9 us
- * a page in 64-page calls, copy included (bench/spill_bench's spill_out
- * throughput says what it brings).  On other machines the read is a
- * memcpy the compression then finds in the cache.  bench/spill_bench's
- * spill_out with lz4: 219-224 MB/s read in place, 294-313 MB/s from the
- * copy (2026-12-05).  A process whose seccomp filter refuses the call
- * reads in place from then on (read_in_place in spill_stats).
+ * a page in 64-page calls, copy included, 2.8 us in 2-page ones; fewer
+ * than SP_COPY_MIN pages are read in place.  On other machines the read
+ * is a memcpy the compression then finds in the cache.
+ * bench/spill_bench's spill_out with lz4: 219-224 MB/s read in place,
+ * 294-313 MB/s from the copy (2026-12-05).  A process whose seccomp
+ * filter refuses the call reads in place from then on.  read_in_place in
+ * spill_stats counts the pages read in place, either way.
  */
 static bool sp_read_staged(struct spill_engine *e, const unsigned char *stage, const bool *moved,
 			   unsigned from, unsigned n, unsigned char *copy)
@@ -2435,6 +2443,8 @@ static bool sp_read_staged(struct spill_engine *e, const unsigned char *stage, c
 	}
 	if (!runs)
 		return true;
+	if (bytes < SP_COPY_MIN * SP_PAGE)
+		return false;
 	got = process_vm_readv(getpid(), local, runs, remote, runs, 0);
 	if (got == (ssize_t)bytes)
 		return true;

@@ -153,9 +153,10 @@ struct spill_stats {
 				 * fork that a spill wrote (a no-op write) to
 				 * make the process's own: a move refuses them */
 	uint64_t read_in_place;	/* spilled pages compressed where they landed, not
-				 * from a copy the kernel made (process_vm_readv
-				 * refused, by seccomp say): slower on a VM with
-				 * shadow page tables (sp_read_staged()) */
+				 * from a copy the kernel made: a lone page, or
+				 * process_vm_readv refused (by seccomp, say);
+				 * slower on a VM with shadow page tables
+				 * (sp_read_staged()) */
 	uint64_t staged;	/* staging slots holding copies not yet cleared
 				 * (63 a lane at most; spill_stage_clear()) */
 	uint64_t bursts;	/* times the handler woke from sleep to a fault */
