@@ -20,7 +20,11 @@
  *                  mapping dropped with MADV_DONTNEED), a swap-in after
  *                  MADV_PAGEOUT (only with a swap device), a first write to
  *                  untouched anonymous memory, and a resident page (what
- *                  the timing itself costs)
+ *                  the timing itself costs); and no fault: the first read
+ *                  of a page UFFDIO_MOVE just moved, present at an address
+ *                  whose page-table entry is new (what a spill reading its
+ *                  page where it was moved to pays: a trip to the host
+ *                  where the hypervisor keeps shadow page tables)
  *   throughput     spill_out() of all the pages in one call, one thread
  *                  walking them back, and the codec's raw compress and
  *                  decompress of the same pages
@@ -40,7 +44,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -48,6 +56,7 @@
 #include <zstd.h>
 
 #include "cgm/spill.h"
+#include "cgm/uffd_abi.h"
 #include "cgm/zpool.h"
 #include "zpool_pages.h"
 
@@ -558,8 +567,11 @@ static void step_raw(struct codec_side *s, int round)
 
 /* ---- the kernel's refaults ---- */
 
-static struct lat lat_pagecache, lat_swapin, lat_zerofill, lat_resident;
+static struct lat lat_pagecache, lat_swapin, lat_zerofill, lat_resident, lat_moved;
 static unsigned char *file_map, *resident_map;
+/* A uffd with UFFDIO_MOVE and the area it registers, for step_moved (-1: none). */
+static int move_uffd = -1;
+static unsigned char *move_dst;
 static bool have_swap;
 static unsigned long swapped_out;
 
@@ -641,6 +653,46 @@ static void step_zerofill(double *us)
 	munmap(p, npages * PG);
 }
 
+/* The uffd and area step_moved moves pages into; off when the kernel refuses. */
+static void moved_open(void)
+{
+	struct uffdio_api api = { .api = UFFD_API, .features = UFFD_FEATURE_MOVE };
+	struct uffdio_register reg = { .mode = UFFDIO_REGISTER_MODE_MISSING };
+
+	move_uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	if (move_uffd < 0)
+		return;
+	move_dst = map_anon(npages);
+	reg.range.start = (uintptr_t)move_dst;
+	reg.range.len = npages * PG;
+	if (ioctl(move_uffd, UFFDIO_API, &api) || ioctl(move_uffd, UFFDIO_REGISTER, &reg)) {
+		close(move_uffd);
+		move_uffd = -1;
+	}
+}
+
+/* Fresh pages moved 64 at a time (as the engine does) into the area, each then read once. */
+static void step_moved(double *us, int round)
+{
+	unsigned char *p = map_anon(npages);
+
+	fill(p, npages, round);
+	for (size_t i = 0; i < npages; i += 64) {
+		size_t n = npages - i < 64 ? npages - i : 64;
+		struct uffdio_move m = {
+			.dst = (uintptr_t)(move_dst + i * PG), .src = (uintptr_t)(p + i * PG),
+			.len = n * PG, .mode = UFFDIO_MOVE_MODE_DONTWAKE,
+		};
+
+		if (ioctl(move_uffd, UFFDIO_MOVE, &m))
+			die("UFFDIO_MOVE", errno);
+	}
+	walk_timed(move_dst, npages, us, TOUCH_READ);
+	lat_add(&lat_moved, us, npages);
+	madvise(move_dst, npages * PG, MADV_DONTNEED);
+	munmap(p, npages * PG);
+}
+
 static void step_resident(double *us)
 {
 	walk_timed(resident_map, npages, us, TOUCH_READ);
@@ -651,7 +703,7 @@ static void step_resident(double *us)
 
 enum step_kind {
 	STEP_SPILL_LATENCY, STEP_SPILL_THROUGHPUT, STEP_SPILL_SCATTERED, STEP_RAW,
-	STEP_PAGECACHE, STEP_SWAPIN, STEP_ZEROFILL, STEP_RESIDENT,
+	STEP_PAGECACHE, STEP_SWAPIN, STEP_ZEROFILL, STEP_RESIDENT, STEP_MOVED,
 };
 
 struct step {
@@ -698,6 +750,8 @@ static size_t make_steps(struct step *steps)
 		steps[n++] = (struct step){ STEP_SWAPIN, NULL, 0 };
 	steps[n++] = (struct step){ STEP_ZEROFILL, NULL, 0 };
 	steps[n++] = (struct step){ STEP_RESIDENT, NULL, 0 };
+	if (move_uffd >= 0)
+		steps[n++] = (struct step){ STEP_MOVED, NULL, 0 };
 	return n;
 }
 
@@ -727,6 +781,9 @@ static void run_step(const struct step *st, int round, double *us)
 		break;
 	case STEP_RESIDENT:
 		step_resident(us);
+		break;
+	case STEP_MOVED:
+		step_moved(us, round);
 		break;
 	}
 }
@@ -783,6 +840,7 @@ static void report(void)
 	}
 	lat_print(&lat_zerofill, "kernel-zerofill", 1);
 	lat_print(&lat_resident, "resident", 1);
+	lat_print(&lat_moved, "moved", 1);
 
 	for (size_t s = 0; s < NR_SIDES; s++) {
 		struct codec_side *c = &sides[s];
@@ -868,6 +926,8 @@ int main(int argc, char **argv)
 	lat_init(&lat_swapin);
 	lat_init(&lat_zerofill);
 	lat_init(&lat_resident);
+	lat_init(&lat_moved);
+	moved_open();
 
 	nsteps = make_steps(steps);
 	for (int r = 0; r < rounds; r++)

@@ -28,6 +28,12 @@ machine="$(nproc) vCPUs, kernel $(uname -r), clocksource $(cat /sys/devices/syst
 # waking a halted vCPU is most of a refault.  Read, never changed.
 halt_poll=$(cat /sys/module/haltpoll/parameters/guest_halt_poll_ns 2>/dev/null || true)
 [ -n "$halt_poll" ] && machine="$machine; cpuidle $(cat /sys/devices/system/cpu/cpuidle/current_governor_ro 2>/dev/null || echo unknown), guest_halt_poll_ns $halt_poll"
+# The hypervisor, where the kernel's log says (it may be unreadable): under
+# one that keeps shadow page tables (PVM) the first touch of every new
+# page-table entry is a trip to the host, 5 us here -- part of each
+# refault, and of a spill that reads its page where it was moved to.
+hv=$(dmesg 2>/dev/null | sed -n 's/.*Hypervisor detected: *//p' | head -n 1)
+[ -n "$hv" ] && machine="$machine; hypervisor $hv"
 
 if grep -q '^unavailable ' "$RAW"; then
 	why=$(sed -n 's/^unavailable //p' "$RAW")
@@ -113,6 +119,8 @@ fi
 	fi
 	lat_row "kernel: first write to an untouched anonymous page (zero-fill)" kernel-zerofill 1
 	lat_row "no fault: read of a resident page (the timing's own cost)" resident 1
+	[ "$(lat moved 1 4)" != 0 ] &&
+		lat_row "no fault: first read of a page UFFDIO_MOVE just moved (a new page-table entry; what a spill reading its page where it landed pays)" moved 1
 	echo
 	echo "Spill rows other than the halting ones: while the handler serves a"
 	echo "burst of faults it holds a CPU latency request of 0 (PM QoS,"
