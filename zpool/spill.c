@@ -2451,7 +2451,7 @@ static bool sp_read_staged(struct spill_engine *e, const unsigned char *stage, c
 	if (got < 0 && (errno == ENOSYS || errno == EPERM)) {
 		atomic_store_explicit(&e->no_copy, true, memory_order_relaxed);
 		cgm_log("spill: process_vm_readv refused (%s): spilled pages are read in place, "
-			"5 us a page slower on a VM with shadow page tables", strerror(errno));
+			"5 us a page slower on a VM with shadow page tables", cgm_strerror(errno));
 	}
 	return false;
 }
