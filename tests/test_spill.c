@@ -29,17 +29,14 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
 #include <linux/userfaultfd.h>
-#include <stddef.h>
 #include <sys/ioctl.h>
-#include <sys/prctl.h>
 
 #include "cgm/compiler.h"
 #include "cgm/spill.h"
 #include "cgm/zpool.h"
 #include "check_run.h"
+#include "seccomp_refuse.h"
 
 #define PG 4096ul
 
@@ -2529,18 +2526,10 @@ END_TEST
 /* Refuse process_vm_readv() with EPERM in this process from now on, as a seccomp sandbox may. */
 static void refuse_process_vm_readv(void)
 {
-	struct sock_filter insns[] = {
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_process_vm_readv, 0, 1),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-	};
-	struct sock_fprog prog = { .len = sizeof(insns) / sizeof(insns[0]), .filter = insns };
 	char a = 1, b = 0;
 	struct iovec local = { &b, 1 }, remote = { &a, 1 };
 
-	ck_assert_int_eq(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
-	ck_assert_int_eq(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog), 0);
+	ck_assert_int_eq(seccomp_refuse(__NR_process_vm_readv, EPERM), 0);
 	ck_assert_int_eq(process_vm_readv(getpid(), &local, 1, &remote, 1, 0), -1);
 	ck_assert_int_eq(errno, EPERM);
 }
@@ -2563,7 +2552,7 @@ static void spill_every_byte(bool refused)
 		refuse_process_vm_readv();
 	setup();
 	fill_keep(p, N, ref);
-	/* Holes (never touched, so not moved) inside batches and copies. */
+	/* Holes (pages dropped, so not moved) inside batches and copies. */
 	for (size_t i = 0; i < N; i++)
 		if (i % 37 == 5 || i % 64 == 15 || i % 64 == 16) {
 			madvise(p + i * PG, PG, MADV_DONTNEED);

@@ -19,17 +19,15 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-#include <linux/filter.h>
-#include <linux/seccomp.h>
 
 #include "cgm/zpool.h"
+#include "seccomp_refuse.h"
 #include "zpool_pages.h"
 
 #define N 600
@@ -510,22 +508,6 @@ static void test_corrupt_backing(void)
 	       "dst untouched\n", r1, r2);
 }
 
-/* io_uring_setup fails with ENOSYS from here on (seccomp). */
-static int forbid_io_uring(void)
-{
-	struct sock_filter f[] = {
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 0),	/* seccomp_data.nr */
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-	};
-	struct sock_fprog prog = { .len = 4, .filter = f };
-
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
-		return -1;
-	return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog);
-}
-
 /* Without io_uring, writeback and loads fall back to pwrite/pread. */
 static void test_without_io_uring(void)
 {
@@ -542,7 +524,8 @@ static void test_without_io_uring(void)
 		long w;
 		int bad;
 
-		if (forbid_io_uring()) {
+		/* io_uring_setup fails with ENOSYS from here on. */
+		if (seccomp_refuse(__NR_io_uring_setup, ENOSYS)) {
 			printf("SKIP without io_uring: seccomp unavailable\n");
 			_exit(0);
 		}

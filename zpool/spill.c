@@ -2431,7 +2431,7 @@ static bool sp_read_staged(struct spill_engine *e, const unsigned char *stage, c
 	for (unsigned i = from; i < from + n; i++) {
 		if (!moved[i])
 			continue;
-		if (runs && i > from && moved[i - 1]) {
+		if (i > from && moved[i - 1]) {
 			local[runs - 1].iov_len += SP_PAGE;
 			remote[runs - 1].iov_len += SP_PAGE;
 		} else {
