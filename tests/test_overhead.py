@@ -187,6 +187,9 @@ class Interleaving(unittest.TestCase):
     def test_warmup_puts_limits_last(self):
         self.assertEqual(schedule.warmup(["glibc", "limits", "on"], late=("limits",)),
                          ["glibc", "on", "limits"])
+        self.assertEqual(schedule.warmup(["spill", "glibc", "limits", "on"],
+                                         late=configs.FROM_PEAK),
+                         ["glibc", "on", "spill", "limits"])
 
 
 class Isolation(unittest.TestCase):
@@ -210,6 +213,27 @@ class Parsing(unittest.TestCase):
     def test_limits_above_peak(self):
         # peak 10 MiB: high = 20 + 64 = 84M, max = 40 + 128 = 168M.
         self.assertEqual(configs.limits_conf(10 * 1024), "accounting=1,high=84M,max=168M")
+
+    def test_spill_conf(self):
+        self.assertEqual(configs.peak_conf("spill", 10 * 1024),
+                         "accounting=1,high=84M,max=168M,spill=1")
+        self.assertEqual(configs.peak_conf("limits", 10 * 1024), configs.limits_conf(10 * 1024))
+
+    def test_spills(self):
+        def spills(conf, name="mine", builtin=False):
+            return configs.Config(name, preload="lib.so", conf=conf, builtin=builtin).spills
+        self.assertTrue(spills("accounting=1,spill=1"))
+        self.assertTrue(spills("spill = yes ,accounting=1"))
+        self.assertFalse(spills("accounting=1"))
+        self.assertFalse(spills("accounting=1,spill=0"))
+        self.assertFalse(spills("spill=1,spill=off"))
+        self.assertFalse(spills("spill_codec=zstd"))
+        # The built-in one before the warm-up has set its CGMALLOC_CONF.
+        self.assertTrue(spills(None, "spill", True))
+        self.assertIsNone(configs.Config("on", preload="lib.so", conf="accounting=1")
+                          .callgrind_note)
+        self.assertIn("userfaultfd", configs.Config("x", preload="l", conf="spill=1")
+                      .callgrind_note)
 
     def test_callgrind_parse(self):
         text = ("positions: line\nevents: Ir\nob=(1) /lib/libc.so.6\nfn=(1) main\n"
@@ -302,7 +326,7 @@ class Launcher(unittest.TestCase):
 @unittest.skipUnless(os.path.isfile(LIB) and os.path.isfile(CHURN),
                      "build first: make and the bench programs")
 class EndToEnd(unittest.TestCase):
-    ALL = "glibc,mimalloc,jemalloc,off,on,limits,zpool"
+    ALL = "glibc,mimalloc,jemalloc,off,on,limits,spill"
 
     @classmethod
     def setUpClass(cls):
@@ -346,11 +370,15 @@ class EndToEnd(unittest.TestCase):
         self.assertEqual(cfgs["other"]["env"], {"LD_PRELOAD": self.other,
                                                 "CGMALLOC_CONF": "accounting=1"})
         self.assertTrue(cfgs["mimalloc"]["env"]["LD_PRELOAD"].endswith("libmimalloc.so.2"))
-        accepted = configs.probe_preload(LIB, "zpool=1")[0] == 0
-        self.assertEqual(cfgs["zpool"]["available"], accepted)
-        # limits: high and max computed from the warm-up's peak.
+        status, err = configs.probe_preload(LIB, "spill=1")
+        self.assertEqual(cfgs["spill"]["available"], status == 0 and "refused" not in err,
+                         cfgs["spill"]["note"])
+        # limits and spill: high and max computed from the warm-up's peak, the same for both.
         peak = self.rec["settings"]["limits_peak_maxrss_kib"]
         self.assertEqual(cfgs["limits"]["env"]["CGMALLOC_CONF"], configs.limits_conf(peak))
+        if cfgs["spill"]["available"]:
+            self.assertEqual(cfgs["spill"]["env"]["CGMALLOC_CONF"],
+                             configs.limits_conf(peak) + ",spill=1")
 
     def test_runs(self):
         avail = [c["name"] for c in self.rec["configurations"] if c["available"]]
@@ -400,8 +428,14 @@ class EndToEnd(unittest.TestCase):
 
     def test_callgrind(self):
         cg = {r["config"]: r["callgrind"] for r in self.rec["runs"] if r["phase"] == "callgrind"}
-        avail = [c["name"] for c in self.rec["configurations"] if c["available"]]
-        self.assertEqual(sorted(cg), sorted(avail))
+        avail = [c for c in self.rec["configurations"] if c["available"]]
+        # valgrind has no userfaultfd: a configuration that spills is not counted, and says so.
+        counted = [c["name"] for c in avail if not c["callgrind_note"]]
+        self.assertEqual(sorted(cg), sorted(counted))
+        for c in avail:
+            self.assertEqual(bool(c["callgrind_note"]), c["name"] == "spill", c)
+        if any(c["name"] == "spill" for c in avail):
+            self.assertIn("spill: not counted: valgrind has no userfaultfd", self.r.stdout)
         bad = [(n, c) for n, c in cg.items()
                if not c["ir"] or (n != "glibc" and c["allocator_seen"] is not True)]
         self.assertEqual(bad, [], "callgrind did not run the preloaded allocator")

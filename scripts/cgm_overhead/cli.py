@@ -22,7 +22,8 @@ Configurations (-c, comma-separated; default: all built-in ones):
   on         cgmalloc, accounting=1, no limits
   limits     cgmalloc, accounting=1 with high = 2 x peak + 64M and
              max = 4 x peak + 128M, peak = the warm-up's max RSS
-  zpool      cgmalloc, accounting=1,zpool=1 (once the library accepts it)
+  spill      limits' high and max with spill=1: the spiller on, nothing to
+             reclaim (where spill=1 is allowed; no callgrind count)
   NAME=CONF  cgmalloc with CGMALLOC_CONF=CONF; it takes the rest of its -c
              argument, commas included: -c glibc,on -c mine=accounting=1,max=1G
   NAME@LIB=CONF  the same with another build of cgmalloc, LIB (a path without
@@ -182,9 +183,9 @@ def list_configs(chosen):
     width = max(len(c.name) for c in chosen)
     for c in chosen:
         text = c.describe() if c.available else c.note
-        if c.name == "limits":
-            text = "LD_PRELOAD=%s CGMALLOC_CONF=accounting=1,high=2xPEAK+64M,max=4xPEAK+128M" % (
-                c.preload)
+        if c.available and c.name in configs.FROM_PEAK:
+            text = "LD_PRELOAD=%s CGMALLOC_CONF=accounting=1,high=2xPEAK+64M,max=4xPEAK+128M%s" % (
+                c.preload, ",spill=1" if c.name == "spill" else "")
         print("%-*s  %s" % (width, c.name, text))
 
 

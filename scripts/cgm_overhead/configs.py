@@ -11,7 +11,12 @@ for glibc) and, for cgmalloc, a CGMALLOC_CONF.  The built-in ones are:
   limits    cgmalloc, accounting=1 with high and max above the workload's
             peak (set from the warm-up: high = 2 x peak + 64M,
             max = 4 x peak + 128M), so limits are checked but never hit
-  zpool     cgmalloc, accounting=1,zpool=1, once the library accepts zpool=1
+  spill     the same high and max as limits, and spill=1: the spiller running
+            (its handler thread, the heap registered) with nothing to
+            reclaim, so what enabling spilling costs a workload under its
+            limit; not where spill=1 is refused (no userfaultfd that serves
+            kernel-mode faults), and not under callgrind (valgrind has no
+            userfaultfd, so the library refuses spill=1 there)
 
 and the user adds NAME=CGMALLOC_CONF for cgmalloc with any other settings,
 or NAME@LIB=CGMALLOC_CONF for another build of cgmalloc (LIB, a path
@@ -28,13 +33,15 @@ import sysconfig
 
 from . import HarnessError
 
-BUILTIN = ("glibc", "mimalloc", "jemalloc", "off", "on", "limits", "zpool")
+BUILTIN = ("glibc", "mimalloc", "jemalloc", "off", "on", "limits", "spill")
 CGMALLOC_CONFS = {
     "off": "accounting=0",
     "on": "accounting=1",
     "limits": None,           # set once the warm-up has measured the peak
-    "zpool": "accounting=1,zpool=1",
+    "spill": None,            # the same
 }
+# Built-in configurations whose CGMALLOC_CONF needs the warm-up's peak.
+FROM_PEAK = ("limits", "spill")
 DEBIAN_PACKAGE = {"mimalloc": "libmimalloc2.0", "jemalloc": "libjemalloc2"}
 NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.+-]*$")
 # Status with which cgmalloc exits before main when strict=1 and a
@@ -57,6 +64,24 @@ class Config:
         self.builtin = builtin
         self.available = True
         self.note = ""
+
+    @property
+    def spills(self):
+        """True when CGMALLOC_CONF turns spilling on (the last spill= wins)."""
+        on = False
+        for item in (self.conf or "").split(","):
+            key, _, value = item.partition("=")
+            if key.strip() == "spill":
+                on = value.strip().lower() not in ("", "0", "off", "false", "no")
+        return on or (self.builtin and self.name == "spill")
+
+    @property
+    def callgrind_note(self):
+        """Why callgrind does not count this configuration, or None."""
+        if self.spills:
+            return ("not counted: valgrind has no userfaultfd, so the library refuses spill=1 "
+                    "under it and the count would be that of the same configuration without it")
+        return None
 
     @property
     def cgmalloc(self):
@@ -163,6 +188,12 @@ def limits_conf(peak_kib):
     return "accounting=1,high=%dM,max=%dM" % (-(-high // MIB), -(-limit // MIB))
 
 
+def peak_conf(name, peak_kib):
+    """The CGMALLOC_CONF of built-in configuration @name (one of FROM_PEAK)."""
+    conf = limits_conf(peak_kib)
+    return conf + ",spill=1" if name == "spill" else conf
+
+
 def parse_list(items):
     """The configuration names and NAME=CONF items of the -c arguments.
 
@@ -231,14 +262,18 @@ def _builtin(name, lib):
         return c
     _need_lib(name, lib)
     c = Config(name, preload=lib, conf=CGMALLOC_CONFS[name])
-    if name == "zpool":
-        status, err = probe_preload(lib, "zpool=1")
+    if name == "spill":
+        status, err = probe_preload(lib, "spill=1")
         if status == STRICT_EXIT:
             c.available = False
-            c.note = "not available yet: %s does not accept zpool=1" % os.path.basename(lib)
+            c.note = "not available: %s does not accept spill=1" % os.path.basename(lib)
         elif status != 0:
             c.available = False
-            c.note = "not available: zpool=1 probe failed (status %d): %s" % (status, err)
+            c.note = "not available: spill=1 probe failed (status %d): %s" % (status, err)
+        elif "spill=1 refused" in err:
+            # The library runs on without spilling: measured, it would be limits again.
+            c.available = False
+            c.note = "not available here: " + err.removeprefix("cgmalloc: ")
     return c
 
 

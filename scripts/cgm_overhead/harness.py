@@ -167,24 +167,26 @@ class Harness:
         config.note = "failed in the warm-up (%s): not run" % detail
 
     def _set_limits(self, config):
-        """high and max for the limits configuration, above the peak max RSS
-        of the warm-up runs so far (a cgmalloc run without accounting
-        measures it when none ran before)."""
-        peaks = [r["values"]["maxrss"] for r in self.records if r["ok"]]
-        if not peaks:
-            probe = configs.Config("limits-peak-probe", preload=config.preload,
-                                   conf="accounting=0")
-            rec = self._run(probe, "warmup", 0)
-            if not rec["ok"]:
-                self._fail_warmup(config, rec)
-                return
-            peaks = [rec["values"]["maxrss"]]
-        self.peak_kib = max(peaks)
-        config.conf = configs.limits_conf(self.peak_kib)
+        """high and max for the limits and spill configurations, above the
+        peak max RSS of the warm-up runs before the first of them (a
+        cgmalloc run without accounting measures it when none ran before);
+        both get the same."""
+        if self.peak_kib is None:
+            peaks = [r["values"]["maxrss"] for r in self.records if r["ok"]]
+            if not peaks:
+                probe = configs.Config("limits-peak-probe", preload=config.preload,
+                                       conf="accounting=0")
+                rec = self._run(probe, "warmup", 0)
+                if not rec["ok"]:
+                    self._fail_warmup(config, rec)
+                    return
+                peaks = [rec["values"]["maxrss"]]
+            self.peak_kib = max(peaks)
+        config.conf = configs.peak_conf(config.name, self.peak_kib)
 
     def _warm_up(self):
         avail = self._available()
-        order = schedule.warmup([c.name for c in avail], late=("limits",))
+        order = schedule.warmup([c.name for c in avail], late=configs.FROM_PEAK)
         by_name = {c.name: c for c in avail}
         total = self.warmup * len(order)
         i = 0
@@ -194,7 +196,7 @@ class Harness:
                 i += 1
                 if not c.available:
                     continue
-                if name == "limits" and c.conf is None:
+                if c.builtin and name in configs.FROM_PEAK and c.conf is None:
                     self._set_limits(c)
                     if not c.available:
                         continue
@@ -218,7 +220,7 @@ class Harness:
             eta.add(name, rec["values"]["wall"])
 
     def _callgrind(self):
-        avail = self._available()
+        avail = [c for c in self._available() if not c.callgrind_note]
         eta = Eta()
         for i, c in enumerate(avail):
             left = eta.left(x.name for x in avail[i:]) if i else None

@@ -63,6 +63,7 @@ def build(h, invocation, started, duration, notes):
     for c in h.configs:
         cfgs.append({"name": c.name, "builtin": c.builtin, "available": c.available,
                      "note": c.note, "env": c.env(),
+                     "callgrind_note": c.callgrind_note if h.use_callgrind else None,
                      "command": c.shell_command(w.argv) if c.available else None})
     return _clean({
         "format": FORMAT,

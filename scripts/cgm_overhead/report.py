@@ -67,7 +67,7 @@ def _header_lines(rec):
         if c["available"]:
             env = " ".join("%s=%s" % kv for kv in c["env"].items()) or "no preload"
             extra = ""
-            if c["name"] == "limits" and s.get("limits_peak_maxrss_kib"):
+            if c["name"] in ("limits", "spill") and s.get("limits_peak_maxrss_kib"):
                 extra = " (peak max RSS in the warm-up %.1f MiB)" % (
                     s["limits_peak_maxrss_kib"] / 1024)
             lines.append("  %-*s  %s%s" % (width, c["name"], env, extra))
@@ -142,8 +142,10 @@ def _callgrind_lines(rec):
             row += ["%d (%.1f%%)" % (cg["allocator_ir"], share),
                     "yes" if cg["allocator_seen"] else "NO: the preload did not run"]
         rows.append(row)
+    skipped = ["  %s: %s" % (c["name"], c["callgrind_note"]) for c in rec["configurations"]
+               if c["available"] and c.get("callgrind_note")]
     return ["", "callgrind: instructions of one run per configuration (exact, repeatable)"] + \
-        table(header, rows, right=tuple(range(1, 2 + len(bases))))
+        table(header, rows, right=tuple(range(1, 2 + len(bases)))) + skipped
 
 
 def render(rec):
