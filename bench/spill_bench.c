@@ -25,6 +25,11 @@
  *                  whose page-table entry is new (what a spill reading its
  *                  page where it was moved to pays: a trip to the host
  *                  where the hypervisor keeps shadow page tables)
+ *   bare uffd      the least a refault through userfaultfd costs here:
+ *                  a thread of this program serves each MISSING fault
+ *                  with UFFDIO_COPY of one ready page (no lookup, no
+ *                  decompression, no accounting), spinning between faults
+ *                  as the engine's handler does in a burst
  *   throughput     spill_out() of all the pages in one call, one thread
  *                  walking them back, and the codec's raw compress and
  *                  decompress of the same pages
@@ -46,6 +51,8 @@
 #include <string.h>
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -693,6 +700,99 @@ static void step_moved(double *us, int round)
 	munmap(p, npages * PG);
 }
 
+/*
+ * The bare userfaultfd round trip: its own uffd over an area whose pages
+ * are all missing, and a thread that serves each fault with UFFDIO_COPY
+ * of one page filled beforehand.  Between faults it reads the uffd
+ * without sleeping until BARE_SPIN_US pass without one (the engine's
+ * SP_SPIN_BURST_NS), then sleeps in poll() until the next walk.  No CPU
+ * latency request.  Off when the kernel refuses the uffd.
+ */
+#define BARE_SPIN_US	200.0
+
+static int bare_uffd = -1, bare_stop = -1;
+static unsigned char *bare_area, *bare_src;
+static pthread_t bare_thread;
+static struct lat lat_bare;
+
+static void *bare_handler(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		struct pollfd pf[2] = { { .fd = bare_uffd, .events = POLLIN },
+					{ .fd = bare_stop, .events = POLLIN } };
+		double idle_since = now_us();
+
+		if (poll(pf, 2, -1) < 0 && errno != EINTR)
+			die("poll", errno);
+		if (pf[1].revents)
+			return NULL;
+		while (now_us() - idle_since < BARE_SPIN_US) {
+			struct uffd_msg msg;
+			struct uffdio_copy c = { .src = (uintptr_t)bare_src, .len = PG };
+
+			if (read(bare_uffd, &msg, sizeof(msg)) != (ssize_t)sizeof(msg) ||
+			    msg.event != UFFD_EVENT_PAGEFAULT) {
+				__builtin_ia32_pause();
+				continue;
+			}
+			c.dst = msg.arg.pagefault.address & ~(uint64_t)(PG - 1);
+			if (ioctl(bare_uffd, UFFDIO_COPY, &c) && errno != EEXIST)
+				die("UFFDIO_COPY", errno);
+			idle_since = now_us();
+		}
+	}
+}
+
+static void bare_open(void)
+{
+	struct uffdio_api api = { .api = UFFD_API };
+	struct uffdio_register reg = { .mode = UFFDIO_REGISTER_MODE_MISSING };
+	int err;
+
+	bare_uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	if (bare_uffd < 0)
+		return;
+	bare_area = map_anon(npages);
+	bare_src = map_anon(1);
+	memset(bare_src, 0x5a, PG);
+	reg.range.start = (uintptr_t)bare_area;
+	reg.range.len = npages * PG;
+	if (ioctl(bare_uffd, UFFDIO_API, &api) || ioctl(bare_uffd, UFFDIO_REGISTER, &reg)) {
+		close(bare_uffd);
+		bare_uffd = -1;
+		return;
+	}
+	bare_stop = eventfd(0, EFD_CLOEXEC);
+	if (bare_stop < 0)
+		die("eventfd", errno);
+	err = pthread_create(&bare_thread, NULL, bare_handler, NULL);
+	if (err)
+		die("pthread_create", err);
+}
+
+static void bare_close(void)
+{
+	if (bare_uffd < 0)
+		return;
+	if (eventfd_write(bare_stop, 1))
+		die("eventfd_write", errno);
+	pthread_join(bare_thread, NULL);
+	close(bare_stop);
+	close(bare_uffd);
+}
+
+static void step_bare(double *us)
+{
+	walk_timed(bare_area, npages, us, TOUCH_READ);
+	lat_add(&lat_bare, us, npages);
+	for (size_t i = 0; i < npages; i++)
+		if (bare_area[i * PG + TOUCH_AT] != 0x5a)
+			mismatches++;
+	/* Missing again for the next round. */
+	madvise(bare_area, npages * PG, MADV_DONTNEED);
+}
+
 static void step_resident(double *us)
 {
 	walk_timed(resident_map, npages, us, TOUCH_READ);
@@ -703,7 +803,7 @@ static void step_resident(double *us)
 
 enum step_kind {
 	STEP_SPILL_LATENCY, STEP_SPILL_THROUGHPUT, STEP_SPILL_SCATTERED, STEP_RAW,
-	STEP_PAGECACHE, STEP_SWAPIN, STEP_ZEROFILL, STEP_RESIDENT, STEP_MOVED,
+	STEP_PAGECACHE, STEP_SWAPIN, STEP_ZEROFILL, STEP_RESIDENT, STEP_MOVED, STEP_BARE,
 };
 
 struct step {
@@ -752,6 +852,8 @@ static size_t make_steps(struct step *steps)
 	steps[n++] = (struct step){ STEP_RESIDENT, NULL, 0 };
 	if (move_uffd >= 0)
 		steps[n++] = (struct step){ STEP_MOVED, NULL, 0 };
+	if (bare_uffd >= 0)
+		steps[n++] = (struct step){ STEP_BARE, NULL, 0 };
 	return n;
 }
 
@@ -784,6 +886,9 @@ static void run_step(const struct step *st, int round, double *us)
 		break;
 	case STEP_MOVED:
 		step_moved(us, round);
+		break;
+	case STEP_BARE:
+		step_bare(us);
 		break;
 	}
 }
@@ -841,6 +946,7 @@ static void report(void)
 	lat_print(&lat_zerofill, "kernel-zerofill", 1);
 	lat_print(&lat_resident, "resident", 1);
 	lat_print(&lat_moved, "moved", 1);
+	lat_print(&lat_bare, "bare-uffd", 1);
 
 	for (size_t s = 0; s < NR_SIDES; s++) {
 		struct codec_side *c = &sides[s];
@@ -927,7 +1033,10 @@ int main(int argc, char **argv)
 	lat_init(&lat_zerofill);
 	lat_init(&lat_resident);
 	lat_init(&lat_moved);
+	lat_init(&lat_bare);
 	moved_open();
+	if (!scattered_only && !halting_only)
+		bare_open();
 
 	nsteps = make_steps(steps);
 	for (int r = 0; r < rounds; r++)
@@ -935,6 +1044,7 @@ int main(int argc, char **argv)
 			run_step(&steps[(i + (size_t)r) % nsteps], r, us);
 	report();
 
+	bare_close();
 	for (size_t s = 0; s < NR_SIDES; s++) {
 		spill_close(sides[s].eng);
 		zp_destroy_pool(sides[s].pool);
