@@ -100,6 +100,11 @@ const struct cgm_conf_key cgm_conf_keys[] = {
 	  "below the lower of memory.high and memory.max, so that allocating threads seldom "
 	  "reclaim themselves",
 	  NULL, 0, 0 },
+	{ "spill_background_zstd", CGM_CONF_BOOL, FIELD(spill_background_zstd), "1",
+	  "with spill_recompress, the background reclaim compresses the pages it spills with "
+	  "zstd at once, as recompression would leave them, instead of with lz4 now and both "
+	  "codecs again when the pool needs room: its pages are the coldest",
+	  NULL, 0, 0 },
 	{ "spill_hold_high", CGM_CONF_BOOL, FIELD(spill_hold_high), "0",
 	  "memory.high holds while pages come back: after each charge batch brought back, the "
 	  "handler thread spills what the group is over before it serves the next fault, as "

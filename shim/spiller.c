@@ -531,7 +531,8 @@ int cgm_spill_report(char *buf, size_t len)
 			"discarded %llu misreported %llu unshared %llu "
 			"skipped %llu (hot %llu, written %llu, in chunks just back %llu) in_pool %llu pool_bytes %llu dict_stores %llu "
 			"written_back %llu recompressed %llu (by the program's threads %llu, "
-			"against the dictionary %llu) background %llu (stopped %llu)\n",
+			"against the dictionary %llu) zstd_at_once %llu (against the dictionary %llu) "
+			"background %llu (stopped %llu)\n",
 			(unsigned long long)ss.spilled, (unsigned long long)ss.refaulted,
 			(unsigned long long)ss.refaulted_hot, (unsigned long long)ss.readahead,
 			(unsigned long long)ss.restored,
@@ -547,6 +548,8 @@ int cgm_spill_report(char *buf, size_t len)
 			(unsigned long long)zs.recompressed_pages,
 			(unsigned long long)__atomic_load_n(&recompressed_direct, __ATOMIC_RELAXED),
 			(unsigned long long)zs.recompressed_dict,
+			(unsigned long long)zs.stored_dense,
+			(unsigned long long)zs.stored_dense_dict,
 			(unsigned long long)cgm_bg_reclaim_pages(),
 			(unsigned long long)cgm_bg_reclaim_thrash_stops());
 }
@@ -643,6 +646,28 @@ static int64_t pool_write_back_for(int64_t pages)
 }
 
 /*
+ * spill_background_zstd=1: the background reclaim's pages go to zstd at
+ * once (zp_store_dense), as recompression would leave them.  They are
+ * the coldest pages, and in a pool that must recompress to fit (python3
+ * of bench/spill_workload.sh under memory.high at half its peak: 52,530
+ * of 55,059 pool pages recompressed) a page stored with lz4 costs its lz4
+ * compression, then an lz4 decompression and the zstd compression anyway.
+ * Timed inside the background thread there: batches of 256 pages took
+ * 17-39 ms, 20 ms and more of it recompressing up to 512 pool pages (some
+ * 40 us each) to give back 90-200 pool pages, while the pages came back
+ * at 20-35 a millisecond; so the program's own thread found the group
+ * 13,000-15,000 pages over memory.high and spilled them itself (0.18-0.23
+ * s in one reclaim).  The handler's refaults and the program thread's
+ * reclaim keep lz4, whose loads are faster.
+ */
+static long spill_run(void *addr, size_t npages)
+{
+	if (on_background && recompress && cgm_conf.spill_background_zstd)
+		return spill_out_dense(engine, addr, npages);
+	return spill_out(engine, addr, npages);
+}
+
+/*
  * Spill the resident pages of [start, end) (at most CHUNK_PAGES), in runs
  * that bridge small gaps.  Returns the pages spilled; *scanned counts
  * the resident ones looked at; *full is set when the engine refused
@@ -701,7 +726,7 @@ static int64_t spill_chunk(uintptr_t start, uintptr_t end, int64_t want, uint64_
 			}
 		}
 		{
-			long r = spill_out(engine, (void *)(start + first * PAGE), last - first + 1);
+			long r = spill_run((void *)(start + first * PAGE), last - first + 1);
 
 			if (r > 0)
 				got += r;

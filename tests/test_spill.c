@@ -309,6 +309,46 @@ START_TEST(test_roundtrip)
 END_TEST
 
 /*
+ * spill_out_dense: into a pool that recompresses, the pages go to zstd at
+ * once (all but the same-filled ones, which stay a word), and come back
+ * byte for byte; spill_out() of the same memory stores with lz4.
+ */
+START_TEST(test_spill_out_dense)
+{
+	enum { N = 512 };
+	unsigned char *p = map_pages(N), *ref = malloc(N * PG);
+	struct spill_stats st;
+	struct zp_stats zs;
+	uint64_t dense;
+
+	ck_assert_ptr_nonnull(ref);
+	ck_assert_int_eq(zp_create_pool(&(struct zp_options){ .recompress = true }, &pool), 0);
+	ck_assert_int_eq(spill_open(&(struct spill_options){ .pool = pool }, &eng), 0);
+	fill_keep(p, N, ref);
+	ck_assert_int_eq(spill_out_dense(eng, p, N), N);
+	zp_pool_stats(pool, &zs);
+	ck_assert_uint_gt(zs.stored_dense, N / 2);
+	ck_assert_uint_eq(zs.stored_dense + zs.same_pages, N);
+	ck_assert_uint_eq(zs.huge_pages, 0);
+	dense = zs.stored_dense;
+	/* Each page faults back as it is compared. */
+	ck_assert_int_eq(memcmp(p, ref, N * PG), 0);
+	settle(&st, 0);
+	ck_assert_uint_eq(st.refaulted, N);
+	zp_pool_stats(pool, &zs);
+	ck_assert_uint_eq(zs.stored_pages, 0);
+
+	fill_keep(p, N, ref);
+	ck_assert_int_eq(spill_out(eng, p, N), N);
+	zp_pool_stats(pool, &zs);
+	ck_assert_uint_eq(zs.stored_pages, N);
+	ck_assert_uint_eq(zs.stored_dense, dense);
+	ck_assert_int_eq(memcmp(p, ref, N * PG), 0);
+	free(ref);
+}
+END_TEST
+
+/*
  * More pages out than the table's first 4096 slots hold at half load: it
  * doubles (four times here) with every entry rehashed, and max_pages still
  * caps what is out.  Every page comes back byte for byte; after that the
@@ -2656,6 +2696,7 @@ int main(void)
 
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_roundtrip);
+	tcase_add_test(tc, test_spill_out_dense);
 	tcase_add_test(tc, test_table_grows);
 	tcase_add_test(tc, test_syscalls);
 	tcase_add_test(tc, test_syscalls_more);

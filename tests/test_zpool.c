@@ -61,6 +61,21 @@ static void capture_end(struct capture *c, char *out, size_t len)
 	close(c->fd);
 }
 
+/* Every entry of @pool invalidated: once compacted, nothing of them is left. */
+static void assert_pool_empty(struct zp_pool *pool)
+{
+	struct zp_stats st;
+
+	zp_compact(pool);
+	zp_pool_stats(pool, &st);
+	ck_assert_uint_eq(st.stored_pages, 0);
+	ck_assert_uint_eq(st.same_pages, 0);
+	ck_assert_uint_eq(st.huge_pages, 0);
+	ck_assert_uint_eq(st.orig_data_size, 0);
+	ck_assert_uint_eq(st.compr_data_size, 0);
+	ck_assert_uint_eq(st.mem_used_total, 0);
+}
+
 START_TEST(test_class_geometry)
 {
 	struct zp_pool *pool = new_pool(NULL);
@@ -291,13 +306,7 @@ START_TEST(test_store_kinds)
 
 	for (int i = 0; i < 5; i++)
 		ck_assert_int_eq(zp_invalidate(pool, e[i]), 0);
-	zp_pool_stats(pool, &st);
-	ck_assert_uint_eq(st.stored_pages, 0);
-	ck_assert_uint_eq(st.same_pages, 0);
-	ck_assert_uint_eq(st.huge_pages, 0);
-	ck_assert_uint_eq(st.orig_data_size, 0);
-	ck_assert_uint_eq(st.compr_data_size, 0);
-	ck_assert_uint_eq(st.mem_used_total, 0);
+	assert_pool_empty(pool);
 	zp_destroy_pool(pool);
 }
 END_TEST
@@ -411,13 +420,71 @@ START_TEST(test_recompress)
 	ck_assert_mem_eq(out, pages[0], ZPT_PAGE);
 	for (int i = 0; i < 96; i++)
 		ck_assert_int_eq(zp_invalidate(pool, e[i]), 0);
-	zp_compact(pool);
-	zp_pool_stats(pool, &after);
-	ck_assert_uint_eq(after.stored_pages, 0);
-	ck_assert_uint_eq(after.compr_data_size, 0);
-	ck_assert_uint_eq(after.orig_data_size, 0);
-	ck_assert_uint_eq(after.mem_used_total, 0);
+	assert_pool_empty(pool);
 	zp_destroy_pool(pool);
+}
+END_TEST
+
+/*
+ * zp_store_dense: in a recompressing lz4 pool a text page goes to zstd at
+ * once -- the same bytes in the pool as zp_store() then zp_recompress()
+ * would leave, loaded byte-identical, and never looked at by
+ * zp_recompress(); a same-filled page stays a word and a random one goes
+ * the lz4 way (kept raw); in a pool without recompression it is
+ * zp_store().  Invalidated, nothing is left.
+ */
+START_TEST(test_store_dense)
+{
+	struct zp_options o = { .recompress = true, .no_dict = true };
+	struct zp_pool *pool = new_pool(&o), *ref = new_pool(&o), *plain = new_pool(NULL);
+	static unsigned char pages[66][ZPT_PAGE];
+	unsigned char out[ZPT_PAGE];
+	zp_entry_t e[66], r[64], p;
+	struct zp_stats st, rst;
+	uint64_t rng = 23;
+	unsigned bad = 0;
+
+	for (int i = 0; i < 64; i++)
+		zpt_page_text(&rng, pages[i]);
+	zpt_page_same(0x0123456789abcdefull, pages[64]);
+	zpt_page_random(&rng, pages[65]);
+	for (int i = 0; i < 66; i++)
+		ck_assert_int_eq(zp_store_dense(pool, pages[i], &e[i]), 0);
+	for (int i = 0; i < 64; i++)
+		ck_assert_int_eq(zp_store(ref, pages[i], &r[i]), 0);
+	ck_assert_int_eq(zp_recompress(ref, 1000, 0), 64);
+	zp_pool_stats(pool, &st);
+	zp_pool_stats(ref, &rst);
+	ck_assert_uint_eq(st.stored_dense, 64);
+	ck_assert_uint_eq(st.stored_dense_dict, 0);
+	ck_assert_uint_eq(st.same_pages, 1);
+	ck_assert_uint_eq(st.huge_pages, 1);
+	ck_assert_uint_eq(st.stored_pages, 66);
+	ck_assert_uint_eq(st.recompressed_pages, 0);
+	ck_assert_uint_eq(rst.recompressed_pages, 64);
+	/* The text pages' bytes: what recompression leaves, the raw page's besides. */
+	ck_assert_uint_eq(st.compr_data_size, rst.compr_data_size + ZPT_PAGE);
+	/* Only the raw page is an lz4 entry: recompression looks at it, and declines. */
+	ck_assert_int_eq(zp_recompress(pool, 1000, 0), 1);
+	zp_pool_stats(pool, &st);
+	ck_assert_uint_eq(st.recompress_declined, 1);
+	for (int i = 0; i < 66; i++)
+		bad += zp_load(pool, e[i], out) != 0 || memcmp(out, pages[i], ZPT_PAGE) != 0;
+	ck_assert_uint_eq(bad, 0);
+	/* Without recompression: the pool's codec. */
+	ck_assert_int_eq(zp_store_dense(plain, pages[0], &p), 0);
+	zp_pool_stats(plain, &st);
+	ck_assert_uint_eq(st.stored_dense, 0);
+	ck_assert_uint_eq(st.stored_pages, 1);
+	ck_assert_int_eq(zp_load(plain, p, out), 0);
+	ck_assert_mem_eq(out, pages[0], ZPT_PAGE);
+	ck_assert_int_eq(zp_store_dense(plain, NULL, &p), -EINVAL);
+	for (int i = 0; i < 66; i++)
+		ck_assert_int_eq(zp_invalidate(pool, e[i]), 0);
+	assert_pool_empty(pool);
+	zp_destroy_pool(pool);
+	zp_destroy_pool(ref);
+	zp_destroy_pool(plain);
 }
 END_TEST
 
@@ -1131,6 +1198,7 @@ int main(void)
 	tcase_add_test(tc, test_huge_reject);
 	tcase_add_test(tc, test_zstd_vs_lz4);
 	tcase_add_test(tc, test_recompress);
+	tcase_add_test(tc, test_store_dense);
 	tcase_add_test(tc, test_recompress_dict);
 	tcase_add_test(tc, test_zstd_pool_dict);
 	tcase_add_test(tc, test_bad_input);

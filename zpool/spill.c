@@ -2461,10 +2461,11 @@ static bool sp_read_staged(struct spill_engine *e, const unsigned char *stage, c
  * staging slots @stage; returns pages spilled.  *@staged: whether any
  * page reached its slot (the slots then hold copies until cleared).
  * @copy: the lane's SP_COPY_PAGES pages the moved ones are read into.
+ * @dense: stored with zp_store_dense().
  */
 static unsigned sp_spill_batch(struct spill_engine *e, uintptr_t addr, unsigned n,
 			       unsigned char *stage, unsigned char *copy, uint32_t range,
-			       bool *staged)
+			       bool dense, bool *staged)
 {
 	bool want[SP_BATCH] = { false }, moved[SP_BATCH] = { false }, busy[SP_BATCH] = { false };
 	bool left[SP_BATCH], copied = false;
@@ -2505,7 +2506,7 @@ static unsigned sp_spill_batch(struct spill_engine *e, uintptr_t addr, unsigned 
 			src = copy + (size_t)(i % SP_COPY_PAGES) * SP_PAGE;
 		else
 			atomic_fetch_add_explicit(&e->read_in_place, 1, memory_order_relaxed);
-		err = zp_store(e->pool, src, &zent);
+		err = dense ? zp_store_dense(e->pool, src, &zent) : zp_store(e->pool, src, &zent);
 		if (err) {
 			/* The pool refused: the page goes back where it was.
 			 * Faults on it wait meanwhile (TRANSIT). */
@@ -2534,7 +2535,7 @@ static unsigned sp_spill_batch(struct spill_engine *e, uintptr_t addr, unsigned 
 	return spilled;
 }
 
-long spill_out(struct spill_engine *e, void *addr, size_t npages)
+static long sp_out(struct spill_engine *e, void *addr, size_t npages, bool dense)
 {
 	uintptr_t start = (uintptr_t)addr, end = start + npages * SP_PAGE;
 	uintptr_t stage = (uintptr_t)e->stage;
@@ -2560,13 +2561,24 @@ long spill_out(struct spill_engine *e, void *addr, size_t npages)
 		bool staged;
 
 		total += sp_spill_batch(e, start + off * SP_PAGE, n, sp_lane_slots(e, lane, n),
-					e->copy + (size_t)lane * SP_COPY_PAGES * SP_PAGE, range, &staged);
+					e->copy + (size_t)lane * SP_COPY_PAGES * SP_PAGE, range, dense,
+					&staged);
 		if (staged)
 			sp_lane_used(e, lane, n);
 	}
 	sp_lane_put(e, lane);
 	sp_range_put(e, range);
 	return total;
+}
+
+long spill_out(struct spill_engine *e, void *addr, size_t npages)
+{
+	return sp_out(e, addr, npages, false);
+}
+
+long spill_out_dense(struct spill_engine *e, void *addr, size_t npages)
+{
+	return sp_out(e, addr, npages, true);
 }
 
 void spill_stage_clear(struct spill_engine *e)

@@ -46,6 +46,8 @@ void zp_pool_stats(struct zp_pool *pool, struct zp_stats *st)
 	st->recompress_declined = LOAD(pool, st_recompress_declined);
 	st->recompressed_dict = LOAD(pool, st_recompressed_dict);
 	st->stored_dict = LOAD(pool, st_stored_dict);
+	st->stored_dense = LOAD(pool, st_stored_dense);
+	st->stored_dense_dict = LOAD(pool, st_stored_dense_dict);
 }
 
 static void class_row(struct zp_class *cls, struct zp_class_stats *row)

@@ -280,28 +280,53 @@ static int store_malloc(struct zp_pool *pool, size_t len, zp_handle_t *handle,
 	return ret;
 }
 
-int zp_store(struct zp_pool *pool, const void *page, zp_entry_t *entry)
+/* At the limit, as zswap: make room before compressing, or refuse (-ENOSPC). */
+static int store_room(struct zp_pool *pool, bool *hit)
+{
+	if (cgm_likely(!pool_at_limit(pool)))
+		return 0;
+	*hit = true;
+	zp_stat_add(pool, st_limit_hit, 1);
+	return pool_make_room(pool, 1) ? 0 : store_refused(pool);
+}
+
+/*
+ * An object of @len bytes holding @src, and an entry for it (not yet
+ * published); the context @c, which @src may lie in, is put back either
+ * way.  Returns 0, or the store's -ENOSPC or -ENOMEM.
+ */
+static int store_place(struct zp_pool *pool, struct zp_cctx *c, const void *src, size_t len,
+		       bool hit, zp_handle_t *handle, zp_entry_t *e)
+{
+	int ret = store_malloc(pool, len, handle, hit);
+
+	if (ret == -ENOSPC) {
+		zp_cctx_put(c);
+		return store_refused(pool);
+	}
+	*e = ret == 0 ? entry_new(pool) : 0;
+	if (!*e) {
+		zp_cctx_put(c);
+		if (ret == 0)
+			zp_free(pool, *handle);
+		zp_stat_add(pool, st_reject_alloc, 1);
+		return -ENOMEM;
+	}
+	zp_obj_write(pool, *handle, src, len);
+	zp_cctx_put(c);
+	return 0;
+}
+
+/* A page that is not same-filled, with the pool's codec, room made already. */
+static int store_codec(struct zp_pool *pool, const void *page, zp_entry_t *entry, bool hit)
 {
 	struct zp_cctx *c;
 	zp_handle_t handle = 0;
 	zp_entry_t e;
-	uint64_t word;
 	const void *cdict;
 	size_t len;
-	bool raw, dict, hit = false;
+	bool raw, dict;
 	int ret;
-
-	if (!page || !entry)
-		return -EINVAL;
-	if (page_same_filled(page, &word))
-		return store_same(pool, word, entry);
-	/* At the limit, as zswap: make room before compressing, or refuse. */
-	if (cgm_unlikely(pool_at_limit(pool))) {
-		hit = true;
-		zp_stat_add(pool, st_limit_hit, 1);
-		if (!pool_make_room(pool, 1))
-			return store_refused(pool);
-	}
 
 	/* Before the context: choosing the dictionary takes one. */
 	cdict = pool->opt.codec == ZP_CODEC_ZSTD ? zp_zdict_cdict(pool) : NULL;
@@ -315,21 +340,9 @@ int zp_store(struct zp_pool *pool, const void *page, zp_entry_t *entry)
 	}
 	if (raw)
 		len = ZP_PAGE_SIZE;
-	ret = store_malloc(pool, len, &handle, hit);
-	if (ret == -ENOSPC) {
-		zp_cctx_put(c);
-		return store_refused(pool);
-	}
-	e = ret == 0 ? entry_new(pool) : 0;
-	if (!e) {
-		zp_cctx_put(c);
-		if (ret == 0)
-			zp_free(pool, handle);
-		zp_stat_add(pool, st_reject_alloc, 1);
-		return -ENOMEM;
-	}
-	zp_obj_write(pool, handle, raw ? page : c->buf, len);
-	zp_cctx_put(c);
+	ret = store_place(pool, c, raw ? page : c->buf, len, hit, &handle, &e);
+	if (ret)
+		return ret;
 
 	pool->entry[e].handle = handle;
 	pool->entry[e].len = (uint32_t)len;
@@ -349,6 +362,73 @@ int zp_store(struct zp_pool *pool, const void *page, zp_entry_t *entry)
 		zp_zdict_offer(pool, page, len);
 	if (!raw && dict)
 		zp_stat_add(pool, st_stored_dict, 1);
+	*entry = e;
+	return 0;
+}
+
+int zp_store(struct zp_pool *pool, const void *page, zp_entry_t *entry)
+{
+	uint64_t word;
+	bool hit = false;
+	int ret;
+
+	if (!page || !entry)
+		return -EINVAL;
+	if (page_same_filled(page, &word))
+		return store_same(pool, word, entry);
+	ret = store_room(pool, &hit);
+	return ret ? ret : store_codec(pool, page, entry, hit);
+}
+
+/*
+ * The entry is born as recompression leaves one (ZE_ZOBJ, off the LRU:
+ * zp_recompress() never looks at it).  The dictionary is offered the page
+ * as after an lz4 store, so that it is still chosen when most stores come
+ * here; zstd halves a few pages that lz4 does not, which it then sees too.
+ */
+int zp_store_dense(struct zp_pool *pool, const void *page, zp_entry_t *entry)
+{
+	struct zp_cctx *c;
+	zp_handle_t handle = 0;
+	zp_entry_t e;
+	uint64_t word;
+	const void *cdict;
+	size_t len;
+	bool dict, hit = false;
+	int ret;
+
+	if (!page || !entry || !pool->opt.recompress || pool->opt.codec != ZP_CODEC_LZ4)
+		return zp_store(pool, page, entry);
+	if (page_same_filled(page, &word))
+		return store_same(pool, word, entry);
+	ret = store_room(pool, &hit);
+	if (ret)
+		return ret;
+	cdict = zp_zdict_cdict(pool);
+	c = zp_cctx_get(pool);
+	len = zp_compress_zstd(pool, c, page, cdict, &dict);
+	if (len == 0 || len > pool->huge_watermark) {
+		zp_cctx_put(c);
+		return store_codec(pool, page, entry, hit);
+	}
+	ret = store_place(pool, c, c->buf, len, hit, &handle, &e);
+	if (ret)
+		return ret;
+
+	pool->entry[e].zhandle = handle;
+	pool->entry[e].zlen = (uint32_t)len | (dict ? ZP_ZLEN_DICT : 0);
+	pool->entry[e].len = (uint32_t)len;
+	pool->entry[e].dict = false;
+	pool->entry[e].stored_ms = zp_now_ms();
+	entry_publish(pool, e, ZE_ZOBJ);
+
+	zp_stat_add(pool, st_stored, 1);
+	zp_stat_add(pool, st_orig, ZP_PAGE_SIZE);
+	zp_stat_add(pool, st_compr, len);
+	zp_stat_add(pool, st_stored_dense, 1);
+	if (dict)
+		zp_stat_add(pool, st_stored_dense_dict, 1);
+	zp_zdict_offer(pool, page, len);
 	*entry = e;
 	return 0;
 }

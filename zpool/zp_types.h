@@ -242,7 +242,7 @@ struct zp_pool {
 	_Atomic uint64_t st_wb_loads, st_wb_errors, st_wb_read_errors;
 	_Atomic uint64_t st_limit_hit, st_reject_poor, st_reject_alloc;
 	_Atomic uint64_t st_recompressed, st_recompress_declined, st_recompressed_dict;
-	_Atomic uint64_t st_stored_dict;
+	_Atomic uint64_t st_stored_dict, st_stored_dense, st_stored_dense_dict;
 };
 
 /* mem.c: the only source of memory */

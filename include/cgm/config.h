@@ -55,6 +55,7 @@ struct cgm_config {
 	bool spill_recompress;		/* idle pool pages go from lz4 to zstd */
 	bool spill_dict;		/* zstd against a dictionary of the program's pages */
 	bool spill_background;		/* a thread keeps the group below its limit */
+	bool spill_background_zstd;	/* its pages go to zstd at once (recompressing pools) */
 	bool spill_hold_high;		/* pages brought back are reclaimed for at once */
 	bool spill_hold_max;		/* ... at least what is beyond memory.max */
 	bool spill_fork_lazy;		/* a forked child keeps the spilled pages spilled */

@@ -198,6 +198,12 @@ int spill_open(const struct spill_options *opt, struct spill_engine **enginep);
  * threads at once, and against faults on the same pages.
  */
 long spill_out(struct spill_engine *e, void *addr, size_t npages);
+/*
+ * spill_out(), the pages stored with zp_store_dense(): with zstd at once
+ * in an lz4 pool that recompresses, for pages cold enough to be
+ * recompressed before long (the background reclaim's).
+ */
+long spill_out_dense(struct spill_engine *e, void *addr, size_t npages);
 
 /*
  * Clear the staging slots that hold copies of pages already in the pool

@@ -136,6 +136,8 @@ struct zp_stats {
 	uint64_t recompress_declined;	/* entries it left (raw, or zstd no smaller) */
 	uint64_t recompressed_dict;	/* of those moved, compressed against the dictionary */
 	uint64_t stored_dict;		/* zstd pools: stores compressed against it */
+	uint64_t stored_dense;		/* zp_store_dense(): stores that went to zstd at once */
+	uint64_t stored_dense_dict;	/* of those, compressed against the dictionary */
 };
 
 /* Per-class row of zp_classes_show(), as zsmalloc's debugfs "classes". */
@@ -213,6 +215,15 @@ unsigned long zp_get_total_pages(struct zp_pool *pool);
  * -ENOMEM.
  */
 int zp_store(struct zp_pool *pool, const void *page, zp_entry_t *entry);
+/*
+ * Store a page that is cold enough to end up recompressed: in an lz4 pool
+ * made with recompress, compressed with zstd at once (against the
+ * dictionary once there is one), as zp_recompress() would leave it,
+ * instead of with lz4 now and both codecs again later.  A page zstd does
+ * not bring under the huge watermark is stored as zp_store() does; in
+ * any other pool this is zp_store().  Same returns as zp_store().
+ */
+int zp_store_dense(struct zp_pool *pool, const void *page, zp_entry_t *entry);
 /*
  * Copy the stored page, byte-identical, into @dst.  -EINVAL for a bad
  * entry; -EIO when the backing file cannot be read or what is read back

@@ -255,6 +255,8 @@ while not os.path.exists(sys.argv[1]):
 	bgp=$(sed -n 's/^spilled .* background \([0-9]*\) (stopped [0-9]*)$/\1/p' "$T/bg.err")
 	rcd=$(sed -n "s/^spilled .* (by the program's threads \([0-9]*\), .*/\1/p" "$T/bg.err")
 	dic=$(sed -n "s/^spilled .*, against the dictionary \([0-9]*\)) .*/\1/p" "$T/bg.err")
+	zao=$(sed -n "s/^spilled .* zstd_at_once \([0-9]*\) (against the dictionary [0-9]*) .*/\1/p" "$T/bg.err")
+	zad=$(sed -n "s/^spilled .* zstd_at_once [0-9]* (against the dictionary \([0-9]*\)) .*/\1/p" "$T/bg.err")
 	[ -n "$spilled" ] && [ -n "$bgp" ] && [ -n "$rcd" ] && [ "$spilled" -gt 0 ] ||
 		fail "spill_background=$bg: no spill line in the exit report: $(grep -v '^[a-z_]* [0-9]*$' "$T/bg.err" | head -3)"
 	if [ "$bg" = 1 ]; then
@@ -262,12 +264,18 @@ while not os.path.exists(sys.argv[1]):
 			fail "spill_background=1: the background took $bgp of $spilled pages"
 		[ "$rcd" = 0 ] || fail "spill_background=1: the program's thread recompressed $rcd pool pages"
 		echo "$TEST_NAME: background reclaim: $bgp pages of $spilled spilled by it"
-		# spill_dict=1: the dictionary is chosen after 4,096 stores lz4 halved.
-		[ "$spilled" -lt 8192 ] || [ "${dic:-0}" -gt 0 ] ||
-			fail "spill_background=1: $spilled pages spilled, none recompressed against the dictionary"
-		echo "$TEST_NAME: recompressed against the dictionary: ${dic:-0} pages"
+		# spill_background_zstd=1: what it spilled went to zstd at once.
+		[ "$bgp" -lt 256 ] || [ "${zao:-0}" -gt 0 ] ||
+			fail "spill_background=1: the background spilled $bgp pages, none stored with zstd at once"
+		echo "$TEST_NAME: stored with zstd at once: ${zao:-0} pages"
+		# spill_dict=1: the dictionary is chosen after 4,096 stores halved,
+		# and serves recompression and the background's stores.
+		[ "$spilled" -lt 8192 ] || [ $((${dic:-0} + ${zad:-0})) -gt 0 ] ||
+			fail "spill_background=1: $spilled pages spilled, none compressed against the dictionary"
+		echo "$TEST_NAME: against the dictionary: ${dic:-0} pages recompressed, ${zad:-0} stored"
 	else
 		[ "$bgp" = 0 ] || fail "spill_background=0: $bgp pages reclaimed in the background"
+		[ "${zao:-0}" = 0 ] || fail "spill_background=0: $zao pages stored with zstd at once"
 		[ "$rcd" -gt 0 ] || fail "spill_background=0: the program's thread recompressed nothing"
 		echo "$TEST_NAME: no background reclaim: the program's thread recompressed $rcd pool pages"
 	fi
