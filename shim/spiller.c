@@ -662,7 +662,7 @@ static int64_t pool_write_back_for(int64_t pages)
  */
 static long spill_run(void *addr, size_t npages)
 {
-	if (on_background && recompress && cgm_conf.spill_background_zstd)
+	if (on_background && recompress && cgm_conf.spill_background_zstd && cgm_bg_reclaim_dense())
 		return spill_out_dense(engine, addr, npages);
 	return spill_out(engine, addr, npages);
 }
