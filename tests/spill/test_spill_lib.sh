@@ -307,8 +307,10 @@ CHECKS=$((CHECKS + 1))
 # as the background spills them: the background stops rather than go on
 # spilling what comes back.  Measured by what the group spilled in the
 # 2.5 s of reading (zswpout): 88,733 pages here with the stop taken out,
-# against a few thousand with it.  The bound: one and a half times the
-# strings' 25,000 pages.  (Whether it also says it stopped depends on
+# against 11,615-36,107 with it (2026-12-05, 28 runs of this case alone,
+# two builds; a few thousand when it was written).  The bound: twice the
+# strings' 25,000 pages (one and a half times once, which the slow end
+# of that range nearly reached).  (Whether it also says it stopped depends on
 # whether a sample showed the group over its margin meanwhile: python3
 # reading allocates little, and in 1 run of 27 it had nothing to spill.)
 zswpout() { "$CGMCTL" --hierarchy "$H" cat /th memory.stat | awk '$1 == "zswpout" { print $2 }'; }
@@ -333,7 +335,7 @@ finish
 [ "$ST" = 0 ] || fail "thrashing python3 exited $ST: $(head -3 "$T/bg.err")"
 [ -n "$z0" ] && [ -n "$z1" ] || fail "no zswpout in /th's memory.stat"
 stops=$(sed -n '/^built$/,/^looped$/p' "$T/bg.err" | grep -c "background reclaim stops" || true)
-[ $((z1 - z0)) -le 37500 ] ||
+[ $((z1 - z0)) -le 50000 ] ||
 	fail "the background went on spilling while python3 read back its strings: $((z1 - z0)) pages spilled in 2.5 s ($stops stops)"
 echo "$TEST_NAME: thrashing: $((z1 - z0)) pages spilled in 2.5 s of reading back, $stops stops of the background"
 CHECKS=$((CHECKS + 1))
