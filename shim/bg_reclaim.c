@@ -76,26 +76,10 @@
 #define BG_THRASH_MIN	1024
 /* Pages a spill call takes: the spill lock is held this long (about 2 ms). */
 #define BG_BATCH	256
-/*
- * Pages spilled since the window began that may come back before the
- * thread stops storing zstd at once (spill_background_zstd) for the rest
- * of the window: past it, the pages it spills are not that cold here, and
- * lz4 both spills them faster and brings them back faster.  Without it,
- * python3 reading its strings over and over under memory.high=40M
- * (check-spill-lib's thrashing case) let the group spill 45,129, 46,318
- * and 100,202 pages in 2.5 s in 3 runs of about 60, against 13,000-35,000
- * in the others: a window grows until a quarter of it has come back, and
- * with zstd the program's passes over what is spilled slow down while the
- * thread spills faster.  With it: 15,823-36,107 in 14 runs (the build
- * before zstd at once: 11,615-29,704 in 14 runs beside them).
- */
-#define BG_DENSE_BACK	1024
 /* How long the program's threads have to answer a memory.reclaim themselves. */
 #define BG_ANSWER_MS	10
 
 static bool started;
-/* The thread's pages go to zstd at once, as far as it is concerned (bg_main). */
-static bool dense_ok;
 /* The thread is looking or spilling: a kick needs no system call. */
 static bool awake;
 /* Pages it reclaimed (the exit report); when verbose last said so. */
@@ -198,7 +182,6 @@ static void *bg_main(void *arg)
 				win_spilled = 0;
 				break;
 			}
-			dense_ok = cgm_spill_refaults_since_mark() < BG_DENSE_BACK;
 			got = cgm_spill_reclaim(want < BG_BATCH ? want : BG_BATCH, NULL, false);
 			if (got <= 0) {
 				wait_ns = BG_BACKOFF_NS;
@@ -276,11 +259,6 @@ uint64_t cgm_bg_reclaim_thrash_stops(void)
 bool cgm_bg_reclaim_started(void)
 {
 	return __atomic_load_n(&started, __ATOMIC_RELAXED);
-}
-
-bool cgm_bg_reclaim_dense(void)
-{
-	return dense_ok;
 }
 
 bool cgm_bg_reclaim_busy(void)

@@ -366,7 +366,9 @@ static int store_codec(struct zp_pool *pool, const void *page, zp_entry_t *entry
 	return 0;
 }
 
-int zp_store(struct zp_pool *pool, const void *page, zp_entry_t *entry)
+/* A same-filled page as its word; any other, room made, as @how stores it. */
+static int store_page(struct zp_pool *pool, const void *page, zp_entry_t *entry,
+		      int (*how)(struct zp_pool *, const void *, zp_entry_t *, bool))
 {
 	uint64_t word;
 	bool hit = false;
@@ -377,33 +379,32 @@ int zp_store(struct zp_pool *pool, const void *page, zp_entry_t *entry)
 	if (page_same_filled(page, &word))
 		return store_same(pool, word, entry);
 	ret = store_room(pool, &hit);
-	return ret ? ret : store_codec(pool, page, entry, hit);
+	return ret ? ret : how(pool, page, entry, hit);
+}
+
+int zp_store(struct zp_pool *pool, const void *page, zp_entry_t *entry)
+{
+	return store_page(pool, page, entry, store_codec);
 }
 
 /*
- * The entry is born as recompression leaves one (ZE_ZOBJ, off the LRU:
- * zp_recompress() never looks at it).  The dictionary is offered the page
- * as after an lz4 store, so that it is still chosen when most stores come
- * here; zstd halves a few pages that lz4 does not, which it then sees too.
+ * A page that is not same-filled, with zstd, room made already (store_page
+ * for zp_store_dense).  The entry is born as recompression leaves one
+ * (ZE_ZOBJ, off the LRU: zp_recompress() never looks at it).  The
+ * dictionary is offered the page as after an lz4 store, so that it is
+ * still chosen when most stores come here; zstd halves a few pages that
+ * lz4 does not, which it then sees too.
  */
-int zp_store_dense(struct zp_pool *pool, const void *page, zp_entry_t *entry)
+static int store_zstd(struct zp_pool *pool, const void *page, zp_entry_t *entry, bool hit)
 {
 	struct zp_cctx *c;
 	zp_handle_t handle = 0;
 	zp_entry_t e;
-	uint64_t word;
 	const void *cdict;
 	size_t len;
-	bool dict, hit = false;
+	bool dict;
 	int ret;
 
-	if (!page || !entry || !pool->opt.recompress || pool->opt.codec != ZP_CODEC_LZ4)
-		return zp_store(pool, page, entry);
-	if (page_same_filled(page, &word))
-		return store_same(pool, word, entry);
-	ret = store_room(pool, &hit);
-	if (ret)
-		return ret;
 	cdict = zp_zdict_cdict(pool);
 	c = zp_cctx_get(pool);
 	len = zp_compress_zstd(pool, c, page, cdict, &dict);
@@ -431,6 +432,13 @@ int zp_store_dense(struct zp_pool *pool, const void *page, zp_entry_t *entry)
 	zp_zdict_offer(pool, page, len);
 	*entry = e;
 	return 0;
+}
+
+int zp_store_dense(struct zp_pool *pool, const void *page, zp_entry_t *entry)
+{
+	bool dense = pool->opt.recompress && pool->opt.codec == ZP_CODEC_LZ4;
+
+	return store_page(pool, page, entry, dense ? store_zstd : store_codec);
 }
 
 int zp_load(struct zp_pool *pool, zp_entry_t e, void *dst)

@@ -121,8 +121,6 @@ void cgm_spill_release(void);
 void cgm_bg_reclaim_start(void);
 void cgm_bg_reclaim_kick(void);
 bool cgm_bg_reclaim_busy(void);
-/* On the background thread: may its pages go to zstd at once (spill_background_zstd)? */
-bool cgm_bg_reclaim_dense(void);
 /* The background reclaim thread runs in this process. */
 bool cgm_bg_reclaim_started(void);
 /* Called by the background reclaim thread as it starts. */
