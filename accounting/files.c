@@ -31,7 +31,8 @@ const char *cgm_stat_name(int i, char *buf, size_t len)
 		"numa_anon_N4", "numa_anon_N5", "numa_anon_N6", "numa_anon_N7", "heap_live",
 		"allocs", "frees", "alloc_bytes", "free_bytes", "throttle_usec",
 		"zswpout", "zswpin", "zswpwb", "pswpin", "pswpout", "workingset_refault_anon",
-		"pgscan", "pgsteal",
+		"pgscan", "pgsteal", "pgscan_kswapd", "pgscan_direct", "pgsteal_kswapd",
+		"pgsteal_direct",
 	};
 	_Static_assert(sizeof(names) / sizeof(names[0]) == CGM_STAT_HIST0,
 		       "every memory.stat key before the histogram has a name");

@@ -97,6 +97,12 @@ static pthread_mutex_t spill_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct cgm_region_span *spans;	/* mmap'd: no malloc inside malloc */
 static uintptr_t hand;			/* the clock hand */
 static uint64_t pgscan;
+/*
+ * pgscan and the pages spilled, by whose thread reclaimed them: [0] the
+ * library's (the background reclaim, the handler), [1] the program's
+ * (memory.stat's *_kswapd and *_direct).  The process's own, as pgscan.
+ */
+static uint64_t scanned_by[2], stolen_by[2];
 static uint64_t second_chances;	/* resident pages left because they were written */
 /*
  * Pages came back to a chunk lately (a fault, readahead): the hand looks
@@ -482,6 +488,10 @@ static void spill_state(struct acct_spill_state *out)
 	st.counts[CGM_STAT_WORKINGSET_REFAULT_ANON - CGM_STAT_SPILL0] = ss.refaulted_hot;
 	st.counts[CGM_STAT_PGSCAN - CGM_STAT_SPILL0] = __atomic_load_n(&pgscan, __ATOMIC_RELAXED);
 	st.counts[CGM_STAT_PGSTEAL - CGM_STAT_SPILL0] = ss.spilled;
+	st.counts[CGM_STAT_PGSCAN_KSWAPD - CGM_STAT_SPILL0] = __atomic_load_n(&scanned_by[0], __ATOMIC_RELAXED);
+	st.counts[CGM_STAT_PGSCAN_DIRECT - CGM_STAT_SPILL0] = __atomic_load_n(&scanned_by[1], __ATOMIC_RELAXED);
+	st.counts[CGM_STAT_PGSTEAL_KSWAPD - CGM_STAT_SPILL0] = __atomic_load_n(&stolen_by[0], __ATOMIC_RELAXED);
+	st.counts[CGM_STAT_PGSTEAL_DIRECT - CGM_STAT_SPILL0] = __atomic_load_n(&stolen_by[1], __ATOMIC_RELAXED);
 	if (fork_base_set) {
 		st.spilled_pages = less_base(st.spilled_pages, fork_base.spilled_pages);
 		st.zswap = less_base(st.zswap, fork_base.zswap);
@@ -976,6 +986,8 @@ int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked, bool thorough)
 		/* The staging copies of what was spilled go now, not at the next reclaim. */
 		spill_stage_clear(engine);
 		__atomic_add_fetch(&pgscan, scanned, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&scanned_by[program_thread], scanned, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&stolen_by[program_thread], (uint64_t)got, __ATOMIC_RELAXED);
 		if (!got && !freed)
 			__atomic_store_n(&last_empty_lap_ns, cgm_now_ns(), __ATOMIC_RELAXED);
 		cgm_spill_publish();
@@ -1192,7 +1204,14 @@ static long spill_stop(void)
 	st.spilled_pages = st.zswap = st.zswapped = st.swap = 0;
 	for (int i = 0; i < CGM_NR_SPILL_COUNTS; i++)
 		carried[i] = (int64_t)st.counts[i];
+	/* The process's own counts go on from where they are: only the engine's restart. */
 	carried[CGM_STAT_PGSCAN - CGM_STAT_SPILL0] -= (int64_t)__atomic_load_n(&pgscan, __ATOMIC_RELAXED);
+	for (int k = 0; k < 2; k++) {
+		carried[CGM_STAT_PGSCAN_KSWAPD + k - CGM_STAT_SPILL0] -=
+			(int64_t)__atomic_load_n(&scanned_by[k], __ATOMIC_RELAXED);
+		carried[CGM_STAT_PGSTEAL_KSWAPD + k - CGM_STAT_SPILL0] -=
+			(int64_t)__atomic_load_n(&stolen_by[k], __ATOMIC_RELAXED);
+	}
 	/* A new engine has no fork base: what it counts is all this process's. */
 	fork_base_set = false;
 	spill_end(true);

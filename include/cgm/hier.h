@@ -30,7 +30,7 @@
 #include "cgm/size_class.h"
 
 #define CGM_HIER_MAGIC		0x3152454948474d43ULL	/* "CGMHIER1" */
-#define CGM_HIER_VERSION	18
+#define CGM_HIER_VERSION	19
 #define CGM_NONE		UINT32_MAX
 #define CGM_ROOT		0
 #define CGM_NAME_MAX		64		/* a path component, NUL included */
@@ -111,6 +111,16 @@ enum cgm_stat {
 	CGM_STAT_WORKINGSET_REFAULT_ANON,	/* refaults within the working set (hot) */
 	CGM_STAT_PGSCAN,		/* pages looked at by reclaim */
 	CGM_STAT_PGSTEAL,		/* pages reclaimed: spilled or purged */
+	/*
+	 * The same by whose thread: the library's own (the background
+	 * reclaim, the handler answering a memory.reclaim), as the kernel's
+	 * kswapd; the program's (at an allocation, a limit write), as its
+	 * direct reclaim.
+	 */
+	CGM_STAT_PGSCAN_KSWAPD,
+	CGM_STAT_PGSCAN_DIRECT,
+	CGM_STAT_PGSTEAL_KSWAPD,
+	CGM_STAT_PGSTEAL_DIRECT,
 	CGM_STAT_HIST0,
 	CGM_NR_SPILL_COUNTS = CGM_STAT_HIST0 - CGM_STAT_SPILL0,
 	CGM_NR_STATS = CGM_STAT_HIST0 + CGM_HIST_BUCKETS,

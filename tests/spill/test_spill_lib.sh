@@ -102,6 +102,10 @@ time.sleep(30)'
 	[ "$out" -ge $((10 * MIB / 4096)) ] || fail "a sleeping python3 spilled $out pages for memory.reclaim=20M (spill_background=$bg)"
 	[ "$after" -lt "$before" ] || fail "a sleeping python3: memory.current $(mib "$before") -> $(mib "$after") (spill_background=$bg)"
 	answered=$(grep -c "background reclaim answered" "$T/bg.err" || true)
+	# Answered by the library's threads, the program's asleep: memory.stat's kswapd part.
+	kd=$(value /idle$bg memory.stat pgsteal_kswapd)
+	[ "$kd" = "$out" ] ||
+		fail "a sleeping python3 (spill_background=$bg): pgsteal_kswapd $kd, but $out pages spilled"
 	if [ "$bg" = 1 ]; then
 		[ "$answered" -ge 1 ] || fail "spill_background=1: the background did not answer memory.reclaim"
 	else
@@ -259,6 +263,24 @@ while not os.path.exists(sys.argv[1]):
 	zad=$(sed -n "s/^spilled .* zstd_at_once [0-9]* (against the dictionary \([0-9]*\)) .*/\1/p" "$T/bg.err")
 	[ -n "$spilled" ] && [ -n "$bgp" ] && [ -n "$rcd" ] && [ "$spilled" -gt 0 ] ||
 		fail "spill_background=$bg: no spill line in the exit report: $(grep -v '^[a-z_]* [0-9]*$' "$T/bg.err" | head -3)"
+	# memory.stat's reclaim by whose thread: the library's (kswapd), the program's (direct).
+	stat() { sed -n "s/^$1 \([0-9]*\)$/\1/p" "$T/bg.err"; }
+	steal=$(stat pgsteal) skd=$(stat pgsteal_kswapd) sdi=$(stat pgsteal_direct)
+	scan=$(stat pgscan) nkd=$(stat pgscan_kswapd) ndi=$(stat pgscan_direct)
+	[ -n "$steal" ] && [ -n "$skd" ] && [ -n "$sdi" ] && [ -n "$scan" ] && [ -n "$nkd" ] && [ -n "$ndi" ] ||
+		fail "spill_background=$bg: no pgsteal/pgscan and their kswapd and direct parts in memory.stat"
+	[ $((skd + sdi)) = "$steal" ] && [ $((nkd + ndi)) = "$scan" ] ||
+		fail "spill_background=$bg: pgsteal $steal = kswapd $skd + direct $sdi, pgscan $scan = kswapd $nkd + direct $ndi: the parts do not add up"
+	[ "$steal" = "$spilled" ] || fail "spill_background=$bg: pgsteal $steal, but $spilled pages spilled"
+	if [ "$bg" = 1 ]; then
+		# (Its "background" pages count the pool pages its recompression gave back too.)
+		[ $((skd * 4)) -ge "$steal" ] ||
+			fail "spill_background=1: pgsteal_kswapd $skd of pgsteal $steal: the background's spills are not there"
+	else
+		[ "$skd" = 0 ] && [ "$nkd" = 0 ] ||
+			fail "spill_background=0: the library's threads reclaimed ($skd of $steal pages, $nkd looked at)"
+	fi
+	echo "$TEST_NAME: spill_background=$bg: pgsteal $steal: kswapd $skd, direct $sdi"
 	if [ "$bg" = 1 ]; then
 		[ $((bgp * 4)) -ge "$spilled" ] ||
 			fail "spill_background=1: the background took $bgp of $spilled pages"
@@ -305,15 +327,16 @@ CHECKS=$((CHECKS + 1))
 # A program that works on what is spilled (python3 reading its 100 MB of
 # strings over and over under memory.high=40M) brings pages back as fast
 # as the background spills them: the background stops rather than go on
-# spilling what comes back.  Measured by what the group spilled in the
-# 2.5 s of reading (zswpout): 88,733 pages here with the stop taken out,
-# against 11,615-36,107 with it (2026-12-05, 28 runs of this case alone,
-# two builds; a few thousand when it was written).  The bound: twice the
-# strings' 25,000 pages (one and a half times once, which the slow end
-# of that range nearly reached).  (Whether it also says it stopped depends on
-# whether a sample showed the group over its margin meanwhile: python3
-# reading allocates little, and in 1 run of 27 it had nothing to spill.)
-zswpout() { "$CGMCTL" --hierarchy "$H" cat /th memory.stat | awk '$1 == "zswpout" { print $2 }'; }
+# spilling what comes back.  Measured by what the library's threads spilled
+# in the 2.5 s of reading (pgsteal_kswapd; the program's thread, reading,
+# allocates little and spilled nothing in any run measured): with the
+# stop taken out, 87,137-119,096 pages, against 12,877-48,241 with it
+# (2026-12-05, 6 and 17 runs of this case alone).  The bound: 60,000, two
+# thirds of the least without the stop (it was 37,500, then 50,000, both
+# by zswpout, which the slow end of the range came within 4% of).  (Whether it also says it stopped depends on whether
+# a sample showed the group over its margin meanwhile: python3 reading
+# allocates little, and in 1 run of 27 it had nothing to spill.)
+kswapd() { "$CGMCTL" --hierarchy "$H" cat /th memory.stat | awk '$1 == "pgsteal_kswapd" { print $2 }'; }
 start "scope=/th,spill=1,high=40M,verbose=1" /usr/bin/python3 -c "$STRINGS_PY"'
 print("built", file=sys.stderr, flush=True)
 while not os.path.exists(sys.argv[1]):
@@ -325,19 +348,19 @@ print("looped", file=sys.stderr, flush=True)
 while not os.path.exists(sys.argv[2]):
     time.sleep(0.02)' "$T/go-th1" "$T/go-th2"
 reach built
-z0=$(zswpout)
+z0=$(kswapd)
 touch "$T/go-th1"
 reach looped
-z1=$(zswpout)
+z1=$(kswapd)
 ok "$CGMCTL" --hierarchy "$H" set /th memory.high max
 touch "$T/go-th2"
 finish
 [ "$ST" = 0 ] || fail "thrashing python3 exited $ST: $(head -3 "$T/bg.err")"
-[ -n "$z0" ] && [ -n "$z1" ] || fail "no zswpout in /th's memory.stat"
+[ -n "$z0" ] && [ -n "$z1" ] || fail "no pgsteal_kswapd in /th's memory.stat"
 stops=$(sed -n '/^built$/,/^looped$/p' "$T/bg.err" | grep -c "background reclaim stops" || true)
-[ $((z1 - z0)) -le 50000 ] ||
-	fail "the background went on spilling while python3 read back its strings: $((z1 - z0)) pages spilled in 2.5 s ($stops stops)"
-echo "$TEST_NAME: thrashing: $((z1 - z0)) pages spilled in 2.5 s of reading back, $stops stops of the background"
+[ $((z1 - z0)) -le 60000 ] ||
+	fail "the background went on spilling while python3 read back its strings: it spilled $((z1 - z0)) pages in 2.5 s ($stops stops)"
+echo "$TEST_NAME: thrashing: the background spilled $((z1 - z0)) pages in 2.5 s of reading back, $stops stops of it"
 CHECKS=$((CHECKS + 1))
 
 # The library is linked for lazy binding; with spill=1 every function it

@@ -107,6 +107,14 @@ static const struct {
 					       "spilled pages that refaulted within the working set" },
 	[CGM_STAT_PGSCAN] = { "counter", "_total", "pages looked at by reclaim" },
 	[CGM_STAT_PGSTEAL] = { "counter", "_total", "pages reclaimed" },
+	[CGM_STAT_PGSCAN_KSWAPD] = { "counter", "_total",
+				     "pages looked at by the library's reclaim threads" },
+	[CGM_STAT_PGSCAN_DIRECT] = { "counter", "_total",
+				     "pages looked at by reclaim in the program's threads" },
+	[CGM_STAT_PGSTEAL_KSWAPD] = { "counter", "_total",
+				      "pages reclaimed by the library's reclaim threads" },
+	[CGM_STAT_PGSTEAL_DIRECT] = { "counter", "_total",
+				      "pages reclaimed in the program's threads" },
 };
 _Static_assert(sizeof(stat_kinds) / sizeof(stat_kinds[0]) == CGM_STAT_HIST0,
 	       "every memory.stat key before the histogram has a kind");
