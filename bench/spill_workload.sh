@@ -89,7 +89,7 @@ fi
 SAMPLE_S=0.2
 
 # stats GROUP: "current peak zswpout zswpin zswap zswapped throttle_usec
-# refault_hot pgscan", comma-separated.
+# refault_hot pgscan pgsteal_direct", comma-separated.
 stats() {
 	"$CGMCTL" --hierarchy "$H" cat "$1" memory.current memory.peak memory.stat 2>/dev/null | awk '
 		/^==> memory.current/ { f = "cur"; next }
@@ -101,8 +101,9 @@ stats() {
 		END {
 			if (cur == "")
 				exit 1
-			printf "%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f\n", cur, peak, s["zswpout"], s["zswpin"],
-			       s["zswap"], s["zswapped"], s["throttle_usec"], s["workingset_refault_anon"], s["pgscan"]
+			printf "%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f\n", cur, peak, s["zswpout"], s["zswpin"],
+			       s["zswap"], s["zswapped"], s["throttle_usec"], s["workingset_refault_anon"], s["pgscan"],
+			       s["pgsteal_direct"]
 		}'
 }
 
@@ -400,6 +401,7 @@ figures() {
 			if ($7 != "-") {
 				add(c "peak", D[2]); add(c "in", D[4] - B[4]); add(c "inhot", D[8] - B[8])
 				add(c "out", D[3] - B[3]); add(c "thr", (D[7] - B[7]) / 1e6); add(c "scan", D[9] - B[9])
+				add(c "direct", D[10] - B[10])
 			}
 			add(c "thrbuild", B[7] / 1e6); add(c "scanbuild", B[9])
 			if ($14 > 0) add(c "ratio", $14)
@@ -418,7 +420,7 @@ figures() {
 			nk = 0
 			for (k in checks) nk++
 			printf " checks=%d", nk
-			split("wcur t h1 h2 peak data base in inhot out thr scan thrbuild scanbuild curbuild endbuild ratio", K, " ")
+			split("wcur t h1 h2 peak data base in inhot out direct thr scan thrbuild scanbuild curbuild endbuild ratio", K, " ")
 			for (i = 1; i in K; i++)
 				for (ci = 1; ci <= 2; ci++) {
 					c = ci == 1 ? "a" : "b"
@@ -522,6 +524,7 @@ SUMMARY="spill-workload: python3 dict: $pct_py of cold bytes saved, slowdown $sl
 	row "slowdown of the first half, of the second half" "$(cell py halves)" "$(cell sql halves)"
 	row "(b) refaults in the working phase (zswpin)" "$(cell py refaults)" "$(cell sql refaults)"
 	row "(b) pages spilled in the working phase (zswpout)" "$(cell py num "$(cell py get b_out)" %.0f)" "$(cell sql num "$(cell sql get b_out)" %.0f)"
+	row "(b) of them, spilled by the program's own threads (pgsteal_direct; the rest by the library's)" "$(cell py num "$(cell py get b_direct)" %.0f)" "$(cell sql num "$(cell sql get b_direct)" %.0f)"
 	row "(b) throttled in the working phase, s (throttle_usec)" "$(cell py range_s b_thr)" "$(cell sql range_s b_thr)"
 	row "(b) pages scanned by reclaim in the working phase (pgscan)" "$(cell py num "$(cell py get b_scan)" %.0f)" "$(cell sql num "$(cell sql get b_scan)" %.0f)"
 	row "(b) throttled in the build, s" "$(cell py range_s b_thrbuild)" "$(cell sql range_s b_thrbuild)"
