@@ -115,37 +115,39 @@ static const char *round_of(size_t size, int count, unsigned long *calls, unsign
 }
 
 /*
- * A block of 4 KiB freed and allocated again, CYCLES times, one other
- * block of the size kept: the page's free list (extended 4 blocks at a
- * time) runs out every few cycles, and the pop takes the page's local
- * frees then.  NULL or what was wrong; *@calls the calls into mimalloc.
+ * A block of @size bytes freed and allocated again, CYCLES times, one
+ * other block of the size kept: the page's free list (extended 4 blocks
+ * at a time for these sizes) runs out every few cycles, and the pop takes
+ * the page's local frees then.  NULL or what was wrong; *@calls the calls
+ * into mimalloc (@counter: small_calls or medium_calls).
  */
 #define CYCLES 1000
-static const char *cycle(unsigned long *calls)
+#define CYCLED_SMALL 1024
+static const char *cycle(size_t size, volatile unsigned long *counter, unsigned long *calls)
 {
 	void *(*volatile alloc)(size_t) = malloc;
-	void *keep = alloc(MEDIUM), *p;
-	unsigned long before = medium_calls;
+	void *keep = alloc(size), *p;
+	unsigned long before = *counter;
 
 	counting = 1;
 	for (int i = 0; i < CYCLES; i++) {
-		p = alloc(MEDIUM);
-		if (!p || p == keep || mi_usable_size(p) != MEDIUM)
+		p = alloc(size);
+		if (!p || p == keep || mi_usable_size(p) != size)
 			break;
-		memset(p, i & 0xff, MEDIUM);
+		memset(p, i & 0xff, size);
 		free(p);
 		p = NULL;
 	}
 	counting = 0;
-	*calls = medium_calls - before;
+	*calls = *counter - before;
 	free(keep);
-	return p ? "a wrong block of 4 KiB in the cycle" : NULL;
+	return p ? "a wrong block in a cycle of one size" : NULL;
 }
 
 /* One thread's checks: 0 or 1, with a line on stderr. */
 static int check(const char *who)
 {
-	unsigned long small, small_again, medium, medium_again, cycled;
+	unsigned long small, small_again, medium, medium_again, cycled, cycled_small;
 	const char *why;
 
 	/* A first block of each size: the thread's heap and pages are made by mimalloc. */
@@ -155,14 +157,17 @@ static int check(const char *who)
 	if (!why)
 		why = round_of(MEDIUM, NMEDIUM, &medium, &medium_again);
 	if (!why)
-		why = cycle(&cycled);
+		why = cycle(MEDIUM, &medium_calls, &cycled);
+	if (!why)
+		why = cycle(CYCLED_SMALL, &small_calls, &cycled_small);
 	if (why) {
 		fprintf(stderr, "test_alloc_pop: %s: %s\n", who, why);
 		return 1;
 	}
 	printf("%s: calls into mimalloc: %lu of %d blocks of %d bytes (%lu again after freeing them), "
-	       "%lu of %d of %d bytes (%lu again), %lu in %d frees and mallocs of one\n", who, small,
-	       NSMALL, SMALL, small_again, medium, NMEDIUM, MEDIUM, medium_again, cycled, CYCLES);
+	       "%lu of %d of %d bytes (%lu again), %lu and %lu in %d frees and mallocs of one of %d "
+	       "and of %d bytes\n", who, small, NSMALL, SMALL, small_again, medium, NMEDIUM, MEDIUM,
+	       medium_again, cycled, cycled_small, CYCLES, MEDIUM, CYCLED_SMALL);
 	/*
 	 * mimalloc extends a page's free list by 4 KiB of blocks at a time
 	 * (at least 4 blocks): about one call in 85 blocks of 48 bytes, one
@@ -170,14 +175,14 @@ static int check(const char *who)
 	 * that and far below every block.
 	 */
 	if (pops && (small > NSMALL / 10 || small_again > NSMALL / 10 || medium > NMEDIUM / 2 ||
-		     medium_again > NMEDIUM / 2 || cycled > CYCLES / 10)) {
+		     medium_again > NMEDIUM / 2 || cycled > CYCLES / 10 || cycled_small > CYCLES / 10)) {
 		fprintf(stderr, "test_alloc_pop: %s: too many allocations called into mimalloc\n", who);
 		return 1;
 	}
 	/* A few come out of the allowance's refill, which allocates through its own path. */
 	if (!pops && (small < NSMALL * 9 / 10 || small_again < NSMALL * 9 / 10 ||
 		      medium < NMEDIUM * 9 / 10 || medium_again < NMEDIUM * 9 / 10 ||
-		      cycled < CYCLES * 9 / 10)) {
+		      cycled < CYCLES * 9 / 10 || cycled_small < CYCLES * 9 / 10)) {
 		fprintf(stderr, "test_alloc_pop: %s: alloc_pop=0, but allocations did not call mimalloc\n",
 			who);
 		return 1;

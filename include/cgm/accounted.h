@@ -149,9 +149,9 @@ static inline __attribute__((always_inline)) void *cgm_acct_malloc(size_t n, boo
 	if (cgm_unlikely(cgm_owner_add(t->allow[bin], -1) < 0))
 		return cgm_acct_refill(n, zero);
 	/*
-	 * Off the page mimalloc's heap names for the size, else through
-	 * mimalloc's small entry (its own n <= 1024 test is the one made
-	 * above).  calloc keeps mimalloc's, which skips clearing a block of a
+	 * Off the page mimalloc's heap names for the size (its local frees
+	 * taken when its free list ran out), else through mimalloc's small
+	 * entry (its own n <= 1024 test is the one made above).  calloc keeps mimalloc's, which skips clearing a block of a
 	 * fresh page.
 	 */
 	if (zero)

@@ -260,11 +260,19 @@ static inline __attribute__((always_inline)) char *mi209_direct_page(const char 
 	return *(char *const *)(heap + MI209_HEAP_DIRECT_AT + ((n + 7) >> 3) * sizeof(char *));
 }
 
-/* A block of @n bytes, 0..1024, from the heap's direct table; NULL to call mimalloc. */
+/*
+ * A block of @n bytes, 0..1024, from the heap's direct table, its page's
+ * local frees taken when its free list ran out (as mi209_pop_queue does);
+ * NULL to call mimalloc.  (The direct table's page for a size without one
+ * is mimalloc's empty page, with no local frees: nothing is written.)
+ */
 static inline __attribute__((always_inline)) void *mi209_pop_small(size_t n)
 {
 #if defined(__x86_64__) && !defined(CGM_TSAN)
-	return mi209_page_pop(mi209_direct_page(mi209_default_heap(), n));
+	char *page = mi209_direct_page(mi209_default_heap(), n);
+	void *b = mi209_page_pop(page);
+
+	return cgm_likely(b != NULL) ? b : mi209_page_take_local(page);
 #else
 	(void)n;
 	return NULL;
