@@ -96,11 +96,11 @@ static struct spill_engine *engine;
 static pthread_mutex_t spill_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct cgm_region_span *spans;	/* mmap'd: no malloc inside malloc */
 static uintptr_t hand;			/* the clock hand */
-static uint64_t pgscan;
 /*
- * pgscan and the pages spilled, by whose thread reclaimed them: [0] the
- * library's (the background reclaim, the handler), [1] the program's
- * (memory.stat's *_kswapd and *_direct).  The process's own, as pgscan.
+ * Pages reclaim looked at and pages it spilled, by whose thread: [0] the
+ * library's (the background reclaim, the handler), [1] the program's --
+ * memory.stat's *_kswapd and *_direct; pgscan is their sum.  The
+ * process's own counts, not the engine's (own_counts).
  */
 static uint64_t scanned_by[2], stolen_by[2];
 static uint64_t second_chances;	/* resident pages left because they were written */
@@ -451,16 +451,39 @@ static int64_t less_base(int64_t v, int64_t base)
 
 /*
  * The counts an engine closed by cgm_spill_stop() had reached, less what
- * a new one would report from the start (pgscan is the process's own):
+ * a new one would report from the start (own_counts are the process's):
  * the engine made after cgm_spill_resume() counts from zero, and the
  * totals the group folds must go on from where they were.  Zero in a
  * forked child, whose slot counts afresh.
  */
 static int64_t carried[CGM_NR_SPILL_COUNTS];
 
+/*
+ * The counts kept by the process rather than the engine, which go on
+ * across an engine restart: pgscan and the kswapd and direct parts of it
+ * and of pgsteal.  -1 for the engine's.
+ */
+static void own_counts(int64_t own[CGM_NR_SPILL_COUNTS])
+{
+	int64_t scan[2], steal[2];
+
+	for (int i = 0; i < CGM_NR_SPILL_COUNTS; i++)
+		own[i] = -1;
+	for (int k = 0; k < 2; k++) {
+		scan[k] = (int64_t)__atomic_load_n(&scanned_by[k], __ATOMIC_RELAXED);
+		steal[k] = (int64_t)__atomic_load_n(&stolen_by[k], __ATOMIC_RELAXED);
+	}
+	own[CGM_STAT_PGSCAN - CGM_STAT_SPILL0] = scan[0] + scan[1];
+	own[CGM_STAT_PGSCAN_KSWAPD - CGM_STAT_SPILL0] = scan[0];
+	own[CGM_STAT_PGSCAN_DIRECT - CGM_STAT_SPILL0] = scan[1];
+	own[CGM_STAT_PGSTEAL_KSWAPD - CGM_STAT_SPILL0] = steal[0];
+	own[CGM_STAT_PGSTEAL_DIRECT - CGM_STAT_SPILL0] = steal[1];
+}
+
 static void spill_state(struct acct_spill_state *out)
 {
 	struct acct_spill_state st = { 0 };
+	int64_t own[CGM_NR_SPILL_COUNTS];
 	struct spill_stats ss;
 	struct zp_stats zs;
 
@@ -486,12 +509,11 @@ static void spill_state(struct acct_spill_state *out)
 	st.counts[CGM_STAT_PSWPIN - CGM_STAT_SPILL0] = zs.wb_loads;
 	st.counts[CGM_STAT_PSWPOUT - CGM_STAT_SPILL0] = zs.written_back_pages;
 	st.counts[CGM_STAT_WORKINGSET_REFAULT_ANON - CGM_STAT_SPILL0] = ss.refaulted_hot;
-	st.counts[CGM_STAT_PGSCAN - CGM_STAT_SPILL0] = __atomic_load_n(&pgscan, __ATOMIC_RELAXED);
 	st.counts[CGM_STAT_PGSTEAL - CGM_STAT_SPILL0] = ss.spilled;
-	st.counts[CGM_STAT_PGSCAN_KSWAPD - CGM_STAT_SPILL0] = __atomic_load_n(&scanned_by[0], __ATOMIC_RELAXED);
-	st.counts[CGM_STAT_PGSCAN_DIRECT - CGM_STAT_SPILL0] = __atomic_load_n(&scanned_by[1], __ATOMIC_RELAXED);
-	st.counts[CGM_STAT_PGSTEAL_KSWAPD - CGM_STAT_SPILL0] = __atomic_load_n(&stolen_by[0], __ATOMIC_RELAXED);
-	st.counts[CGM_STAT_PGSTEAL_DIRECT - CGM_STAT_SPILL0] = __atomic_load_n(&stolen_by[1], __ATOMIC_RELAXED);
+	own_counts(own);
+	for (int i = 0; i < CGM_NR_SPILL_COUNTS; i++)
+		if (own[i] >= 0)
+			st.counts[i] = (uint64_t)own[i];
 	if (fork_base_set) {
 		st.spilled_pages = less_base(st.spilled_pages, fork_base.spilled_pages);
 		st.zswap = less_base(st.zswap, fork_base.zswap);
@@ -985,7 +1007,6 @@ int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked, bool thorough)
 		}
 		/* The staging copies of what was spilled go now, not at the next reclaim. */
 		spill_stage_clear(engine);
-		__atomic_add_fetch(&pgscan, scanned, __ATOMIC_RELAXED);
 		__atomic_add_fetch(&scanned_by[program_thread], scanned, __ATOMIC_RELAXED);
 		__atomic_add_fetch(&stolen_by[program_thread], (uint64_t)got, __ATOMIC_RELAXED);
 		if (!got && !freed)
@@ -1195,6 +1216,7 @@ long cgm_spill_restore_for_core(void)
 static long spill_stop(void)
 {
 	struct acct_spill_state st;
+	int64_t own[CGM_NR_SPILL_COUNTS];
 	long back;
 
 	allowed = false;
@@ -1202,16 +1224,10 @@ static long spill_stop(void)
 	back = (long)st.spilled_pages;
 	st.counts[CGM_STAT_ZSWPIN - CGM_STAT_SPILL0] += (uint64_t)st.spilled_pages;
 	st.spilled_pages = st.zswap = st.zswapped = st.swap = 0;
-	for (int i = 0; i < CGM_NR_SPILL_COUNTS; i++)
-		carried[i] = (int64_t)st.counts[i];
 	/* The process's own counts go on from where they are: only the engine's restart. */
-	carried[CGM_STAT_PGSCAN - CGM_STAT_SPILL0] -= (int64_t)__atomic_load_n(&pgscan, __ATOMIC_RELAXED);
-	for (int k = 0; k < 2; k++) {
-		carried[CGM_STAT_PGSCAN_KSWAPD + k - CGM_STAT_SPILL0] -=
-			(int64_t)__atomic_load_n(&scanned_by[k], __ATOMIC_RELAXED);
-		carried[CGM_STAT_PGSTEAL_KSWAPD + k - CGM_STAT_SPILL0] -=
-			(int64_t)__atomic_load_n(&stolen_by[k], __ATOMIC_RELAXED);
-	}
+	own_counts(own);
+	for (int i = 0; i < CGM_NR_SPILL_COUNTS; i++)
+		carried[i] = (int64_t)st.counts[i] - (own[i] >= 0 ? own[i] : 0);
 	/* A new engine has no fork base: what it counts is all this process's. */
 	fork_base_set = false;
 	spill_end(true);

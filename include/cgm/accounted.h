@@ -151,8 +151,8 @@ static inline __attribute__((always_inline)) void *cgm_acct_malloc(size_t n, boo
 	/*
 	 * Off the page mimalloc's heap names for the size (its local frees
 	 * taken when its free list ran out), else through mimalloc's small
-	 * entry (its own n <= 1024 test is the one made above).  calloc keeps mimalloc's, which skips clearing a block of a
-	 * fresh page.
+	 * entry (its own n <= 1024 test is the one made above).  calloc
+	 * keeps mimalloc's, which skips clearing a block of a fresh page.
 	 */
 	if (zero)
 		return mi_zalloc_small(n);
