@@ -138,8 +138,8 @@ static unsigned char *two_filled(size_t n, unsigned char **a, unsigned char **b)
 	return ref;
 }
 
-/* Userfaultfd-registered VMAs ("um" in VmFlags) overlapping [p, p+len). */
-static int registered_vmas(const void *p, size_t len)
+/* VMAs overlapping [p, p+len) whose VmFlags have @flag (" um": MISSING; "": any). */
+static int vmas_with(const void *p, size_t len, const char *flag)
 {
 	FILE *f = fopen("/proc/self/smaps", "r");
 	char line[512];
@@ -154,12 +154,18 @@ static int registered_vmas(const void *p, size_t len)
 			lo = s;
 			hi = e;
 		} else if (!strncmp(line, "VmFlags:", 8) && lo < b && hi > a &&
-			   strstr(line, " um")) {
+			   strstr(line, flag)) {
 			n++;
 		}
 	}
 	fclose(f);
 	return n;
+}
+
+/* Userfaultfd-registered VMAs ("um" in VmFlags) overlapping [p, p+len). */
+static int registered_vmas(const void *p, size_t len)
+{
+	return vmas_with(p, len, " um");
 }
 
 static int count_dir(const char *path)
@@ -2673,6 +2679,59 @@ START_TEST(test_nested_ranges)
 }
 END_TEST
 
+/*
+ * In a write-tracked region, a range whose pages all came back loses its
+ * MISSING registration and keeps the tracking: the region is one VMA
+ * again, registered WP alone.  UFFDIO_REGISTER only adds modes, so when
+ * the closing range was registered WP over its MISSING | WP, MISSING
+ * stayed on every range ever spilled (there a page the program gave back
+ * and touched again faulted through the handler), and the VMAs stayed
+ * split.
+ */
+START_TEST(test_tracked_ranges_close)
+{
+	enum { N = 512, RUN = 5 };
+	unsigned char *p = map_pages(N), *want = malloc(N * PG);
+	struct spill_stats st;
+	unsigned bits;
+
+	ck_assert_ptr_nonnull(want);
+	setup();
+	fill_pages(p, N);
+	memcpy(want, p, N * PG);
+	if (spill_track(eng, p, N * PG) != 0) {
+		printf("test_spill: no write tracking here: skipped\n");
+		teardown();
+		free(want);
+		munmap(p, N * PG);
+		return;
+	}
+	ck_assert_int_eq(vmas_with(p, N * PG, ""), 1);
+	/* Ranges of RUN pages with a resident page between them. */
+	for (size_t at = 0; at + RUN <= N; at += RUN + 1)
+		ck_assert_int_eq(spill_out(eng, p + at * PG, RUN), RUN);
+	ck_assert_int_gt(registered_vmas(p, N * PG), 1);
+	for (size_t i = 0; i < N; i++)
+		ck_assert_msg(memcmp(p + i * PG, want + i * PG, PG) == 0, "page %zu", i);
+	settle(&st, 0);
+	ck_assert_uint_eq(st.ranges, 0);
+	ck_assert_int_eq(registered_vmas(p, N * PG), 0);
+	ck_assert_int_eq(vmas_with(p, N * PG, " uw"), 1);
+	ck_assert_int_eq(vmas_with(p, N * PG, ""), 1);
+	/* Tracking goes on: protected, then a write is seen. */
+	written_bits(p, 8, true);
+	p[3 * PG] = 9;
+	bits = written_bits(p, 8, true);
+	ck_assert_uint_eq(bits, 1u << 3);
+	/* A page given back and touched again reads zeros. */
+	ck_assert_int_eq(madvise(p, PG, MADV_DONTNEED), 0);
+	ck_assert_uint_eq(p[0], 0);
+	teardown();
+	free(want);
+	munmap(p, N * PG);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("spill");
@@ -2758,6 +2817,7 @@ int main(void)
 	tcase_add_test(tc, test_staging_slots);
 	tcase_add_test(tc, test_staged_read_copied);
 	tcase_add_test(tc, test_nested_ranges);
+	tcase_add_test(tc, test_tracked_ranges_close);
 	suite_add_tcase(s, tc);
 	return check_run(s);
 }
