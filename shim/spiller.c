@@ -560,7 +560,7 @@ int cgm_spill_report(char *buf, size_t len)
 	zp_pool_stats(pool, &zs);
 	return snprintf(buf, len,
 			"== spill\nspilled %llu refaulted %llu (hot %llu) read ahead %llu restored %llu "
-			"discarded %llu misreported %llu unshared %llu "
+			"discarded %llu misreported %llu zero_filled %llu unshared %llu "
 			"skipped %llu (hot %llu, written %llu, in chunks just back %llu) in_pool %llu pool_bytes %llu dict_stores %llu "
 			"written_back %llu recompressed %llu (by the program's threads %llu, "
 			"against the dictionary %llu) zstd_at_once %llu (against the dictionary %llu) "
@@ -569,7 +569,7 @@ int cgm_spill_report(char *buf, size_t len)
 			(unsigned long long)ss.refaulted_hot, (unsigned long long)ss.readahead,
 			(unsigned long long)ss.restored,
 			(unsigned long long)ss.forgotten, (unsigned long long)ss.misreported,
-			(unsigned long long)ss.unshared,
+			(unsigned long long)ss.zero_filled, (unsigned long long)ss.unshared,
 			(unsigned long long)ss.skipped,
 			(unsigned long long)ss.skipped_hot, (unsigned long long)second_chances,
 			(unsigned long long)unprotected_back,

@@ -342,7 +342,7 @@ struct spill_engine {
 	atomic_uint_fast64_t spilled, refaulted, restored, skipped,
 		store_failed, in_pool, nr_ranges, skipped_hot, refaulted_hot,
 		forgotten, readahead, misreported, unshared, bursts, bursts_polled,
-		read_in_place;
+		read_in_place, zero_filled;
 };
 
 #define SP_NO_RANGE	UINT32_MAX
@@ -873,6 +873,7 @@ static void sp_place_zero(struct spill_engine *e, uintptr_t page)
 	 * replaces.  EEXIST from COPY is a page really there: just wake.
 	 */
 	sp_place(e, page, e->zeros, true);
+	atomic_fetch_add_explicit(&e->zero_filled, 1, memory_order_relaxed);
 }
 
 /* The pool lost a page: as a failed swap-in, the process gets SIGBUS. */
@@ -2797,6 +2798,7 @@ void spill_stats(struct spill_engine *e, struct spill_stats *st)
 	st->forgotten = atomic_load_explicit(&e->forgotten, memory_order_relaxed);
 	st->readahead = atomic_load_explicit(&e->readahead, memory_order_relaxed);
 	st->misreported = atomic_load_explicit(&e->misreported, memory_order_relaxed);
+	st->zero_filled = atomic_load_explicit(&e->zero_filled, memory_order_relaxed);
 	st->unshared = atomic_load_explicit(&e->unshared, memory_order_relaxed);
 	st->read_in_place = atomic_load_explicit(&e->read_in_place, memory_order_relaxed);
 	st->staged = 0;

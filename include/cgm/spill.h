@@ -149,6 +149,11 @@ struct spill_stats {
 	uint64_t misreported;	/* pages a move said it left in place but
 				 * moved all the same (a kernel bug: see
 				 * sp_check_left()); stored like the others */
+	uint64_t zero_filled;	/* faults on a registered page with nothing
+				 * spilled there (never spilled, or back and
+				 * given back by the program since), served a
+				 * page of zeros: the kernel's work, done by
+				 * the handler */
 	uint64_t unshared;	/* pages still copy-on-write shared since a
 				 * fork that a spill wrote (a no-op write) to
 				 * make the process's own: a move refuses them */
