@@ -264,9 +264,9 @@ while not os.path.exists(sys.argv[1]):
 	[ -n "$spilled" ] && [ -n "$bgp" ] && [ -n "$rcd" ] && [ "$spilled" -gt 0 ] ||
 		fail "spill_background=$bg: no spill line in the exit report: $(grep -v '^[a-z_]* [0-9]*$' "$T/bg.err" | head -3)"
 	# memory.stat's reclaim by whose thread: the library's (kswapd), the program's (direct).
-	stat() { sed -n "s/^$1 \([0-9]*\)$/\1/p" "$T/bg.err"; }
-	steal=$(stat pgsteal) skd=$(stat pgsteal_kswapd) sdi=$(stat pgsteal_direct)
-	scan=$(stat pgscan) nkd=$(stat pgscan_kswapd) ndi=$(stat pgscan_direct)
+	reported() { sed -n "s/^$1 \([0-9]*\)$/\1/p" "$T/bg.err"; }
+	steal=$(reported pgsteal) skd=$(reported pgsteal_kswapd) sdi=$(reported pgsteal_direct)
+	scan=$(reported pgscan) nkd=$(reported pgscan_kswapd) ndi=$(reported pgscan_direct)
 	[ -n "$steal" ] && [ -n "$skd" ] && [ -n "$sdi" ] && [ -n "$scan" ] && [ -n "$nkd" ] && [ -n "$ndi" ] ||
 		fail "spill_background=$bg: no pgsteal/pgscan and their kswapd and direct parts in memory.stat"
 	[ $((skd + sdi)) = "$steal" ] && [ $((nkd + ndi)) = "$scan" ] ||
@@ -336,7 +336,7 @@ CHECKS=$((CHECKS + 1))
 # by zswpout, which the slow end of the range came within 4% of).  (Whether it also says it stopped depends on whether
 # a sample showed the group over its margin meanwhile: python3 reading
 # allocates little, and in 1 run of 27 it had nothing to spill.)
-kswapd() { "$CGMCTL" --hierarchy "$H" cat /th memory.stat | awk '$1 == "pgsteal_kswapd" { print $2 }'; }
+kswapd() { value /th memory.stat pgsteal_kswapd; }
 start "scope=/th,spill=1,high=40M,verbose=1" /usr/bin/python3 -c "$STRINGS_PY"'
 print("built", file=sys.stderr, flush=True)
 while not os.path.exists(sys.argv[1]):
