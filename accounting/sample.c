@@ -334,6 +334,28 @@ int64_t acct_reclaim_excess_below(struct cgm_acct *a, unsigned int shift)
 	return excess;
 }
 
+int64_t acct_limit_pages(struct cgm_acct *a)
+{
+	struct cgm_proc *p = hier_proc(&a->h, a->proc);
+	const struct cgm_group *g;
+	int64_t lowest = PAGE_COUNTER_MAX;
+	uint32_t idx;
+
+	if (!p)
+		return lowest;
+	idx = __atomic_load_n(&p->group, __ATOMIC_RELAXED);
+	for_each_ancestor(&a->h, idx, g) {
+		int64_t high = __atomic_load_n(&g->memory.high, __ATOMIC_RELAXED);
+		int64_t max = __atomic_load_n(&g->memory.max, __ATOMIC_RELAXED);
+
+		if (high < lowest)
+			lowest = high;
+		if (max < lowest)
+			lowest = max;
+	}
+	return lowest;
+}
+
 int64_t acct_max_lack(struct cgm_acct *a, int64_t need, uint32_t *where)
 {
 	struct cgm_proc *p = hier_proc(&a->h, a->proc);

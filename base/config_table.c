@@ -106,9 +106,10 @@ const struct cgm_conf_key cgm_conf_keys[] = {
 	  "codecs again when the pool needs room: its pages are the coldest",
 	  NULL, 0, 0 },
 	{ "spill_hold_high", CGM_CONF_BOOL, FIELD(spill_hold_high), "0",
-	  "memory.high holds while pages come back: after each charge batch brought back, the "
-	  "handler thread spills what the group is over before it serves the next fault, as "
-	  "the kernel's swap-ins reclaim (a program reading much of what was spilled thrashes); "
+	  "memory.high holds while pages come back: each time 1/64 of the limit has come back "
+	  "(2 MiB at most), the handler thread spills the group down to 1/32 below its limit "
+	  "when it is past 1/64 below, before it serves the next fault, as the kernel's "
+	  "swap-ins reclaim (a program reading much of what was spilled thrashes); "
 	  "0: the background reclaim stops while the pages it spilled come back as fast as it "
 	  "spills, and the group may pass memory.high meanwhile",
 	  NULL, 0, 0 },

@@ -212,9 +212,9 @@ static void spill_serving(bool start)
  * way back to user space (mem_cgroup_handle_over_high).  Here the handler
  * thread brings the pages back, and no allocation path sees them before
  * its next sample (a program reading what was spilled may not allocate
- * at all): so after each charge batch of pages brought back, the handler
- * samples and spills what the group is over by then, before it serves
- * the next fault.  A program working through its spilled pages pays for
+ * at all): so as pages come back, the handler samples now and then and
+ * spills what the group is over by then, before it serves the next fault
+ * (HOLD_LOOK_PAGES).  A program working through its spilled pages pays for
  * them as the faulting task does in the kernel -- here at about ten times
  * the kernel's cost a page, so a program that reads much of what was
  * spilled thrashes: off by default.  Off, the background reclaim stops
@@ -247,26 +247,56 @@ static void spill_serving(bool start)
 /* The handler is spilling for what came back (spill_served). */
 static bool handler_reclaiming;
 
+/*
+ * spill_hold_high=1: how often the handler looks at the group while pages
+ * come back, and what it then spills.  A look every 1/64 of the limit's
+ * pages (at most HOLD_LOOK_PAGES), and when the group is past 1/64 below
+ * its limit, a spill down to 1/32 below it, as the background reclaim
+ * does: what comes back until the next look then finds room under the
+ * limit, and the program's own threads, whose charges see the group over
+ * its memory.high, seldom reclaim for it.  It looked at every charge
+ * batch (64 pages) and spilled down to the limit itself, and the looks
+ * were most of what holding cost: sqlite3 of bench/spill_sqlite.sql
+ * under memory.high=112M built its table in 38.5-44.1 s, now in
+ * 24.9-26.2 s, its working phase alike (1.94-2.22 s, now 1.77-2.22;
+ * 3 interleaved rounds); python3 reading 100 MB of strings back twice
+ * under memory.high=40M (check-spill-lib's hold case) in 1.67-1.86 s at
+ * up to 43 MiB, now 1.65-1.69 s at up to 40.  Looking every 512 pages
+ * and spilling down to the limit itself left the group over memory.high
+ * between looks, where the program's threads reclaimed for it: that
+ * python3 took 2.09-2.46 s.
+ */
+#define HOLD_LOOK_PAGES		512
+#define HOLD_LOOK_SHIFT		6
+#define HOLD_TARGET_SHIFT	5
+
 /* Keyed: its site must lie with the others, in the pages patched at start-up. */
 static CGM_KEYED void spill_served(uint64_t pages)
 {
 	static uint64_t unsampled, since_sample;
 	int64_t excess;
+	bool hold_look = false;
 
 	unsampled += pages;
 	since_sample += pages;
 	if (unsampled < (uint64_t)cgm_acct.batch_pages || !static_branch_unlikely(&cgm_limits_key))
 		return;
 	unsampled = 0;
+	if (cgm_conf.spill_hold_high) {
+		int64_t every = acct_limit_pages(&cgm_acct) >> HOLD_LOOK_SHIFT;
+
+		hold_look = since_sample >= (uint64_t)(every < HOLD_LOOK_PAGES ? every : HOLD_LOOK_PAGES);
+	}
 	/*
-	 * For memory.max alone, a sample only once what came back since the
-	 * handler's last one may have taken the group past it: a sample per
-	 * batch is most of a refault's cost (under memory.high alone, sqlite3
-	 * of bench/spill_workload.sh: working phase 2.8 -> 5.4 s when every
+	 * Between the looks of spill_hold_high=1, and for memory.max alone, a
+	 * sample only once what came back since the handler's last one may
+	 * have taken the group past memory.max: a sample per batch is most of
+	 * a refault's cost (under memory.high alone, sqlite3 of
+	 * bench/spill_workload.sh: working phase 2.8 -> 5.4 s when every
 	 * batch sampled).  (Samples taken elsewhere are not counted: this
 	 * errs towards sampling.)
 	 */
-	if (!cgm_conf.spill_hold_high && acct_max_lack(&cgm_acct, (int64_t)since_sample, NULL) <= 0) {
+	if (!hold_look && acct_max_lack(&cgm_acct, (int64_t)since_sample, NULL) <= 0) {
 		spill_pause_readahead(engine, false);
 		return;
 	}
@@ -275,8 +305,9 @@ static CGM_KEYED void spill_served(uint64_t pages)
 	excess = cgm_conf.spill_hold_max ? acct_sample_short(&cgm_acct) : 0;
 	/* At memory.max every page read ahead displaces one the program may want next. */
 	spill_pause_readahead(engine, excess > 0);
-	if (excess <= 0 && cgm_conf.spill_hold_high)
-		excess = acct_reclaim_excess(&cgm_acct);
+	if (excess <= 0 && cgm_conf.spill_hold_high &&
+	    acct_reclaim_excess_below(&cgm_acct, HOLD_LOOK_SHIFT) > 0)
+		excess = acct_reclaim_excess_below(&cgm_acct, HOLD_TARGET_SHIFT);
 	if (excess <= 0)
 		return;
 	on_handler = true;

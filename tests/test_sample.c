@@ -213,6 +213,29 @@ START_TEST(test_sample_max_reclaims_then_refuses)
 END_TEST
 
 /*
+ * The limit reclaim works towards (acct_limit_pages): the lowest
+ * memory.high or memory.max of the group and its ancestors, whichever
+ * kind it is, and no limit at all when none is set.
+ */
+START_TEST(test_limit_pages_lowest_up_the_tree)
+{
+	ck_assert_int_eq(acct_attach(&ac, "/l/a/b"), 0);
+	ck_assert_int_eq(acct_limit_pages(&ac), PAGE_COUNTER_MAX);
+	set_file("/l", "memory.max", "64M");
+	ck_assert_int_eq(acct_limit_pages(&ac), 64 * MIB / PAGE);
+	set_file("/l/a/b", "memory.high", "96M");
+	ck_assert_int_eq(acct_limit_pages(&ac), 64 * MIB / PAGE);
+	set_file("/l/a", "memory.high", "40M");
+	ck_assert_int_eq(acct_limit_pages(&ac), 40 * MIB / PAGE);
+	set_file("/l/a/b", "memory.max", "24M");
+	ck_assert_int_eq(acct_limit_pages(&ac), 24 * MIB / PAGE);
+	set_file("/l/a/b", "memory.max", "max");
+	set_file("/l/a", "memory.high", "max");
+	ck_assert_int_eq(acct_limit_pages(&ac), 64 * MIB / PAGE);
+}
+END_TEST
+
+/*
  * A charge that memory.max refuses reclaims room for itself: at the limit
  * nothing is over it, so reclaim is asked for the pages the charge needs
  * (try_to_free_mem_cgroup_pages(nr_pages)), and the charge goes through
@@ -360,6 +383,7 @@ static void add_tests(TCase *tc, bool regressions)
 	tcase_add_test(tc, test_sample_alloc_mode_publishes_only);
 	tcase_add_test(tc, test_sample_base_not_charged);
 	tcase_add_test(tc, test_sample_max_reclaims_then_refuses);
+	tcase_add_test(tc, test_limit_pages_lowest_up_the_tree);
 	tcase_add_test(tc, test_refused_charge_reclaims_its_pages);
 	tcase_add_test(tc, test_sample_high_reclaims_first);
 	tcase_add_test(tc, test_sample_high_reclaims_again_while_progress);

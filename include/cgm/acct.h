@@ -325,6 +325,11 @@ int64_t acct_reclaim_excess(struct cgm_acct *a);
  */
 int64_t acct_reclaim_excess_below(struct cgm_acct *a, unsigned int shift);
 /*
+ * The lowest memory.high or memory.max of the process's group and its
+ * ancestors, in pages: PAGE_COUNTER_MAX when none is set.
+ */
+int64_t acct_limit_pages(struct cgm_acct *a);
+/*
  * Reclaim from the subtree of @group, @want pages (0: whatever the first
  * pass gives), as the kernel's reclaim honours memory.min and memory.low:
  * the processes of unprotected groups are asked first, then, if they did
