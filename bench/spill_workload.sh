@@ -7,7 +7,9 @@
 # interleave the two.  Writes bench/RESULTS-spill-workload.md.
 # Usage: bench/spill_workload.sh [BUILD_DIR] [ROUNDS]   (make bench-spill-workload)
 # SPILL_EXTRA=key=value,... adds keys to (b)'s CGMALLOC_CONF (for example
-# spill_codec=zstd, or spill_recompress=0).
+# spill_codec=zstd, or spill_recompress=0); SPILL_OUT=FILE writes the
+# results there instead, and SPILL_BUILD_CAP=S measures builds up to S
+# seconds instead of 25 (spill_hold_high=1's sqlite3 build takes 25-35 s).
 set -eu
 
 B=${1:-build}
@@ -16,7 +18,8 @@ LIB=$(cd "$B" && pwd)/libcgmalloc.so
 CGMCTL=$B/cgmctl
 PY=/usr/bin/python3
 HERE=$(cd "$(dirname "$0")" && pwd)
-OUT=$HERE/RESULTS-spill-workload.md
+OUT=${SPILL_OUT:-$HERE/RESULTS-spill-workload.md}
+OUT_NAME=$(basename "$OUT")
 GOAL_SAVED_PCT=40
 GOAL_SLOWDOWN=1.05
 # Sizes: a dict of about 310 MB, a database of about 200 MB; working
@@ -30,7 +33,7 @@ SQL_OPS=800000
 # and reported as longer (the bench must end in a few minutes however slow
 # spilling makes a run).
 PHASE_TIMEOUT=60
-BUILD_CAP=25
+BUILD_CAP=${SPILL_BUILD_CAP:-25}
 WORK_CAP=15
 # A run that makes no step this long after its limit was lifted is
 # stopped; if it was caught in a fault that never resolves (hung), its
@@ -205,15 +208,18 @@ run_one() {
 			"$SQL_ROWS" $((SQL_ROWS / 5)) "$SQL_OPS" >&3
 		release sql start
 	fi
-	st=ok s_ready=- s_built=- s_done=-
+	st=ok s_ready=- s_built=- s_done=- tbuild=-
 	# Only (b) is measured up to a cap; (a) must finish in PHASE_TIMEOUT.
 	bcap=$PHASE_TIMEOUT
 	[ $cfg = a ] || bcap=$BUILD_CAP
 	if await ready; then
 		s_ready=$(stats "$g")
+		t_ready=$(date +%s.%N)
 		release "$w" ready
 		rc=0
 		await built "$bcap" || rc=$?
+		# The build's wall time (the await's polling included).
+		[ $rc != 0 ] || tbuild=$(echo "$(date +%s.%N) $t_ready" | awk '{ printf "%.2f", $1 - $2 }')
 		if [ $rc = 2 ] && [ $cfg = b ]; then
 			st=build-over-${BUILD_CAP}s
 			s_built=$(fresh_stats "$g" "$cfg")
@@ -310,7 +316,7 @@ run_one() {
 	nsamp=$(wc -l <"$RAW/samples.$name")
 	ratio=$(awk -F, '$6 > best { best = $6; r = $5 > 0 ? $6 / $5 : 0 }
 		END { printf "%.2f\n", (best > 0 ? r : 0) }' "$RAW/samples.$name")
-	echo "$w $cfg $r $st $s_ready $s_built $s_done $wmed $nsamp $times ${check:-none} $ratio $stmts" >>"$RAW/runs"
+	echo "$w $cfg $r $st $s_ready $s_built $s_done $wmed $nsamp $times ${check:-none} $ratio $stmts $tbuild" >>"$RAW/runs"
 	echo "bench-spill-workload: $name: $st, working phase $(echo "$times" | cut -d' ' -f1) s" >&2
 }
 
@@ -391,6 +397,7 @@ figures() {
 			if ($13 != "verified") checks[$13]++
 			if ($4 == "ok") {
 				add(c "t", $10); add(c "h1", $11); add(c "h2", $12)
+				if ($16 != "-") add(c "build", $16)
 				rt[c, $3] = $10
 				add(c "data", B[1] - R[1]); add(c "base", R[1]); add(c "endbuild", B[1])
 				n[c]++
@@ -420,7 +427,7 @@ figures() {
 			nk = 0
 			for (k in checks) nk++
 			printf " checks=%d", nk
-			split("wcur t h1 h2 peak data base in inhot out direct thr scan thrbuild scanbuild curbuild endbuild ratio", K, " ")
+			split("wcur t h1 h2 peak data base in inhot out direct thr scan thrbuild scanbuild curbuild endbuild ratio build", K, " ")
 			for (i = 1; i in K; i++)
 				for (ci = 1; ci <= 2; ci++) {
 					c = ci == 1 ? "a" : "b"
@@ -498,7 +505,7 @@ SUMMARY="spill-workload: python3 dict: $pct_py of cold bytes saved, slowdown $sl
 	echo "bench took $ELAPSED s."
 	echo
 	echo "- (a) \`CGMALLOC_CONF=spill=0\`: preloaded, accounted, no limit."
-	echo "- (b) \`CGMALLOC_CONF=spill=1,high=H\`: H = half the memory.peak of (a) in"
+	echo "- (b) \`CGMALLOC_CONF=spill=1,high=H${SPILL_EXTRA:+,$SPILL_EXTRA}\`: H = half the memory.peak of (a) in"
 	echo "  round 1 ($(mib "$HIGH_py") MiB for python3, $(mib "$HIGH_sql") MiB for sqlite3)."
 	echo
 	echo "Each run has a group of its own (\`scope=/NAME\`, \`hierarchy=\` a"
@@ -517,6 +524,8 @@ SUMMARY="spill-workload: python3 dict: $pct_py of cold bytes saved, slowdown $sl
 	row "(b) memory.current in the working phase" "$(cell py range_mib b_wcur)" "$(cell sql range_mib b_wcur)"
 	row "**saved**: (a) peak − (b) working phase" "$(mib "$saved_py")" "$(mib "$saved_sql")"
 	row "**% of the cold bytes saved** (goal ≥ $GOAL_SAVED_PCT%)" "$pct_py" "$pct_sql"
+	row "(a) build, s (not part of the goal: what reaching the working phase cost)" "$(cell py range_s a_build)" "$(cell sql range_s a_build)"
+	row "(b) build, s" "$(cell py range_s b_build)" "$(cell sql range_s b_build)"
 	row "(a) working phase, s" "$(cell py range_s a_t)" "$(cell sql range_s a_t)"
 	row "(b) working phase, s" "$(cell py range_s b_t)" "$(cell sql range_s b_t)"
 	row "**slowdown** (b) / (a) (goal ≤ $GOAL_SLOWDOWN)" "$slow_py" "$slow_sql"
@@ -625,8 +634,12 @@ SUMMARY="spill-workload: python3 dict: $pct_py of cold bytes saved, slowdown $sl
 	echo "## Command"
 	echo
 	echo '```'
-	echo "make bench-spill-workload B=$B    # runs what follows"
-	echo "bench/spill_workload.sh $B $ROUNDS"
+	if [ -n "${SPILL_EXTRA:-}${SPILL_BUILD_CAP:-}${SPILL_OUT:-}" ]; then
+		echo "${SPILL_EXTRA:+SPILL_EXTRA=$SPILL_EXTRA }${SPILL_BUILD_CAP:+SPILL_BUILD_CAP=$SPILL_BUILD_CAP }${SPILL_OUT:+SPILL_OUT=bench/$OUT_NAME }bench/spill_workload.sh $B $ROUNDS"
+	else
+		echo "make bench-spill-workload B=$B    # runs what follows"
+		echo "bench/spill_workload.sh $B $ROUNDS"
+	fi
 	echo '```'
 } >"$OUT"
 echo "$SUMMARY"
