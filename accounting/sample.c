@@ -312,6 +312,15 @@ int64_t acct_reclaim_take(struct cgm_acct *a)
 	return p ? __atomic_exchange_n(&p->reclaim_want, 0, __ATOMIC_RELAXED) : 0;
 }
 
+/* The lower of @g's memory.high and memory.max: where reclaim must bring it. */
+static int64_t group_limit(const struct cgm_group *g)
+{
+	int64_t high = __atomic_load_n(&g->memory.high, __ATOMIC_RELAXED);
+	int64_t max = __atomic_load_n(&g->memory.max, __ATOMIC_RELAXED);
+
+	return high < max ? high : max;
+}
+
 int64_t acct_reclaim_excess_below(struct cgm_acct *a, unsigned int shift)
 {
 	struct cgm_proc *p = hier_proc(&a->h, a->proc);
@@ -323,9 +332,7 @@ int64_t acct_reclaim_excess_below(struct cgm_acct *a, unsigned int shift)
 		return 0;
 	idx = __atomic_load_n(&p->group, __ATOMIC_RELAXED);
 	for_each_ancestor(&a->h, idx, g) {
-		int64_t high = __atomic_load_n(&g->memory.high, __ATOMIC_RELAXED);
-		int64_t max = __atomic_load_n(&g->memory.max, __ATOMIC_RELAXED);
-		int64_t limit = high < max ? high : max;
+		int64_t limit = group_limit(g);
 		int64_t over = page_counter_read(&g->memory) - (limit - (shift ? limit >> shift : 0));
 
 		if (over > excess)
@@ -344,15 +351,9 @@ int64_t acct_limit_pages(struct cgm_acct *a)
 	if (!p)
 		return lowest;
 	idx = __atomic_load_n(&p->group, __ATOMIC_RELAXED);
-	for_each_ancestor(&a->h, idx, g) {
-		int64_t high = __atomic_load_n(&g->memory.high, __ATOMIC_RELAXED);
-		int64_t max = __atomic_load_n(&g->memory.max, __ATOMIC_RELAXED);
-
-		if (high < lowest)
-			lowest = high;
-		if (max < lowest)
-			lowest = max;
-	}
+	for_each_ancestor(&a->h, idx, g)
+		if (group_limit(g) < lowest)
+			lowest = group_limit(g);
 	return lowest;
 }
 

@@ -232,7 +232,10 @@ struct spill_engine {
 	uint32_t max_ranges, ranges_hw, free_range;
 	uint32_t *bucket;		/* SP_BUCKETS list heads (reg_lock) */
 	uintptr_t max_span;		/* the longest range opened yet (reg_lock) */
-	/* Ranges the handler closed, their registration not yet settled (reg_lock). */
+	/*
+	 * Ranges the handler closed, their registration not yet settled
+	 * (reg_lock; only the handler thread adds and settles them).
+	 */
 	uint32_t closed[SP_CLOSED_MAX];
 	uint32_t nr_closed;
 	/* Write tracking (reg_lock): regions registered for WP_ASYNC. */
@@ -850,14 +853,14 @@ static void sp_settle_closed(struct spill_engine *e)
 	}
 	for (uint32_t i = 0; i < n; i++)
 		sp_range_free(e, e->closed[i]);
-	__atomic_store_n(&e->nr_closed, 0, __ATOMIC_RELAXED);
+	e->nr_closed = 0;
 }
 
 /* The handler, before it sleeps, forks or stops: what it closed is settled. */
 static void sp_settle_closed_now(struct spill_engine *e)
 {
-	if (!__atomic_load_n(&e->nr_closed, __ATOMIC_RELAXED))
-		return;
+	if (!e->nr_closed)
+		return;	/* (the handler's own count: no lock to look) */
 	pthread_mutex_lock(&e->reg_lock);
 	sp_settle_closed(e);
 	pthread_mutex_unlock(&e->reg_lock);
