@@ -103,36 +103,66 @@ uint32_t group_lookup(const struct cgm_hier *h, const char *path)
 	return *rest ? CGM_NONE : idx;
 }
 
+/*
+ * A free group slot: the first that group_map says is free and whose
+ * state agrees (a disagreeing bit is mended), or, when the map has none,
+ * the first free state of the table.  CGM_NONE if there is none.
+ */
+static uint32_t find_free_group(struct cgm_hier *h)
+{
+	uint64_t *map = h->hdr->group_map;
+
+	for (uint32_t w = 0; w < CGM_MAX_GROUPS / 64; w++) {
+		/* Slot 0 is the root: never free. */
+		uint64_t free_bits = ~(__atomic_load_n(&map[w], __ATOMIC_RELAXED) | (w ? 0 : 1));
+
+		while (free_bits) {
+			uint32_t i = w * 64 + (uint32_t)__builtin_ctzll(free_bits);
+			struct cgm_group *g = &h->groups[i];
+
+			free_bits &= free_bits - 1;
+			/* Written before it is read: a read fault maps fifteen neighbours too. */
+			hier_prefault(h, &g->state, sizeof(g->state));
+			if (g->state == CGM_SLOT_FREE)
+				return i;
+			hier_map_set(map, i);
+		}
+	}
+	for (uint32_t i = 1; i < CGM_MAX_GROUPS; i++)
+		if (h->groups[i].state == CGM_SLOT_FREE)
+			return i;
+	return CGM_NONE;
+}
+
 static int64_t alloc_group(struct cgm_hier *h, uint32_t parent, const char *name,
 			   size_t len)
 {
-	struct cgm_group *p = hier_group(h, parent);
+	struct cgm_group *p = hier_group(h, parent), *g;
+	uint32_t i;
 
 	if (!p)
 		return -EINVAL;
-	for (uint32_t i = 1; i < CGM_MAX_GROUPS; i++) {
-		struct cgm_group *g = &h->groups[i];
-
-		if (g->state != CGM_SLOT_FREE)
-			continue;
-		memset(g, 0, sizeof(*g));
-		memcpy(g->name, name, len);
-		g->name[len] = '\0';
-		g->parent = parent;
-		g->first_child = CGM_NONE;
-		g->next_sibling = p->first_child;
-		g->depth = p->depth + 1;
-		page_counter_init(&g->memory, &p->memory);
-		g->zswap_max = g->swap_max = INT64_MAX;
-		g->zswap_writeback = 1;
-		psi_init(&g->psi);
-		/* Publish only once complete: lookups check the state. */
-		__atomic_store_n(&g->state, CGM_SLOT_LIVE, __ATOMIC_RELEASE);
-		p->first_child = i;
-		p->nr_children++;
-		return i;
-	}
-	return -ENOSPC;
+	i = find_free_group(h);
+	if (i == CGM_NONE)
+		return -ENOSPC;
+	g = &h->groups[i];
+	memset(g, 0, sizeof(*g));
+	memcpy(g->name, name, len);
+	g->name[len] = '\0';
+	g->parent = parent;
+	g->first_child = CGM_NONE;
+	g->next_sibling = p->first_child;
+	g->depth = p->depth + 1;
+	page_counter_init(&g->memory, &p->memory);
+	g->zswap_max = g->swap_max = INT64_MAX;
+	g->zswap_writeback = 1;
+	psi_init(&g->psi);
+	/* Publish only once complete: lookups check the state. */
+	__atomic_store_n(&g->state, CGM_SLOT_LIVE, __ATOMIC_RELEASE);
+	hier_map_set(h->hdr->group_map, i);
+	p->first_child = i;
+	p->nr_children++;
+	return i;
 }
 
 int64_t group_create(struct cgm_hier *h, const char *path, uint32_t flags)
@@ -189,6 +219,7 @@ static int group_remove(struct cgm_hier *h, uint32_t idx)
 	if (g->memory.max != PAGE_COUNTER_MAX || g->memory.high != PAGE_COUNTER_MAX)
 		h->hdr->nr_limited--;
 	__atomic_store_n(&g->state, CGM_SLOT_FREE, __ATOMIC_RELEASE);
+	hier_map_clear(h->hdr->group_map, idx);
 	return 0;
 }
 

@@ -271,6 +271,7 @@ static void init_layout(void *base, size_t size)
 		init_shared_mutex(&h.procs[i].lock);
 	root = &h.groups[CGM_ROOT];
 	root->state = CGM_SLOT_LIVE;
+	hier_map_set(hd->group_map, CGM_ROOT);
 	root->parent = CGM_NONE;
 	root->first_child = CGM_NONE;
 	root->next_sibling = CGM_NONE;

@@ -8,6 +8,7 @@
  * usage: test_hier [regressions] [seed]
  */
 #include <check.h>
+#include <stdbool.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -455,6 +456,53 @@ START_TEST(test_group_paths)
 }
 END_TEST
 
+/* Is group @i's bit set in the header's map of group slots in use? */
+static bool group_bit(const struct cgm_hier *h, uint32_t i)
+{
+	return (h->hdr->group_map[i / 64] >> (i % 64)) & 1;
+}
+
+/*
+ * A new group takes the first free slot that group_map shows, and the map
+ * follows mkdir and rmdir; a map that disagrees with the slots' states
+ * (a process killed between the two writes) costs no group and no slot.
+ */
+START_TEST(test_group_map)
+{
+	struct cgm_hier h;
+	int64_t g[4];
+	char name[16];
+
+	acct_tmp_open(&tmp, &h);
+	ck_assert(group_bit(&h, CGM_ROOT));
+	for (int i = 0; i < 4; i++) {
+		snprintf(name, sizeof(name), "/g%d", i);
+		g[i] = group_mkdir(&h, name);
+		ck_assert_int_eq(g[i], i + 1);
+		ck_assert(group_bit(&h, (uint32_t)g[i]));
+	}
+	ck_assert_int_eq(group_rmdir(&h, "/g1"), 0);
+	ck_assert(!group_bit(&h, (uint32_t)g[1]));
+	ck_assert(group_bit(&h, (uint32_t)g[2]));
+	/* The lowest free slot again. */
+	ck_assert_int_eq(group_mkdir(&h, "/again"), g[1]);
+	ck_assert(group_bit(&h, (uint32_t)g[1]));
+
+	/* A bit cleared under a live group: that group is kept, the bit mended. */
+	hier_map_clear(h.hdr->group_map, (uint32_t)g[2]);
+	ck_assert_int_eq(group_mkdir(&h, "/past"), 5);
+	ck_assert(group_bit(&h, (uint32_t)g[2]));
+	ck_assert_int_eq(group_lookup(&h, "/g2"), g[2]);
+
+	/* A map that says every slot is taken: the free state of a slot still counts. */
+	ck_assert_int_eq(group_rmdir(&h, "/g3"), 0);
+	memset(h.hdr->group_map, 0xff, sizeof(h.hdr->group_map));
+	ck_assert_int_eq(group_mkdir(&h, "/full"), g[3]);
+	ck_assert_int_eq(group_lookup(&h, "/full"), g[3]);
+	hier_close(&h);
+}
+END_TEST
+
 START_TEST(test_event_propagation)
 {
 	struct cgm_hier h;
@@ -726,6 +774,7 @@ static void add_tests(TCase *tc, bool regressions)
 	tcase_add_test(tc, test_not_regular);
 	tcase_add_test(tc, test_missing_and_long_path);
 	tcase_add_test(tc, test_group_paths);
+	tcase_add_test(tc, test_group_map);
 	tcase_add_test(tc, test_event_propagation);
 	tcase_add_test(tc, test_corrupt_indices);
 }

@@ -30,7 +30,7 @@
 #include "cgm/size_class.h"
 
 #define CGM_HIER_MAGIC		0x3152454948474d43ULL	/* "CGMHIER1" */
-#define CGM_HIER_VERSION	19
+#define CGM_HIER_VERSION	20
 #define CGM_NONE		UINT32_MAX
 #define CGM_ROOT		0
 #define CGM_NAME_MAX		64		/* a path component, NUL included */
@@ -385,6 +385,20 @@ struct cgm_hier_header {
 	 * hierarchy that killed processes had left 128 slots in).
 	 */
 	int32_t proc_pid[CGM_MAX_PROCS];
+	/*
+	 * The group slots not free, one bit each (set when a group is made,
+	 * cleared when it is removed; changed under tree_lock): a new group
+	 * finds a free slot in 2 KiB of the header.  It read the state of
+	 * every slot before the first free one, and a hierarchy that many
+	 * scopes had passed through (their slots freed only once a later
+	 * process saw them gone) cost each program started with a limit a
+	 * write fault and a page of RSS per 2.7 slots (8 pages in the
+	 * default hierarchy of make bench's limits runs).  Only a hint: the
+	 * slot's state decides, and a map that says full is checked slot
+	 * by slot (a process killed between the two writes leaves them
+	 * apart).
+	 */
+	uint64_t group_map[CGM_MAX_GROUPS / 64];
 	pthread_mutex_t tree_lock;	/* robust, shared */
 	pthread_mutex_t flush_lock;	/* robust, shared */
 	uint64_t checksum;		/* of the fields above tree_lock */
