@@ -89,9 +89,12 @@ $(RT)/libexit_rss.so: tests/libexit_rss.c tests/smaps_rss.h
 	@mkdir -p $(RT)
 	$(CC) $(RT_SOFLAGS) -o $@ $<
 
-# The second run measures after the library's exit path (tests/libexit_rss.c).
+# The second run has limits (a scope of its own, memory.high and max: more
+# code at start-up and on large blocks); the third measures after the
+# library's exit path (tests/libexit_rss.c).
 check-text-rss: $(RT)/test_text_rss $(RT)/libexit_rss.so
 	$(RUN) env CGMALLOC_CONF=$(TEST_CONF) $(RT)/test_text_rss
+	$(RUN) env CGMALLOC_CONF=$(TEST_CONF),high=64M,max=128M $(RT)/test_text_rss
 	$(RUN) env CGMALLOC_CONF=$(TEST_CONF) \
 		LD_PRELOAD=$(abspath $(LIB)):$(abspath $(RT))/libexit_rss.so $(RT)/test_text_rss exit
 
