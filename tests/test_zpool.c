@@ -425,6 +425,57 @@ START_TEST(test_recompress)
 }
 END_TEST
 
+/* libzstd's mappings (code, tables, relocated data), for smaps_rss_kib(). */
+static bool libzstd_mapping(const char *perms, const char *path, const void *arg)
+{
+	(void)perms;
+	(void)arg;
+	return strstr(path, "/libzstd.so") != NULL;
+}
+
+/*
+ * A pool that may use zstd asks nothing of libzstd until it does: made
+ * with the pool, zstd's contexts cost a process with spill=1 and nothing
+ * to spill 320 KiB of libzstd resident and 128 KiB of the contexts (the
+ * pages libzstd's code ran from map by fault-around).  Here libzstd's
+ * resident pages do not change while a recompressing lz4 pool is made and
+ * stores and loads with lz4; its first recompression runs libzstd, and
+ * the pages come back byte-identical.
+ */
+START_TEST(test_zstd_state_lazy)
+{
+	struct zp_options o = { .recompress = true };
+	static unsigned char pages[16][ZPT_PAGE];
+	unsigned char out[ZPT_PAGE];
+	zp_entry_t e[16];
+	struct zp_pool *pool;
+	uint64_t rng = 5;
+	long before, made, used;
+
+	before = smaps_rss_kib(libzstd_mapping, NULL);
+	ck_assert_int_ge(before, 0);
+	pool = new_pool(&o);
+	for (int i = 0; i < 16; i++) {
+		zpt_page_text(&rng, pages[i]);
+		ck_assert_int_eq(zp_store(pool, pages[i], &e[i]), 0);
+		ck_assert_int_eq(zp_load(pool, e[i], out), 0);
+	}
+	made = smaps_rss_kib(libzstd_mapping, NULL);
+	ck_assert_msg(made == before, "libzstd resident: %ld KiB before the pool, %ld after "
+		      "lz4 stores: zstd was asked before it was used", before, made);
+	ck_assert_int_eq(zp_recompress(pool, 16, 0), 16);
+	used = smaps_rss_kib(libzstd_mapping, NULL);
+	ck_assert_msg(used > made, "libzstd resident: %ld KiB, and %ld once it recompressed",
+		      made, used);
+	for (int i = 0; i < 16; i++) {
+		ck_assert_int_eq(zp_load(pool, e[i], out), 0);
+		ck_assert_mem_eq(out, pages[i], ZPT_PAGE);
+		ck_assert_int_eq(zp_invalidate(pool, e[i]), 0);
+	}
+	zp_destroy_pool(pool);
+}
+END_TEST
+
 /*
  * zp_store_dense: in a recompressing lz4 pool a text page goes to zstd at
  * once -- the same bytes in the pool as zp_store() then zp_recompress()
@@ -1198,6 +1249,7 @@ int main(void)
 	tcase_add_test(tc, test_huge_reject);
 	tcase_add_test(tc, test_zstd_vs_lz4);
 	tcase_add_test(tc, test_recompress);
+	tcase_add_test(tc, test_zstd_state_lazy);
 	tcase_add_test(tc, test_store_dense);
 	tcase_add_test(tc, test_recompress_dict);
 	tcase_add_test(tc, test_zstd_pool_dict);

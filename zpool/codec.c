@@ -10,6 +10,17 @@
  * lz4 decompression needs no state; zstd's does, so zstd loads take a
  * context too.  An lz4 pool made with recompress has zstd state as well,
  * for the entries zp_recompress() moves to zstd.
+ *
+ * zstd's state is made at the first use of zstd, for every context at
+ * once (a page compressed with one context loads with any other), and
+ * the pool asks nothing of libzstd before: made with the pool, its
+ * sizes and contexts cost a process with spill=1 and nothing to spill
+ * 320 KiB of libzstd's code and tables (four fault-around windows of it
+ * ran) and 128 KiB of the contexts' first pages.  If that memory cannot
+ * be had, zstd compresses nothing (the page stays lz4, or in the heap)
+ * and the next use tries again; a load never needs it first, since
+ * only a page that zstd compressed loads with zstd.  lz4's state is the
+ * size of its public type, and lz4 compresses into it from scratch.
  */
 #include <errno.h>
 #include <string.h>
@@ -23,42 +34,40 @@
 
 #define ZP_SCRATCH	(2 * ZP_PAGE_SIZE)
 
-struct ctx_sizes {
-	size_t lz4, zc, zd;
-};
-
 /* zstd's level: the pool's own, or recompression's in an lz4 pool. */
 static int zstd_level(const struct zp_pool *pool)
 {
 	return pool->opt.codec == ZP_CODEC_ZSTD ? pool->opt.level : pool->opt.recompress_level;
 }
 
-static struct ctx_sizes ctx_sizes(const struct zp_pool *pool)
+static bool zstd_used(const struct zp_pool *pool)
 {
-	struct ctx_sizes s = { .lz4 = 0, .zc = 0, .zd = 0 };
+	return pool->opt.codec == ZP_CODEC_ZSTD || pool->opt.recompress;
+}
 
-	if (pool->opt.codec == ZP_CODEC_ZSTD || pool->opt.recompress) {
-		ZSTD_compressionParameters cp =
-			ZSTD_getCParams(zstd_level(pool), ZP_PAGE_SIZE, 0);
+/* A context's compression state and its decompression state, each page-aligned. */
+static void zstd_sizes(const struct zp_pool *pool, size_t *zc, size_t *zd)
+{
+	ZSTD_compressionParameters cp = ZSTD_getCParams(zstd_level(pool), ZP_PAGE_SIZE, 0);
+	size_t c = ZSTD_estimateCCtxSize_usingCParams(cp);
 
-		size_t zc = ZSTD_estimateCCtxSize_usingCParams(cp);
+	/* zstd compresses against the dictionary too (zdict.c). */
+	if (zp_zdict_wanted(pool) && zp_zdict_cctx_bytes(zstd_level(pool)) > c)
+		c = zp_zdict_cctx_bytes(zstd_level(pool));
+	*zc = zp_page_align(c);
+	*zd = zp_page_align(ZSTD_estimateDCtxSize());
+}
 
-		/* zstd compresses against the dictionary too (zdict.c). */
-		if (zp_zdict_wanted(pool) && zp_zdict_cctx_bytes(zstd_level(pool)) > zc)
-			zc = zp_zdict_cctx_bytes(zstd_level(pool));
-		s.zc = zp_page_align(zc);
-		s.zd = zp_page_align(ZSTD_estimateDCtxSize());
-	}
-	if (pool->opt.codec == ZP_CODEC_LZ4)
-		s.lz4 = zp_page_align((size_t)LZ4_sizeofState());
-	return s;
+static size_t lz4_bytes(const struct zp_pool *pool)
+{
+	return pool->opt.codec == ZP_CODEC_LZ4 ? zp_page_align(sizeof(LZ4_stream_t)) : 0;
 }
 
 int zp_codec_init(struct zp_pool *pool)
 {
-	struct ctx_sizes s = ctx_sizes(pool);
-	size_t per = ZP_SCRATCH + s.lz4 + s.zc + s.zd;
+	size_t per = ZP_SCRATCH + lz4_bytes(pool);
 
+	pthread_mutex_init(&pool->zstd_lock, NULL);
 	pool->ctx = zp_map(sizeof(struct zp_cctx) * ZP_NR_CTX, false);
 	if (!pool->ctx)
 		return -ENOMEM;
@@ -70,32 +79,75 @@ int zp_codec_init(struct zp_pool *pool)
 		if (!mem)
 			return -ENOMEM;
 		c->buf = mem;
-		mem += ZP_SCRATCH;
-		if (s.lz4) {
-			c->lz4_state = mem;
-			mem += s.lz4;
-		}
-		if (s.zc) {
-			c->zstd_c = ZSTD_initStaticCCtx(mem, s.zc);
-			c->zstd_d = ZSTD_initStaticDCtx(mem + s.zc, s.zd);
-			if (!c->zstd_c || !c->zstd_d)
-				return -ENOMEM;
-		}
+		if (lz4_bytes(pool))
+			c->lz4_state = mem + ZP_SCRATCH;
 	}
 	return zp_zdict_init(pool);
 }
 
+/*
+ * zstd's state in every context, made on the first call: 0, or -ENOMEM
+ * (nothing kept: the next call tries again).  Callers may hold a
+ * context's lock; the others' zstd fields are read only once zstd_ready
+ * says so.
+ */
+static int zstd_state(struct zp_pool *pool)
+{
+	size_t zc, zd;
+	unsigned i;
+	bool ok = true;
+	int ret = 0;
+
+	if (cgm_likely(atomic_load_explicit(&pool->zstd_ready, memory_order_acquire)))
+		return 0;
+	if (!zstd_used(pool))
+		return -EINVAL;
+	pthread_mutex_lock(&pool->zstd_lock);
+	if (atomic_load_explicit(&pool->zstd_ready, memory_order_relaxed))
+		goto out;
+	zstd_sizes(pool, &zc, &zd);
+	for (i = 0; ok && i < ZP_NR_CTX; i++) {
+		struct zp_cctx *c = &pool->ctx[i];
+
+		c->zstd_mem = zp_map(zc + zd, false);
+		c->zstd_c = c->zstd_mem ? ZSTD_initStaticCCtx(c->zstd_mem, zc) : NULL;
+		c->zstd_d = c->zstd_mem ? ZSTD_initStaticDCtx(c->zstd_mem + zc, zd) : NULL;
+		ok = c->zstd_c && c->zstd_d;
+	}
+	if (!ok) {
+		/* The contexts tried, the last of them the one that failed. */
+		while (i-- > 0) {
+			struct zp_cctx *c = &pool->ctx[i];
+
+			zp_unmap(c->zstd_mem, zc + zd);
+			c->zstd_mem = NULL;
+			c->zstd_c = c->zstd_d = NULL;
+		}
+		ret = -ENOMEM;
+		goto out;
+	}
+	pool->zstd_bytes = zc + zd;
+	atomic_store_explicit(&pool->zstd_ready, true, memory_order_release);
+out:
+	pthread_mutex_unlock(&pool->zstd_lock);
+	return ret;
+}
+
 void zp_codec_destroy(struct zp_pool *pool)
 {
-	struct ctx_sizes s = ctx_sizes(pool);
+	bool zstd = atomic_load_explicit(&pool->zstd_ready, memory_order_relaxed);
 
 	zp_zdict_destroy(pool);
 	if (!pool->ctx)
 		return;
-	for (unsigned i = 0; i < ZP_NR_CTX; i++)
-		zp_unmap(pool->ctx[i].buf, ZP_SCRATCH + s.lz4 + s.zc + s.zd);
+	for (unsigned i = 0; i < ZP_NR_CTX; i++) {
+		zp_unmap(pool->ctx[i].buf, ZP_SCRATCH + lz4_bytes(pool));
+		if (zstd)
+			zp_unmap(pool->ctx[i].zstd_mem, pool->zstd_bytes);
+	}
 	zp_unmap(pool->ctx, sizeof(struct zp_cctx) * ZP_NR_CTX);
 	pool->ctx = NULL;
+	atomic_store_explicit(&pool->zstd_ready, false, memory_order_relaxed);
 }
 
 static CGM_TLS unsigned zp_ctx_hint;
@@ -126,9 +178,13 @@ void zp_cctx_put(struct zp_cctx *c)
 size_t zp_compress_zstd(struct zp_pool *pool, struct zp_cctx *c, const void *page,
 			const void *cdict, bool *dict)
 {
-	size_t n = cdict ? ZSTD_compress_usingCDict(c->zstd_c, c->buf, ZP_SCRATCH, page,
-						    ZP_PAGE_SIZE, cdict) : 0;
+	size_t n;
 
+	*dict = false;
+	if (zstd_state(pool) < 0)
+		return 0;
+	n = cdict ? ZSTD_compress_usingCDict(c->zstd_c, c->buf, ZP_SCRATCH, page, ZP_PAGE_SIZE,
+					     cdict) : 0;
 	*dict = cdict && !ZSTD_isError(n);
 	/* Without: no dictionary yet, or (never seen: the context is sized for it) it failed. */
 	if (!*dict)
@@ -145,6 +201,9 @@ int zp_decompress_zstd(struct zp_pool *pool, const void *src, size_t len, void *
 
 	/* (An object of the dictionary without it: corrupt, never made so.) */
 	if (dict && !ddict)
+		return -EIO;
+	/* (Made before any page was compressed with zstd: this does not fail then.) */
+	if (zstd_state(pool) < 0)
 		return -EIO;
 	c = zp_cctx_get(pool);
 	n = ddict ? ZSTD_decompress_usingDDict(c->zstd_d, dst, ZP_PAGE_SIZE, src, len, ddict) :

@@ -20,6 +20,17 @@
 #define ZP_DEFAULT_COMPACT	30u
 #define ZP_MAX_IDS		(1u << 27)
 
+/*
+ * Is @level one of zstd's?  1..19 are in every release, and asking
+ * libzstd would run its code at pool creation, which a pool that may
+ * never use zstd should not (codec.c); only other levels are asked.
+ */
+static bool zstd_level_ok(int level)
+{
+	return (level >= 1 && level <= 19) ||
+	       (level >= ZSTD_minCLevel() && level <= ZSTD_maxCLevel());
+}
+
 /* Fill in defaults and check ranges; -EINVAL names the bad option. */
 static int options_resolve(struct zp_options *o)
 {
@@ -38,7 +49,7 @@ static int options_resolve(struct zp_options *o)
 	} else {
 		if (o->level == 0)
 			o->level = 3;
-		if (o->level < ZSTD_minCLevel() || o->level > ZSTD_maxCLevel()) {
+		if (!zstd_level_ok(o->level)) {
 			cgm_log("zpool: zstd level %d: expected %d..%d", o->level,
 				ZSTD_minCLevel(), ZSTD_maxCLevel());
 			return -EINVAL;
@@ -50,8 +61,7 @@ static int options_resolve(struct zp_options *o)
 	}
 	if (o->recompress_level == 0)
 		o->recompress_level = 3;
-	if (o->recompress && (o->recompress_level < ZSTD_minCLevel() ||
-			      o->recompress_level > ZSTD_maxCLevel())) {
+	if (o->recompress && !zstd_level_ok(o->recompress_level)) {
 		cgm_log("zpool: recompress level %d: expected %d..%d", o->recompress_level,
 			ZSTD_minCLevel(), ZSTD_maxCLevel());
 		return -EINVAL;
@@ -182,4 +192,5 @@ void zp_pool_forked(struct zp_pool *pool)
 	for (unsigned i = 0; pool->ctx && i < ZP_NR_CTX; i++)
 		pool->ctx[i].lock = fresh;
 	pool->zdict.lock = fresh;
+	pool->zstd_lock = fresh;
 }

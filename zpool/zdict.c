@@ -35,9 +35,11 @@
  * (A recompressed entry's flag is a bit of its zlen, not its dict: the
  * switch to ZE_ZOBJ publishes zlen, while loads of the lz4 object it
  * replaces still read the entry.)
- * Everything lives in one mmap'd area laid out at pool creation -- the
- * candidates, the content, and zstd's "static" dictionaries, which never
- * call malloc -- touched only once pages are stored.
+ * Everything lives in mmap'd memory: the candidates and the content in
+ * an area laid out at pool creation, touched only once pages are stored;
+ * zstd's "static" dictionaries, which never call malloc, in one mapped
+ * when the dictionary is made (their sizes are libzstd's to tell, and a
+ * pool asks nothing of libzstd before it uses zstd: codec.c).
  */
 #include <errno.h>
 #include <string.h>
@@ -112,7 +114,7 @@ size_t zp_zdict_cctx_bytes(int level)
 	return ZSTD_estimateCCtxSize_usingCParams(zdict_cparams(level));
 }
 
-/* The area: candidates, content, then the two dictionaries' workspaces. */
+/* The area: candidates, then content; the two dictionaries' workspaces apart (d->cws). */
 static unsigned char *zdict_content(const struct zp_zdict *d)
 {
 	return d->cand + (size_t)ZDICT_CANDIDATES * ZP_PAGE_SIZE;
@@ -120,7 +122,7 @@ static unsigned char *zdict_content(const struct zp_zdict *d)
 
 static unsigned char *zdict_cws(const struct zp_zdict *d)
 {
-	return zdict_content(d) + ZP_ZDICT_BYTES;
+	return d->cws;
 }
 
 bool zp_zdict_wanted(const struct zp_pool *pool)
@@ -136,8 +138,8 @@ int zp_zdict_init(struct zp_pool *pool)
 	pthread_mutex_init(&d->lock, NULL);
 	if (!zp_zdict_wanted(pool))
 		return 0;
-	bytes = (size_t)ZDICT_CANDIDATES * ZP_PAGE_SIZE + ZP_ZDICT_BYTES +
-		zdict_cbytes(pool->opt.recompress_level) + zdict_dbytes();
+	/* The workspaces' sizes are libzstd's to tell: asked when the dictionary is made. */
+	bytes = (size_t)ZDICT_CANDIDATES * ZP_PAGE_SIZE + ZP_ZDICT_BYTES;
 	d->cand = zp_map(bytes, false);
 	if (!d->cand)
 		return -ENOMEM;
@@ -153,7 +155,8 @@ void zp_zdict_destroy(struct zp_pool *pool)
 
 	if (d->cand)
 		zp_unmap(d->cand, d->map_bytes);
-	d->cand = NULL;
+	zp_unmap(d->cws, d->cws_bytes);
+	d->cand = d->cws = NULL;
 	d->cdict = d->ddict = NULL;
 	atomic_store_explicit(&d->ready, false, memory_order_relaxed);
 }
@@ -221,10 +224,18 @@ static void zdict_choose(struct zp_pool *pool, struct zp_zdict *d)
 {
 	int level = pool->opt.recompress_level;
 	int64_t gain[ZDICT_CANDIDATES], total = 0;
-	struct zp_cctx *c = zp_cctx_get(pool);
+	struct zp_cctx *c;
 	const ZSTD_CDict *cd;
 	const ZSTD_DDict *dd;
 
+	d->cws_bytes = zdict_cbytes(level) + zdict_dbytes();
+	d->cws = zp_map(d->cws_bytes, false);
+	if (!d->cws) {
+		/* No memory for the dictionaries: recompression goes on without. */
+		madvise(d->cand, (size_t)ZDICT_CANDIDATES * ZP_PAGE_SIZE, MADV_DONTNEED);
+		return;
+	}
+	c = zp_cctx_get(pool);
 	zdict_gains(pool, c, d, gain);
 	zp_cctx_put(c);
 	for (unsigned k = 0; k < ZP_ZDICT_PAGES; k++) {

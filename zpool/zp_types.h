@@ -171,8 +171,10 @@ static inline uint32_t zp_zlen_bytes(uint32_t zlen)
 #define ZP_ZDICT_PAGES		4
 #define ZP_ZDICT_BYTES		(ZP_ZDICT_PAGES * ZP_PAGE_SIZE)
 struct zp_zdict {
-	unsigned char *cand;		/* the sample, the content, zstd's dictionaries (mmap'd) */
+	unsigned char *cand;		/* the sample, then the content (mmap'd) */
 	size_t map_bytes;
+	unsigned char *cws;		/* zstd's two dictionaries (mmap'd when made) */
+	size_t cws_bytes;
 	pthread_mutex_t lock;		/* the sample */
 	_Atomic uint64_t seen;		/* compressible stores sampled from (written under lock) */
 	uint64_t rng;			/* lock held */
@@ -186,7 +188,8 @@ struct zp_zdict {
 struct zp_cctx {
 	pthread_mutex_t lock;
 	void *lz4_state;
-	void *zstd_c, *zstd_d;
+	void *zstd_c, *zstd_d;		/* in zstd_mem, once the pool's zstd_ready */
+	unsigned char *zstd_mem;
 	unsigned char *buf;		/* 2 pages: compression output */
 } __attribute__((aligned(64)));
 
@@ -233,6 +236,10 @@ struct zp_pool {
 	pthread_mutex_t lru_lock;
 	uint32_t lru_head, lru_tail;	/* oldest at head */
 	struct zp_cctx *ctx;		/* ZP_NR_CTX contexts */
+	/* The contexts' zstd state, made at the first use of zstd (codec.c). */
+	pthread_mutex_t zstd_lock;
+	atomic_bool zstd_ready;
+	size_t zstd_bytes;		/* of each context's zstd mapping, once ready */
 	struct zp_zdict zdict;
 	struct zp_wb *wb;
 
