@@ -225,7 +225,8 @@ static void fold_sampled(struct cgm_hier *h, uint32_t proc)
 		if (now < 0)
 			now = 0;
 		d[i] = cgm_wrap_sub(now, p->sampled_folded[i]);
-		p->sampled_folded[i] = now;
+		/* Atomic: the process's own threads read it (acct_zswap_room) without the lock. */
+		__atomic_store_n(&p->sampled_folded[i], now, __ATOMIC_RELAXED);
 		any |= d[i] != 0;
 	}
 	if (any)

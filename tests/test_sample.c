@@ -236,6 +236,42 @@ START_TEST(test_limit_pages_lowest_up_the_tree)
 END_TEST
 
 /*
+ * memory.zswap.max's room counts what this process published of its pool
+ * even while no flush has folded it into the groups: the fold after a
+ * publish only tries the flush lock, and with another process flushing
+ * (here: the lock held) the groups' zswap lagged, and the room reckoned on
+ * them let the pool past the limit.
+ */
+START_TEST(test_zswap_room_counts_unfolded)
+{
+	struct acct_spill_state st = { 0 };
+
+	ck_assert_int_eq(acct_attach(&ac, "/z/a"), 0);
+	ck_assert_int_eq(acct_zswap_room(&ac, false), INT64_MAX);
+	set_file("/z", "memory.zswap.max", "4M");
+	st.zswap = 3 * MIB;
+	acct_spill_publish(&ac, &st);
+	rstat_fold_sampled(&ac.h, ac.proc);
+	ck_assert_int_eq(acct_zswap_room(&ac, false), 1 * MIB);
+	/* Another process flushing: the fold is skipped. */
+	hier_lock(&ac.h.hdr->flush_lock);
+	st.zswap = 3 * MIB + MIB / 2;
+	acct_spill_publish(&ac, &st);
+	rstat_fold_sampled(&ac.h, ac.proc);
+	ck_assert_int_eq(acct_zswap_room(&ac, false), MIB / 2);
+	st.zswap = 5 * MIB;
+	acct_spill_publish(&ac, &st);
+	ck_assert_int_eq(acct_zswap_room(&ac, false), 0);
+	hier_unlock(&ac.h.hdr->flush_lock);
+	/* Folded at last: the same room. */
+	st.zswap = 3 * MIB + MIB / 2;
+	acct_spill_publish(&ac, &st);
+	rstat_fold_sampled(&ac.h, ac.proc);
+	ck_assert_int_eq(acct_zswap_room(&ac, false), MIB / 2);
+}
+END_TEST
+
+/*
  * A charge that memory.max refuses reclaims room for itself: at the limit
  * nothing is over it, so reclaim is asked for the pages the charge needs
  * (try_to_free_mem_cgroup_pages(nr_pages)), and the charge goes through
@@ -384,6 +420,7 @@ static void add_tests(TCase *tc, bool regressions)
 	tcase_add_test(tc, test_sample_base_not_charged);
 	tcase_add_test(tc, test_sample_max_reclaims_then_refuses);
 	tcase_add_test(tc, test_limit_pages_lowest_up_the_tree);
+	tcase_add_test(tc, test_zswap_room_counts_unfolded);
 	tcase_add_test(tc, test_refused_charge_reclaims_its_pages);
 	tcase_add_test(tc, test_sample_high_reclaims_first);
 	tcase_add_test(tc, test_sample_high_reclaims_again_while_progress);
