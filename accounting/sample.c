@@ -364,9 +364,12 @@ int64_t acct_limit_pages(struct cgm_acct *a)
 	if (!p)
 		return lowest;
 	idx = __atomic_load_n(&p->group, __ATOMIC_RELAXED);
-	for_each_ancestor(&a->h, idx, g)
-		if (group_limit(g) < lowest)
-			lowest = group_limit(g);
+	for_each_ancestor(&a->h, idx, g) {
+		int64_t limit = group_limit(g);
+
+		if (limit < lowest)
+			lowest = limit;
+	}
 	return lowest;
 }
 

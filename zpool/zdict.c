@@ -114,15 +114,10 @@ size_t zp_zdict_cctx_bytes(int level)
 	return ZSTD_estimateCCtxSize_usingCParams(zdict_cparams(level));
 }
 
-/* The area: candidates, then content; the two dictionaries' workspaces apart (d->cws). */
+/* The area: candidates, then content (the dictionaries' workspaces are apart: d->cws). */
 static unsigned char *zdict_content(const struct zp_zdict *d)
 {
 	return d->cand + (size_t)ZDICT_CANDIDATES * ZP_PAGE_SIZE;
-}
-
-static unsigned char *zdict_cws(const struct zp_zdict *d)
-{
-	return d->cws;
 }
 
 bool zp_zdict_wanted(const struct zp_pool *pool)
@@ -204,7 +199,7 @@ static void zdict_gains(struct zp_pool *pool, struct zp_cctx *c, struct zp_zdict
 	for (unsigned j = 0; j < ZDICT_CANDIDATES; j++)
 		alone[j] = zdict_size(pool, c, d, j, NULL);
 	for (unsigned i = 0; i < ZDICT_CANDIDATES; i++) {
-		const ZSTD_CDict *cd = ZSTD_initStaticCDict(zdict_cws(d), zdict_cbytes(level),
+		const ZSTD_CDict *cd = ZSTD_initStaticCDict(d->cws, zdict_cbytes(level),
 							    d->cand + (size_t)i * ZP_PAGE_SIZE,
 							    ZP_PAGE_SIZE, ZSTD_dlm_byRef,
 							    ZSTD_dct_rawContent, zdict_cparams(level));
@@ -230,33 +225,31 @@ static void zdict_choose(struct zp_pool *pool, struct zp_zdict *d)
 
 	d->cws_bytes = zdict_cbytes(level) + zdict_dbytes();
 	d->cws = zp_map(d->cws_bytes, false);
-	if (!d->cws) {
-		/* No memory for the dictionaries: recompression goes on without. */
-		madvise(d->cand, (size_t)ZDICT_CANDIDATES * ZP_PAGE_SIZE, MADV_DONTNEED);
-		return;
-	}
-	c = zp_cctx_get(pool);
-	zdict_gains(pool, c, d, gain);
-	zp_cctx_put(c);
-	for (unsigned k = 0; k < ZP_ZDICT_PAGES; k++) {
-		unsigned best = 0;
+	/* No memory for the dictionaries: none is chosen (total stays 0). */
+	if (d->cws) {
+		c = zp_cctx_get(pool);
+		zdict_gains(pool, c, d, gain);
+		zp_cctx_put(c);
+		for (unsigned k = 0; k < ZP_ZDICT_PAGES; k++) {
+			unsigned best = 0;
 
-		for (unsigned i = 1; i < ZDICT_CANDIDATES; i++)
-			if (gain[i] > gain[best])
-				best = i;
-		total += gain[best];
-		memcpy(zdict_content(d) + (size_t)k * ZP_PAGE_SIZE,
-		       d->cand + (size_t)best * ZP_PAGE_SIZE, ZP_PAGE_SIZE);
-		gain[best] = INT64_MIN;
+			for (unsigned i = 1; i < ZDICT_CANDIDATES; i++)
+				if (gain[i] > gain[best])
+					best = i;
+			total += gain[best];
+			memcpy(zdict_content(d) + (size_t)k * ZP_PAGE_SIZE,
+			       d->cand + (size_t)best * ZP_PAGE_SIZE, ZP_PAGE_SIZE);
+			gain[best] = INT64_MIN;
+		}
 	}
 	/* The candidates' memory goes back; their space stays reserved. */
 	madvise(d->cand, (size_t)ZDICT_CANDIDATES * ZP_PAGE_SIZE, MADV_DONTNEED);
 	if (total <= 0)
-		return;		/* pages with nothing in common: no dictionary */
-	cd = ZSTD_initStaticCDict(zdict_cws(d), zdict_cbytes(level), zdict_content(d),
+		return;		/* pages with nothing in common, or no memory: no dictionary */
+	cd = ZSTD_initStaticCDict(d->cws, zdict_cbytes(level), zdict_content(d),
 				  ZP_ZDICT_BYTES, ZSTD_dlm_byRef, ZSTD_dct_rawContent,
 				  zdict_cparams(level));
-	dd = ZSTD_initStaticDDict(zdict_cws(d) + zdict_cbytes(level), zdict_dbytes(),
+	dd = ZSTD_initStaticDDict(d->cws + zdict_cbytes(level), zdict_dbytes(),
 				  zdict_content(d), ZP_ZDICT_BYTES, ZSTD_dlm_byRef,
 				  ZSTD_dct_rawContent);
 	if (!cd || !dd)
