@@ -122,6 +122,8 @@ static int64_t high_excess(const struct cgm_hier *h, uint32_t group)
  */
 #define HIGH_RECLAIM_RETRIES 16
 
+CGM_TLS bool acct_exempt_from_high;
+
 static void handle_over_high(struct cgm_acct *a, struct cgm_thread_slot *t,
 			     uint32_t group, int64_t nr_pages)
 {
@@ -130,7 +132,7 @@ static void handle_over_high(struct cgm_acct *a, struct cgm_thread_slot *t,
 	uint64_t delay = 0;
 	uint32_t idx = group;
 
-	if (!group_over_high(h, group))
+	if (acct_exempt_from_high || !group_over_high(h, group))
 		return;
 	acct_harvest_subtree(h, group);
 	if (!group_over_high(h, group))

@@ -102,6 +102,16 @@ static bool reclaim_pass(struct cgm_hier *h, uint32_t group, enum acct_protectio
 	return asked;
 }
 
+void acct_wake_subtree(struct cgm_hier *h, uint32_t group)
+{
+	struct cgm_proc *p;
+	uint32_t i;
+
+	for_each_live_proc(h, i, p)
+		if (group_in_subtree(h, __atomic_load_n(&p->group, __ATOMIC_RELAXED), group))
+			acct_proc_wake(p);
+}
+
 /*
  * Pages reclaimed from the subtree of @g since @usage and @zswap: the fall
  * of its usage, plus what the compressed copies of spilled pages put back

@@ -51,5 +51,17 @@ int acct_set_limit(struct cgm_hier *h, uint32_t group, enum acct_limit which, ui
 	if (which == CGM_LIMIT_MAX && page_counter_read(&g->memory) > pages)
 		acct_harvest_subtree(h, group);
 	hier_bump_epoch(h);
+	/*
+	 * A process that is not allocating learns of a limit its group is
+	 * near (where the background reclaim of spill=1 loads the pool's
+	 * libraries; none below it, as at a process's start) too: an idle
+	 * python3 holding 75 MiB in a group given memory.max=96M loaded the
+	 * spill pool's libraries only when another process asked it to
+	 * reclaim, at the limit, and their allocations (charged past it)
+	 * took the group over it.
+	 */
+	if ((which == CGM_LIMIT_MAX || which == CGM_LIMIT_HIGH) &&
+	    page_counter_read(&g->memory) > pages - (pages >> ACCT_SPILL_LOAD_SHIFT))
+		acct_wake_subtree(h, group);
 	return 0;
 }

@@ -30,9 +30,11 @@
  * which waits up to half a second for every process it asked, returns
  * then instead of after the handler thread's idle ticks (100-200 ms).
  *
- * The thread is made with the spill engine (the constructor; a forked
- * child makes both at its first reclaim), has every signal blocked, and
- * touches no spillable memory.
+ * The thread is made in the constructor (a forked child makes it at its
+ * first reclaim), has every signal blocked, and touches no spillable
+ * memory.  It loads the spill pool's libraries when it first has to
+ * spill, or when a program thread's reclaim asks it to: a program thread
+ * may be in malloc, where dlopen must not run (shim/spiller.c).
  */
 #include <linux/futex.h>
 #include <pthread.h>
@@ -50,6 +52,14 @@
 #define BG_WAKE_SHIFT	6	/* wakes above limit - limit/64 */
 #define BG_TARGET_SHIFT	5	/* spills down to limit - limit/32 */
 #define BG_NEAR_SHIFT	4	/* looks every BG_POLL_NS above limit - limit/16 */
+/*
+ * Loads the spill pool's libraries above limit - limit/4, before the
+ * first reclaim needs them.  The loader's allocations are charged ahead
+ * past the limits (shim/lazy_libs.c, 256 KiB): loaded at the limit, they
+ * took perl under memory.max=30M (test_spill_lib) past it, which their
+ * load in the constructor never had.
+ */
+#define BG_LOAD_SHIFT	ACCT_SPILL_LOAD_SHIFT
 #define BG_POLL_NS	(10 * 1000000L)
 /* Each look that spilled nothing doubles the interval, up to this: an idle program costs little. */
 #define BG_POLL_MAX_NS	(640 * 1000000L)
@@ -87,6 +97,8 @@ static uint64_t reclaimed, thrash_stops;
 static int64_t last_verbose_ns;
 /* Waited on while the process has no slot (it is exiting): nobody wakes it. */
 static uint32_t no_slot_word;
+/* A program thread's reclaim asks for the pool's libraries. */
+static bool load_wanted;
 
 static void bg_wait(uint32_t *word, uint32_t seen, long ns)
 {
@@ -157,9 +169,16 @@ static void *bg_main(void *arg)
 		if (!p || !acct_reclaim_pending(p))
 			bg_wait(word, seen, wait_ns);
 		__atomic_store_n(&awake, true, __ATOMIC_RELAXED);
+		if (__atomic_exchange_n(&load_wanted, false, __ATOMIC_ACQUIRE))
+			cgm_spill_load();
+		/* Without them nothing will spill: the thread has nothing left to do. */
+		if (cgm_spill_load_failed())
+			break;
 		bg_answer();
 		/* Usage as of now: the pages that came back since the last slow path included. */
 		cgm_resident_sample();
+		if (!cgm_spill_loaded() && acct_reclaim_excess_below(&cgm_acct, BG_LOAD_SHIFT) > 0)
+			cgm_spill_load();
 		wait_ns = 0;
 		if (!win_spilled)
 			cgm_spill_mark_refaults();
@@ -208,42 +227,77 @@ static void *bg_main(void *arg)
 		}
 		__atomic_store_n(&awake, false, __ATOMIC_RELAXED);
 	}
+	__atomic_store_n(&awake, false, __ATOMIC_RELAXED);
 	return NULL;
 }
 
+/*
+ * What glibc allocates for a new thread (its TLS vector, with calloc),
+ * charged ahead past the limits as the loader's allocations are
+ * (shim/lazy_libs.c): a process exec'd into a group at its memory.max had
+ * that calloc refused, whose reclaim asked for this thread again, and
+ * recursed until the stack ran out (SIGSEGV).
+ */
+#define BG_START_STOCK	(16 * 1024)
+
 void cgm_bg_reclaim_start(void)
 {
+	static bool starting;
 	sigset_t all, old;
 	pthread_t th;
 	int err;
 
-	if (started || !cgm_conf.spill_background)
+	if (started || !cgm_conf.spill_background ||
+	    __atomic_exchange_n(&starting, true, __ATOMIC_ACQUIRE))
 		return;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
+	cgm_stock_ahead(BG_START_STOCK);
 	err = cgm_pthread_create_raw(&th, NULL, bg_main, NULL);
+	cgm_stock_give_back();
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (err) {
+		__atomic_store_n(&starting, false, __ATOMIC_RELEASE);
 		cgm_log("spill: cannot start the background reclaim (%s): reclaim stays in the "
 			"allocating threads", cgm_strerror(err));
 		return;
 	}
 	pthread_detach(th);
-	started = true;
+	__atomic_store_n(&started, true, __ATOMIC_RELEASE);
+	__atomic_store_n(&starting, false, __ATOMIC_RELEASE);
+}
+
+static void bg_wake(struct cgm_proc *p)
+{
+	/* Awake: the bump alone keeps its next wait from sleeping. */
+	if (__atomic_load_n(&awake, __ATOMIC_RELAXED))
+		__atomic_add_fetch(&p->wake, 1, __ATOMIC_RELEASE);
+	else
+		acct_proc_wake(p);
 }
 
 void cgm_bg_reclaim_kick(void)
 {
 	struct cgm_proc *p;
 
-	if (!started || acct_reclaim_excess_below(&cgm_acct, BG_WAKE_SHIFT) <= 0 ||
-	    !(p = hier_proc(&cgm_acct.h, cgm_acct.proc)))
+	if (!started || !(p = hier_proc(&cgm_acct.h, cgm_acct.proc)))
 		return;
-	/* Awake: the bump alone keeps its next wait from sleeping. */
-	if (__atomic_load_n(&awake, __ATOMIC_RELAXED))
-		__atomic_add_fetch(&p->wake, 1, __ATOMIC_RELEASE);
-	else
-		acct_proc_wake(p);
+	if (!cgm_spill_loaded() && acct_reclaim_excess_below(&cgm_acct, BG_LOAD_SHIFT) > 0)
+		__atomic_store_n(&load_wanted, true, __ATOMIC_RELEASE);
+	else if (acct_reclaim_excess_below(&cgm_acct, BG_WAKE_SHIFT) <= 0)
+		return;
+	bg_wake(p);
+}
+
+bool cgm_bg_reclaim_load_kick(void)
+{
+	struct cgm_proc *p = hier_proc(&cgm_acct.h, cgm_acct.proc);
+
+	if (!__atomic_load_n(&started, __ATOMIC_RELAXED) || !p)
+		return false;
+	__atomic_store_n(&load_wanted, true, __ATOMIC_RELEASE);
+	bg_wake(p);
+	return true;
 }
 
 uint64_t cgm_bg_reclaim_pages(void)
@@ -271,4 +325,5 @@ void cgm_bg_reclaim_forked(void)
 	/* The thread is the parent's: the child makes its own with its engine. */
 	started = false;
 	awake = false;
+	load_wanted = false;
 }

@@ -19,12 +19,18 @@
 #include "cgm/accounted.h"
 #include "cgm/compiler.h"
 #include "cgm/hier.h"
+#include "cgm/shim.h"
 #include "cgm/spiller.h"
 #include "cgm/static_key.h"
 
 CGM_KEYED CGM_EXPORT int mlockall(int flags)
 {
-	if (static_branch_unlikely(&cgm_spill_key) && (flags & (MCL_CURRENT | MCL_FUTURE)))
+	/*
+	 * Not the key, which is on only while there is an engine: none may
+	 * be made after this either (before the first reclaim, or after
+	 * cgm_spill_stop(), there is none).
+	 */
+	if (cgm_conf.spill && (flags & (MCL_CURRENT | MCL_FUTURE)))
 		cgm_spill_stop_locked(flags & MCL_CURRENT ? "mlockall MCL_CURRENT" :
 				      "mlockall MCL_FUTURE");
 	/* syscall() returns -1 with errno set on failure, as mlockall() does. */

@@ -144,8 +144,12 @@ static CGM_KEYED void found_in_use(int64_t delta)
 
 	if (!t || !static_branch_unlikely(&cgm_limits_key))
 		return;
-	/* Near the limit: the background reclaim makes room before a charge must. */
-	if (static_branch_unlikely(&cgm_spill_key))
+	/*
+	 * Near the limit: the background reclaim makes room before a charge
+	 * must -- before the first reclaim too, which it makes (the key is
+	 * on once there is an engine).
+	 */
+	if (cgm_spill_on())
 		cgm_bg_reclaim_kick();
 	if (delta > 0)
 		acct_handle_high(&cgm_acct, t, delta);

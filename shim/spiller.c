@@ -27,19 +27,27 @@
  * working phase 5.9 -> 3.8 s, sqlite3 4.9 -> 4.8 s, medians of 4
  * interleaved pairs against recompressing only pages a second old).
  *
- * The engine, the pool and the handler thread are made in the constructor.
- * A forked child takes over its copy of them (spill_fork_lazy=1 and the
+ * The constructor only checks that spilling is allowed and starts the
+ * background reclaim (shim/bg_reclaim.c).  The pool's libraries, the
+ * engine, the pool and the handler thread come at the first reclaim, which
+ * that thread makes (cgm_spill_load): a process that never reaches its
+ * limit pays for none of them (see spill_libs_ready).  Without the
+ * background reclaim (spill_background=0) they are all made in the
+ * constructor.  A forked child takes over its copy of them (spill_fork_lazy=1 and the
  * kernel's fork events: see spill_prepare), so a fork brings nothing back;
  * otherwise every spilled page comes back before fork (the child's copy
  * of the address space has no userfaultfd registration, so it would read
  * zeros), and the child makes its own engine at its first reclaim.
  */
 #include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -139,6 +147,7 @@ static CGM_TLS bool on_background;
 void cgm_spill_background_thread(void)
 {
 	on_background = true;
+	acct_exempt_from_high = true;
 }
 
 bool cgm_spill_on(void)
@@ -345,6 +354,9 @@ static const char *own_backing(void)
 	return backing_path;
 }
 
+/* What glibc allocates for the handler thread (its TLS vector), with room to spare. */
+#define ENGINE_STOCK	(16 * 1024)
+
 static bool open_engine(void)
 {
 	struct zp_options zo = {
@@ -374,6 +386,13 @@ static bool open_engine(void)
 		allowed = false;
 		return false;
 	}
+	/*
+	 * glibc's calloc of the handler thread's TLS vector is charged ahead
+	 * past the limits, as the loader's allocations are: refused at
+	 * memory.max (where the first reclaim often is), it failed the
+	 * thread's creation, and spilling was off for good.
+	 */
+	cgm_stock_ahead(ENGINE_STOCK);
 	err = spill_open(&(struct spill_options){ .pool = pool, .max_pages = MAX_SPILLED,
 						  .idle = spill_idle, .idle_ms = IDLE_MS,
 						  .serving = spill_serving,
@@ -383,6 +402,7 @@ static bool open_engine(void)
 						  .cpu_latency = cgm_conf.spill_cpu_latency,
 						  .create_thread = cgm_pthread_create_raw },
 			 &engine);
+	cgm_stock_give_back();
 	if (err) {
 		zp_destroy_pool(pool);
 		pool = NULL;
@@ -397,6 +417,22 @@ static bool open_engine(void)
 	cgm_bg_reclaim_start();
 	if (cgm_conf.spill_core)
 		cgm_core_dump_watch();
+	if (cgm_conf.verbose) {
+		struct spill_stats st;
+
+		spill_stats(engine, &st);
+		cgm_log("spill: on, %s pool%s%s%s%s",
+			cgm_conf.spill_codec == CGM_SPILL_ZSTD ? "zstd" : "lz4",
+			recompress ? ", idle pages recompressed with zstd" : "",
+			(recompress || cgm_conf.spill_codec == CGM_SPILL_ZSTD) && cgm_conf.spill_dict ?
+			" (against a dictionary of the program's own pages)" : "",
+			cgm_conf.spill_backing[0] ? ", writeback to " : "", cgm_conf.spill_backing);
+		if (cgm_conf.spill_cpu_latency)
+			cgm_log("spill: %s%s", st.cpu_latency_err ?
+				"no CPU latency request in fault bursts: /dev/cpu_dma_latency: " :
+				"idle CPUs poll during fault bursts (/dev/cpu_dma_latency)",
+				st.cpu_latency_err ? cgm_strerror(st.cpu_latency_err) : "");
+	}
 	return true;
 }
 
@@ -419,6 +455,121 @@ static void bind_all_now(void)
 			"%d left unbound", n.bound, n.slots, cgm_bind_pending());
 }
 
+/* ---- the first reclaim ---- */
+
+static void spill_hold_lock_always(void);
+
+/*
+ * The pool's libraries: not loaded until the first reclaim (or the
+ * constructor, without the background reclaim).  What a process with
+ * spill=1 that never reaches its limit paid for them, the engine and its
+ * handler thread, all made in the constructor before: bench/bignum under
+ * spill=1,high=100M,max=200M had 2,480 KiB resident at exit against 2,116
+ * with the limits alone -- liblz4, libzstd and liburing 200 KiB of it,
+ * the spiller's start-up code 100, the handler's stack and the pool's
+ * tables the rest.  A futex word: a program thread's reclaim waits on it
+ * (spill_libs_ready).
+ */
+enum { LIBS_NONE, LIBS_READY, LIBS_FAILED };
+static uint32_t libs_state;
+/*
+ * How long a program thread waits for the background thread to load them
+ * (a few milliseconds here).  Bounded: the thread that waits may hold the
+ * loader's own lock (an allocation inside dlopen, or in a library's
+ * constructor), which the load needs.  Its reclaim then gets nothing, as
+ * if nothing could be spilled.
+ */
+#define LIBS_WAIT_NS	(2000 * 1000000LL)
+
+/*
+ * This thread is loading them: the reclaims its own allocations (the
+ * loader's) would start return at once -- they recursed into the load,
+ * and waited for spill_lock inside dlopen, holding the loader's lock that
+ * a thread opening the engine needed for its handler (a process exec'd
+ * at memory.max hung).
+ */
+static CGM_TLS bool loading;
+
+bool cgm_spill_load(void)
+{
+	uint32_t st = __atomic_load_n(&libs_state, __ATOMIC_ACQUIRE);
+
+	if (st != LIBS_NONE || loading)
+		return st == LIBS_READY;
+	loading = true;
+	/* Its own line names the library that is missing, or what failed. */
+	if (cgm_lazy_libs_load() < 0) {
+		__atomic_store_n(&allowed, false, __ATOMIC_RELAXED);
+		resumable = false;
+		st = LIBS_FAILED;
+	} else {
+		bind_all_now();
+		/*
+		 * The engine too, here, before any other thread may spill
+		 * (they wait for LIBS_READY): a thread that took spill_lock
+		 * while it held the loader's lock (its allocation in dlopen)
+		 * would wait for this one, whose handler thread needs that lock.
+		 */
+		spill_hold_lock_always();
+		if (!engine && __atomic_load_n(&allowed, __ATOMIC_RELAXED))
+			open_engine();
+		cgm_spill_release();
+		st = LIBS_READY;
+	}
+	loading = false;
+	__atomic_store_n(&libs_state, st, __ATOMIC_RELEASE);
+	syscall(SYS_futex, &libs_state, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+	return st == LIBS_READY;
+}
+
+bool cgm_spill_loaded(void)
+{
+	return __atomic_load_n(&libs_state, __ATOMIC_ACQUIRE) == LIBS_READY;
+}
+
+bool cgm_spill_load_failed(void)
+{
+	return __atomic_load_n(&libs_state, __ATOMIC_ACQUIRE) == LIBS_FAILED;
+}
+
+/*
+ * May this reclaim make the engine, or has it one?  The background thread
+ * loads the libraries itself; a program thread asks it to and waits for
+ * it.  A program thread never loads them: this may be malloc's slow path,
+ * and dlopen allocates and takes the loader's lock.  Not waiting, a
+ * program over memory.high was throttled for what spilling covered a few
+ * milliseconds later (2 s for spill_prog in test_spill_lib).  After a
+ * wait that timed out, the next reclaims do not wait until the load is
+ * done: the same thread may still hold the loader's lock.
+ */
+static bool spill_libs_ready(void)
+{
+	static bool gave_up;
+	int64_t until = 0, now;
+	uint32_t st;
+
+	while ((st = __atomic_load_n(&libs_state, __ATOMIC_ACQUIRE)) == LIBS_NONE) {
+		if (on_background)
+			return cgm_spill_load();
+		now = cgm_now_ns();
+		if (!until) {
+			/* A forked child has no background thread until it needs one. */
+			cgm_bg_reclaim_start();
+			if (!cgm_bg_reclaim_load_kick() || __atomic_load_n(&gave_up, __ATOMIC_RELAXED))
+				return false;
+			until = now + LIBS_WAIT_NS;
+		}
+		if (now >= until) {
+			__atomic_store_n(&gave_up, true, __ATOMIC_RELAXED);
+			return false;
+		}
+		syscall(SYS_futex, &libs_state, FUTEX_WAIT_PRIVATE, LIBS_NONE,
+			&(struct timespec){ (until - now) / 1000000000, (until - now) % 1000000000 },
+			NULL, 0);
+	}
+	return st == LIBS_READY;
+}
+
 static void spill_prepare(void);
 static void spill_parent(void);
 static void spill_child(void);
@@ -439,30 +590,17 @@ void cgm_spill_init(void)
 	/* The engine's one line says it is refused, and what to grant. */
 	if (spill_probe() < 0)
 		return;
-	/* Its own message names the library that is missing. */
-	if (cgm_lazy_libs_load() < 0)
-		return;
-	bind_all_now();
 	allowed = resumable = true;
-	if (!open_engine())
-		return;
 	pthread_atfork(spill_prepare, spill_parent, spill_child);
-	if (cgm_conf.verbose) {
-		struct spill_stats st;
-
-		spill_stats(engine, &st);
-		cgm_log("spill: on, %s pool%s%s%s%s",
-			cgm_conf.spill_codec == CGM_SPILL_ZSTD ? "zstd" : "lz4",
-			recompress ? ", idle pages recompressed with zstd" : "",
-			(recompress || cgm_conf.spill_codec == CGM_SPILL_ZSTD) && cgm_conf.spill_dict ?
-			" (against a dictionary of the program's own pages)" : "",
-			cgm_conf.spill_backing[0] ? ", writeback to " : "", cgm_conf.spill_backing);
-		if (cgm_conf.spill_cpu_latency)
-			cgm_log("spill: %s%s", st.cpu_latency_err ?
-				"no CPU latency request in fault bursts: /dev/cpu_dma_latency: " :
-				"idle CPUs poll during fault bursts (/dev/cpu_dma_latency)",
-				st.cpu_latency_err ? cgm_strerror(st.cpu_latency_err) : "");
+	/* The background thread makes the rest at the first reclaim (spill_libs_ready). */
+	cgm_bg_reclaim_start();
+	if (cgm_bg_reclaim_started()) {
+		if (cgm_conf.verbose)
+			cgm_log("spill: on; the pool, its libraries and the fault handler start at "
+				"the first reclaim");
+		return;
 	}
+	cgm_spill_load();
 }
 
 /* ---- figures ---- */
@@ -923,7 +1061,7 @@ int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked, bool thorough)
 	int64_t got = 0, freed = 0, start;
 	int nc;
 
-	if (!allowed || want <= 0)
+	if (!allowed || want <= 0 || loading || !spill_libs_ready())
 		return 0;
 	/*
 	 * A lap that found every page written a moment ago is not tried again
@@ -968,7 +1106,8 @@ int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked, bool thorough)
 	if (on_background)
 		__atomic_store_n(&background_holding, true, __ATOMIC_RELAXED);
 	start = cgm_now_ns();
-	if (engine || open_engine()) {
+	/* (Not if the program locked its memory since the check above.) */
+	if (engine || (__atomic_load_n(&allowed, __ATOMIC_RELAXED) && open_engine())) {
 		struct cgm_proc *p = hier_proc(&cgm_acct.h, cgm_acct.proc);
 
 		/* Hot: refaulting within as many spills as the process has pages resident. */
@@ -1151,16 +1290,21 @@ static CGM_TLS int hold_cancel;
  * or move must not race a spill of the same pages): the spill lock, with
  * signals blocked as a spilling thread has them.
  */
-static bool spill_hold_lock(void)
+static void spill_hold_lock_always(void)
 {
 	sigset_t all;
 
-	if (!engine)
-		return false;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &hold_mask);
 	hold_cancel = cgm_nocancel_begin();
 	pthread_mutex_lock(&spill_lock);
+}
+
+static bool spill_hold_lock(void)
+{
+	if (!engine)
+		return false;
+	spill_hold_lock_always();
 	/* A forked child may have dropped the engine meanwhile: nothing to hold. */
 	if (!engine) {
 		cgm_spill_release();
@@ -1279,10 +1423,25 @@ static long spill_stop(void)
  */
 void cgm_spill_stop_locked(const char *why)
 {
+	bool was;
+
 	/* For good: cgm_spill_resume() cannot undo a lock. */
 	__atomic_store_n(&locked, true, __ATOMIC_RELAXED);
-	if (!spill_hold_lock())
+	was = __atomic_exchange_n(&allowed, false, __ATOMIC_RELAXED);
+	/*
+	 * No engine yet (nothing reclaimed so far): none will be made -- a
+	 * reclaim making one now does it under the lock, and one that comes
+	 * later finds spilling off.
+	 */
+	spill_hold_lock_always();
+	if (!engine) {
+		cgm_spill_release();
+		if (was)
+			cgm_log("spill: the program locked its memory (%s) before anything was "
+				"spilled: locked pages are never reclaimed, as in the kernel; "
+				"spilling is off for this process", why);
 		return;
+	}
 	spill_stop();
 	cgm_spill_release();
 	cgm_log("spill: the program locked its memory (%s): locked pages are never reclaimed, "

@@ -268,6 +268,14 @@ int acct_over_max(struct cgm_acct *a);
  * sleep the calling thread (@t's) by the kernel's penalty.
  */
 void acct_handle_high(struct cgm_acct *a, struct cgm_thread_slot *t, int64_t nr_pages);
+/*
+ * Set on the library's own reclaim thread: its charges over memory.high
+ * neither reclaim nor sleep, as the kernel never throttles kswapd.  It is
+ * the thread that makes room, and it was found asleep in a throttle
+ * inside dlopen (loading the spill pool's libraries), the loader's lock
+ * held, while the program waited for it to spill.
+ */
+extern CGM_TLS bool acct_exempt_from_high;
 
 /* ---- sample.c: residency samples ---- */
 
@@ -341,6 +349,18 @@ int64_t acct_limit_pages(struct cgm_acct *a);
  * stored in zswap does).  accounting/group_reclaim.c.
  */
 int64_t acct_reclaim_subtree(struct cgm_hier *h, uint32_t group, int64_t want, bool ask_self);
+/*
+ * Wake the background reclaim of every process of the subtree of @group
+ * (a limit was written): each looks at its groups now, and one near its
+ * limit with spill=1 loads the pool's libraries while there is room for
+ * them (shim/bg_reclaim.c).  accounting/group_reclaim.c.
+ */
+void acct_wake_subtree(struct cgm_hier *h, uint32_t group);
+/*
+ * Above limit - limit / 2^this, a process with spill=1 loads the spill
+ * pool's libraries (shim/bg_reclaim.c), and a limit write wakes it.
+ */
+#define ACCT_SPILL_LOAD_SHIFT	2
 
 /*
  * Pages that must go before a charge of @need pages fits under the

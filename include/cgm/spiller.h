@@ -22,11 +22,24 @@ DECLARE_STATIC_KEY_FALSE(cgm_spill_key);
 
 /*
  * In the constructor, with the configuration read: with spill=1, check
- * that this process may have a userfaultfd that serves system calls and
- * open the engine (its handler thread starts here).  Refused in one line
- * on stderr, and spilling stays off.
+ * that this process may have a userfaultfd that serves system calls, and
+ * start the background reclaim, which loads the pool's libraries and
+ * opens the engine (its handler thread) at the first reclaim; without it
+ * (spill_background=0) they are made here.  Refused in one line on
+ * stderr, and spilling stays off.
  */
 void cgm_spill_init(void);
+
+/*
+ * Load the pool's libraries and bind the library's functions, once: on
+ * the background reclaim's thread, never in an allocation path.  False
+ * (after a line on stderr; spilling is then off) if they cannot be had.
+ */
+bool cgm_spill_load(void);
+/* They are loaded. */
+bool cgm_spill_loaded(void);
+/* The load failed: nothing will spill in this process. */
+bool cgm_spill_load_failed(void);
 
 /* Is spilling on in this process? */
 bool cgm_spill_on(void);
@@ -55,7 +68,7 @@ int64_t cgm_spill_answer(struct cgm_proc *p);
 /*
  * The program locks its memory (@why: which call): spilling stops for
  * good in this process, every spilled page comes back and the pool goes,
- * with one line on stderr.  Nothing without an engine.
+ * with one line on stderr (where spilling was on).
  */
 void cgm_spill_stop_locked(const char *why);
 
@@ -114,12 +127,14 @@ void cgm_spill_release(void);
 
 /*
  * The background reclaim (shim/bg_reclaim.c, spill_background=1): its
- * thread starts with the engine; a sample that finds the group near its
- * limit kicks it; busy while it looks or spills; a forked child forgets
- * the parent's thread.
+ * thread starts in the constructor (in a forked child, at its first
+ * reclaim); a sample that finds the group near its limit kicks it; busy
+ * while it looks or spills; a forked child forgets the parent's thread.
  */
 void cgm_bg_reclaim_start(void);
 void cgm_bg_reclaim_kick(void);
+/* Ask it to load the pool's libraries (cgm_spill_load); false if there is no thread. */
+bool cgm_bg_reclaim_load_kick(void);
 bool cgm_bg_reclaim_busy(void);
 /* The background reclaim thread runs in this process. */
 bool cgm_bg_reclaim_started(void);

@@ -11,9 +11,10 @@ for glibc) and, for cgmalloc, a CGMALLOC_CONF.  The built-in ones are:
   limits    cgmalloc, accounting=1 with high and max above the workload's
             peak (set from the warm-up: high = 2 x peak + 64M,
             max = 4 x peak + 128M), so limits are checked but never hit
-  spill     the same high and max as limits, and spill=1: the spiller running
-            (its handler thread, the heap registered) with nothing to
-            reclaim, so what enabling spilling costs a workload under its
+  spill     the same high and max as limits, and spill=1: the spiller on
+            with nothing to reclaim (its background thread; the pool, its
+            libraries and the fault handler wait for a first reclaim), so
+            what enabling spilling costs a workload under its
             limit; not where spill=1 is refused (no userfaultfd that serves
             kernel-mode faults), and not under callgrind (valgrind has no
             userfaultfd, so the library refuses spill=1 there)
