@@ -169,16 +169,16 @@ static void *bg_main(void *arg)
 		if (!p || !acct_reclaim_pending(p))
 			bg_wait(word, seen, wait_ns);
 		__atomic_store_n(&awake, true, __ATOMIC_RELAXED);
-		if (__atomic_exchange_n(&load_wanted, false, __ATOMIC_ACQUIRE))
+		bg_answer();
+		/* Usage as of now: the pages that came back since the last slow path included. */
+		cgm_resident_sample();
+		/* Asked for by a program thread, or the group near its limit (a no-op once loaded). */
+		if (__atomic_exchange_n(&load_wanted, false, __ATOMIC_ACQUIRE) ||
+		    acct_reclaim_excess_below(&cgm_acct, BG_LOAD_SHIFT) > 0)
 			cgm_spill_load();
 		/* Without them nothing will spill: the thread has nothing left to do. */
 		if (cgm_spill_load_failed())
 			break;
-		bg_answer();
-		/* Usage as of now: the pages that came back since the last slow path included. */
-		cgm_resident_sample();
-		if (!cgm_spill_loaded() && acct_reclaim_excess_below(&cgm_acct, BG_LOAD_SHIFT) > 0)
-			cgm_spill_load();
 		wait_ns = 0;
 		if (!win_spilled)
 			cgm_spill_mark_refaults();
@@ -231,15 +231,6 @@ static void *bg_main(void *arg)
 	return NULL;
 }
 
-/*
- * What glibc allocates for a new thread (its TLS vector, with calloc),
- * charged ahead past the limits as the loader's allocations are
- * (shim/lazy_libs.c): a process exec'd into a group at its memory.max had
- * that calloc refused, whose reclaim asked for this thread again, and
- * recursed until the stack ran out (SIGSEGV).
- */
-#define BG_START_STOCK	(16 * 1024)
-
 void cgm_bg_reclaim_start(void)
 {
 	static bool starting;
@@ -247,14 +238,13 @@ void cgm_bg_reclaim_start(void)
 	pthread_t th;
 	int err;
 
+	/* (A start inside a start -- its allocations' reclaim -- returns at once.) */
 	if (started || !cgm_conf.spill_background ||
 	    __atomic_exchange_n(&starting, true, __ATOMIC_ACQUIRE))
 		return;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	cgm_stock_ahead(BG_START_STOCK);
 	err = cgm_pthread_create_raw(&th, NULL, bg_main, NULL);
-	cgm_stock_give_back();
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (err) {
 		__atomic_store_n(&starting, false, __ATOMIC_RELEASE);

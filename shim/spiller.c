@@ -354,9 +354,6 @@ static const char *own_backing(void)
 	return backing_path;
 }
 
-/* What glibc allocates for the handler thread (its TLS vector), with room to spare. */
-#define ENGINE_STOCK	(16 * 1024)
-
 static bool open_engine(void)
 {
 	struct zp_options zo = {
@@ -386,13 +383,6 @@ static bool open_engine(void)
 		allowed = false;
 		return false;
 	}
-	/*
-	 * glibc's calloc of the handler thread's TLS vector is charged ahead
-	 * past the limits, as the loader's allocations are: refused at
-	 * memory.max (where the first reclaim often is), it failed the
-	 * thread's creation, and spilling was off for good.
-	 */
-	cgm_stock_ahead(ENGINE_STOCK);
 	err = spill_open(&(struct spill_options){ .pool = pool, .max_pages = MAX_SPILLED,
 						  .idle = spill_idle, .idle_ms = IDLE_MS,
 						  .serving = spill_serving,
@@ -402,7 +392,6 @@ static bool open_engine(void)
 						  .cpu_latency = cgm_conf.spill_cpu_latency,
 						  .create_thread = cgm_pthread_create_raw },
 			 &engine);
-	cgm_stock_give_back();
 	if (err) {
 		zp_destroy_pool(pool);
 		pool = NULL;

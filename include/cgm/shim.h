@@ -63,7 +63,8 @@ void cgm_numa_split(int64_t anon, int64_t out[CGM_MAX_NODES]);
 /*
  * pthread_create without the wrapper (shim/thread_start.c): no argument
  * block on the heap, no accounting slot -- for the library's own threads,
- * which must not touch memory that can be spilled.
+ * which must not touch memory that can be spilled.  What glibc allocates
+ * for the thread is charged ahead past the limits.
  */
 int cgm_pthread_create_raw(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *),
 			   void *arg);
