@@ -183,6 +183,12 @@ static void *bg_main(void *arg)
 		if (!win_spilled)
 			cgm_spill_mark_refaults();
 		while ((want = acct_reclaim_excess_below(&cgm_acct, BG_TARGET_SHIFT)) > 0) {
+			/*
+			 * A writer waiting: answer it first (the next turn,
+			 * at once), before it stops waiting for a start.
+			 */
+			if (p && acct_reclaim_pending(p))
+				break;
 			if (bg_thrashing(win_spilled)) {
 				/*
 				 * What came back counts the pages spilled since the

@@ -14,6 +14,7 @@
 #include "cgm/accounted.h"
 #include "cgm/log.h"
 #include "cgm/shim.h"
+#include "cgm/spiller.h"
 
 uint32_t cgm_seen_epoch;
 
@@ -63,7 +64,16 @@ static void sync_reclaim(void)
 	struct cgm_proc *p = hier_proc(&cgm_acct.h, cgm_acct.proc);
 	uint32_t asked;
 
-	if (!p || !acct_reclaim_begin(p, &asked))
+	/*
+	 * Not while this thread loads the pool's libraries (the background
+	 * reclaim, in an allocation of the loader's): its reclaim would
+	 * return at once and say it is done, having spilled nothing, and the
+	 * writer went away.  memory.high=20M written over an idle python3
+	 * holding 40 MB -- the write itself wakes the thread to load them --
+	 * left it at 43-45 MiB in 8 of 10 runs.  The request stays pending:
+	 * the thread answers it once they are loaded.
+	 */
+	if (!p || !acct_reclaim_pending(p) || cgm_spill_loading() || !acct_reclaim_begin(p, &asked))
 		return;
 	cgm_reclaim_self(true);
 	cgm_reclaim_later();

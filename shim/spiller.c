@@ -511,6 +511,11 @@ bool cgm_spill_load(void)
 	return st == LIBS_READY;
 }
 
+bool cgm_spill_loading(void)
+{
+	return loading;
+}
+
 bool cgm_spill_loaded(void)
 {
 	return __atomic_load_n(&libs_state, __ATOMIC_ACQUIRE) == LIBS_READY;

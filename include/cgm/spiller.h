@@ -38,6 +38,8 @@ void cgm_spill_init(void);
 bool cgm_spill_load(void);
 /* They are loaded. */
 bool cgm_spill_loaded(void);
+/* This thread is loading them (its reclaims return at once). */
+bool cgm_spill_loading(void);
 /* The load failed: nothing will spill in this process. */
 bool cgm_spill_load_failed(void);
 
