@@ -331,9 +331,12 @@ CHECKS=$((CHECKS + 1))
 # in the 2.5 s of reading (pgsteal_kswapd; the program's thread, reading,
 # allocates little and spilled nothing in any run measured): with the
 # stop taken out, 87,137-119,096 pages, against 12,877-48,241 with it
-# (2026-12-05, 6 and 17 runs of this case alone).  The bound: 60,000, two
-# thirds of the least without the stop (it was 37,500, then 50,000, both
-# by zswpout, which the slow end of the range came within 4% of).  (Whether it also says it stopped depends on whether
+# (2026-12-05, 6 and 17 runs of this case alone; 14,273-43,018 in 26
+# runs on 2026-12-06, idle or with three CPU hogs).  What it spills is
+# mostly what came back during its stops, so a fast machine spills more:
+# once 62,233 in a whole make check.  The bound: 70,000, four fifths of
+# the least without the stop (it was 37,500, then 50,000, both by
+# zswpout, then 60,000).  (Whether it also says it stopped depends on whether
 # a sample showed the group over its margin meanwhile: python3 reading
 # allocates little, and in 1 run of 27 it had nothing to spill.)
 kswapd() { value /th memory.stat pgsteal_kswapd; }
@@ -358,7 +361,7 @@ finish
 [ "$ST" = 0 ] || fail "thrashing python3 exited $ST: $(head -3 "$T/bg.err")"
 [ -n "$z0" ] && [ -n "$z1" ] || fail "no pgsteal_kswapd in /th's memory.stat"
 stops=$(sed -n '/^built$/,/^looped$/p' "$T/bg.err" | grep -c "background reclaim stops" || true)
-[ $((z1 - z0)) -le 60000 ] ||
+[ $((z1 - z0)) -le 70000 ] ||
 	fail "the background went on spilling while python3 read back its strings: it spilled $((z1 - z0)) pages in 2.5 s ($stops stops)"
 echo "$TEST_NAME: thrashing: the background spilled $((z1 - z0)) pages in 2.5 s of reading back, $stops stops of it"
 CHECKS=$((CHECKS + 1))
