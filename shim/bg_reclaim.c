@@ -31,7 +31,7 @@
  * then instead of after the handler thread's idle ticks (100-200 ms).
  *
  * The thread is made in the constructor (a forked child makes it at its
- * first reclaim), has every signal blocked, and touches no spillable
+ * first allocation slow path, or its first reclaim), has every signal blocked, and touches no spillable
  * memory.  It loads the spill pool's libraries when it first has to
  * spill, or when a program thread's reclaim asks it to: a program thread
  * may be in malloc, where dlopen must not run (shim/spiller.c).
@@ -322,4 +322,18 @@ void cgm_bg_reclaim_forked(void)
 	started = false;
 	awake = false;
 	load_wanted = false;
+	cgm_bg_start_wanted = false;
+}
+
+bool cgm_bg_start_wanted;
+
+void cgm_bg_reclaim_start_later(void)
+{
+	__atomic_store_n(&cgm_bg_start_wanted, cgm_conf.spill_background, __ATOMIC_RELAXED);
+}
+
+void cgm_bg_reclaim_start_wanted(void)
+{
+	if (__atomic_exchange_n(&cgm_bg_start_wanted, false, __ATOMIC_ACQUIRE))
+		cgm_bg_reclaim_start();
 }

@@ -167,6 +167,9 @@ void cgm_resident_tick(bool large)
 	int64_t delta, now;
 	int nc;
 
+	/* A forked child's background reclaim, not made at fork (shim/spiller.c). */
+	if (__builtin_expect(__atomic_load_n(&cgm_bg_start_wanted, __ATOMIC_RELAXED), 0) && !sampling)
+		cgm_bg_reclaim_start_wanted();
 	/* A thread's first slow path looks too: a process's first sample is there. */
 	if (!large && (++ticks % TICKS_PER_CLOCK) != 1)
 		return;

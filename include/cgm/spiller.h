@@ -130,7 +130,7 @@ void cgm_spill_release(void);
 /*
  * The background reclaim (shim/bg_reclaim.c, spill_background=1): its
  * thread starts in the constructor (in a forked child, at its first
- * reclaim); a sample that finds the group near its limit kicks it; busy
+ * allocation slow path); a sample that finds the group near its limit kicks it; busy
  * while it looks or spills; a forked child forgets the parent's thread.
  */
 void cgm_bg_reclaim_start(void);
@@ -143,6 +143,14 @@ bool cgm_bg_reclaim_started(void);
 /* Called by the background reclaim thread as it starts. */
 void cgm_spill_background_thread(void);
 void cgm_bg_reclaim_forked(void);
+/*
+ * A forked child's thread, wanted but not made at fork: its first
+ * allocation slow path makes it (cgm_bg_reclaim_start_wanted, from
+ * cgm_resident_tick), so that a child that only execs or exits pays nothing.
+ */
+extern bool cgm_bg_start_wanted;
+void cgm_bg_reclaim_start_later(void);
+void cgm_bg_reclaim_start_wanted(void);
 /* Pages the background reclaim spilled or got back from the pool, in all. */
 uint64_t cgm_bg_reclaim_pages(void);
 /* Times it stopped because what it spilled came back (thrashing). */

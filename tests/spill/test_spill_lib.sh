@@ -165,6 +165,38 @@ for lim in high max; do
 	finish
 	CHECKS=$((CHECKS + 1))
 done
+# The same asked of a forked child (a worker idle after its work) of a
+# process that has not spilled: no engine to take over at the fork, and
+# without a background reclaim of its own the child answered nothing --
+# memory.reclaim 20M said EAGAIN after half a second, memory.high=20M
+# left the group at 44 MiB.  The child's thread starts at its first
+# allocation slow path.  The child leaves when its parent is killed.
+for lim in reclaim high; do
+	start "scope=/child$lim,spill=1" /usr/bin/python3 -c '
+import os, sys, time
+ppid = os.getpid()
+if os.fork() == 0:
+    b = bytes(range(256)) * (40 * 4096)
+    print("ready", file=sys.stderr, flush=True)
+    while os.getppid() == ppid:
+        time.sleep(0.05)
+    os._exit(0)
+os.wait()'
+	reach ready
+	sleep 0.2
+	"$CGMCTL" --hierarchy "$H" set /child$lim memory.$lim 20M 2>"$T/werr" ||
+		fail "memory.$lim 20M of a group whose only holder is an idle forked python3 child: $(cat "$T/werr")"
+	cur=$(value /child$lim memory.current)
+	out=$(value /child$lim memory.stat zswpout)
+	[ "$out" -ge $((20 * MIB / 4096)) ] ||
+		fail "memory.$lim 20M of an idle forked child holding 40 MB: $out pages spilled"
+	[ "$lim" = reclaim ] || [ "$cur" -le $((20 * MIB)) ] ||
+		fail "memory.high=20M over an idle forked child holding 40 MB: memory.current $(mib "$cur")"
+	echo "$TEST_NAME: memory.$lim 20M of an idle forked python3 child: $out pages spilled, memory.current $(mib "$cur")"
+	kill "$BG"
+	finish
+	CHECKS=$((CHECKS + 1))
+done
 # Filled under memory.max=20M without allocating (a 40 MB object touched
 # after its malloc, charged by its resident pages): the process's own
 # slow paths never see it.  Its background reclaim looks every half second
