@@ -31,8 +31,8 @@
  * then instead of after the handler thread's idle ticks (100-200 ms).
  *
  * The thread is made in the constructor (a forked child makes it at its
- * first allocation slow path, or its first reclaim), has every signal blocked, and touches no spillable
- * memory.  It loads the spill pool's libraries when it first has to
+ * first allocation slow path, or its first reclaim), has every signal
+ * blocked, and touches no spillable memory.  It loads the spill pool's libraries when it first has to
  * spill, or when a program thread's reclaim asks it to: a program thread
  * may be in malloc, where dlopen must not run (shim/spiller.c).
  */
@@ -99,6 +99,8 @@ static int64_t last_verbose_ns;
 static uint32_t no_slot_word;
 /* A program thread's reclaim asks for the pool's libraries. */
 static bool load_wanted;
+/* A forked child's thread is to be made at its next allocation slow path. */
+bool cgm_bg_start_wanted;
 
 static void bg_wait(uint32_t *word, uint32_t seen, long ns)
 {
@@ -324,8 +326,6 @@ void cgm_bg_reclaim_forked(void)
 	load_wanted = false;
 	cgm_bg_start_wanted = false;
 }
-
-bool cgm_bg_start_wanted;
 
 void cgm_bg_reclaim_start_later(void)
 {

@@ -71,7 +71,8 @@ static void sync_reclaim(void)
 	 * writer went away.  memory.high=20M written over an idle python3
 	 * holding 40 MB -- the write itself wakes the thread to load them --
 	 * left it at 43-45 MiB in 8 of 10 runs.  The request stays pending:
-	 * the thread answers it once they are loaded.
+	 * the thread answers it once they are loaded.  (Pending first: the
+	 * spiller's code lies outside the library's hot text.)
 	 */
 	if (!p || !acct_reclaim_pending(p) || cgm_spill_loading() || !acct_reclaim_begin(p, &asked))
 		return;

@@ -130,8 +130,9 @@ void cgm_spill_release(void);
 /*
  * The background reclaim (shim/bg_reclaim.c, spill_background=1): its
  * thread starts in the constructor (in a forked child, at its first
- * allocation slow path); a sample that finds the group near its limit kicks it; busy
- * while it looks or spills; a forked child forgets the parent's thread.
+ * allocation slow path); a sample that finds the group near its limit
+ * kicks it; busy while it looks or spills; a forked child forgets the
+ * parent's thread.
  */
 void cgm_bg_reclaim_start(void);
 void cgm_bg_reclaim_kick(void);
