@@ -334,6 +334,7 @@ void cgm_bg_reclaim_start_later(void)
 
 void cgm_bg_reclaim_start_wanted(void)
 {
-	if (__atomic_exchange_n(&cgm_bg_start_wanted, false, __ATOMIC_ACQUIRE))
+	/* (Not if spilling stopped meanwhile: mlockall, cgm_spill_stop.) */
+	if (__atomic_exchange_n(&cgm_bg_start_wanted, false, __ATOMIC_ACQUIRE) && cgm_spill_on())
 		cgm_bg_reclaim_start();
 }
