@@ -485,6 +485,9 @@ bool cgm_spill_load(void)
 
 	if (st != LIBS_NONE || loading)
 		return st == LIBS_READY;
+	/* Spilling stopped (mlockall, cgm_spill_stop): nothing will use them until it resumes. */
+	if (!__atomic_load_n(&allowed, __ATOMIC_RELAXED))
+		return false;
 	loading = true;
 	/* Its own line names the library that is missing, or what failed. */
 	if (cgm_lazy_libs_load() < 0) {
