@@ -64,6 +64,7 @@ lib_obj_flags = $(CFLAGS_$(subst /,_,$(1))) $(if $(filter $(1).c,$(BIND_AT_LOAD)
 # faults.
 LIB_CFLAGS += -ffunction-sections
 HOT_TEXT_LD := shim/hot-text.ld
+WARM_TEXT_LD := shim/warm-text.ld
 LIB_LD_SCRIPT := $(B)/libcgmalloc.ld
 # Relative relocations packed (DT_RELR, glibc 2.36): the dynamic loader
 # reads 96 bytes instead of 9 KiB of them, and the pages they fill are
@@ -204,9 +205,9 @@ LIB_ARCHIVES := $(call archives,plain,acct zpool base)
 # `make` builds the tools that are installed with the library (cgmctl).
 all: $(TOOLS)
 
-$(LIB_LD_SCRIPT): $(HOT_TEXT_LD) scripts/lib-ld-script $(LIB_FLAGS_STAMP)
+$(LIB_LD_SCRIPT): $(HOT_TEXT_LD) $(WARM_TEXT_LD) scripts/lib-ld-script $(LIB_FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	scripts/lib-ld-script "$(CC) $(LIB_LDFLAGS_BASE) $(LDFLAGS)" $(HOT_TEXT_LD) > $@.tmp
+	scripts/lib-ld-script "$(CC) $(LIB_LDFLAGS_BASE) $(LDFLAGS)" $(HOT_TEXT_LD) $(WARM_TEXT_LD) > $@.tmp
 	mv $@.tmp $@
 
 $(LOAD_ALIGN): scripts/load_align.c
