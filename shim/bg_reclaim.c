@@ -32,9 +32,10 @@
  *
  * The thread is made in the constructor (a forked child makes it at its
  * first allocation slow path, or its first reclaim), has every signal
- * blocked, and touches no spillable memory.  It loads the spill pool's libraries when it first has to
- * spill, or when a program thread's reclaim asks it to: a program thread
- * may be in malloc, where dlopen must not run (shim/spiller.c).
+ * blocked, and touches no spillable memory.  It loads the spill pool's
+ * libraries when it first has to spill, or when a program thread's
+ * reclaim asks it to: a program thread may be in malloc, where dlopen
+ * must not run (shim/spiller.c).
  */
 #include <linux/futex.h>
 #include <pthread.h>
@@ -110,15 +111,18 @@ static void bg_wait(uint32_t *word, uint32_t seen, long ns)
 	syscall(SYS_futex, word, FUTEX_WAIT, seen, ns ? &ts : NULL, NULL, 0);
 }
 
-/* Answer what was asked, if the program's threads do not within BG_ANSWER_MS. */
-static void bg_answer(void)
+/*
+ * Answer what was asked of @p, if the program's threads do not within
+ * BG_ANSWER_MS.  This, the spilling round and the messages are out of
+ * bg_main, whose loop an idle process runs every half second: that loop
+ * lies with the library's hot code (shim/warm-text.ld), which has little
+ * room; these run only when there is work, the pool's libraries loaded.
+ */
+static CGM_NOINLINE void bg_answer(struct cgm_proc *p)
 {
-	struct cgm_proc *p = hier_proc(&cgm_acct.h, cgm_acct.proc);
 	struct timespec ms = { 0, 1000000 };
 	int64_t got;
 
-	if (!p || !acct_reclaim_pending(p))
-		return;
 	for (int i = 0; i < BG_ANSWER_MS && acct_reclaim_pending(p); i++)
 		nanosleep(&ms, NULL);
 	if (!acct_reclaim_pending(p))
@@ -149,6 +153,61 @@ static bool bg_thrashing(int64_t spilled)
 	return spilled > 0 && back >= BG_THRASH_MIN && (int64_t)back * 4 > spilled;
 }
 
+/*
+ * Spill down to the target, the group above it: the pages spilled.
+ * *@wait_ns is set when it stopped short (thrashing, nothing could go).
+ */
+static CGM_NOINLINE int64_t bg_spill_round(struct cgm_proc *p, int64_t *win_spilled, long *wait_ns)
+{
+	int64_t want, got, round = 0;
+
+	while ((want = acct_reclaim_excess_below(&cgm_acct, BG_TARGET_SHIFT)) > 0) {
+		/*
+		 * A writer waiting: answer it first (the next turn, at once),
+		 * before it stops waiting for a start.
+		 */
+		if (p && acct_reclaim_pending(p))
+			break;
+		if (bg_thrashing(*win_spilled)) {
+			/*
+			 * What came back counts the pages spilled since the
+			 * window began by any thread, each time one came back:
+			 * more than this thread spilled, at times.
+			 */
+			if (cgm_conf.verbose)
+				cgm_log("spill: background reclaim stops for 0.5 s: %llu pages "
+					"spilled since its window began came back, against %lld "
+					"it spilled in it (the program works on what is spilled)",
+					(unsigned long long)cgm_spill_refaults_since_mark(),
+					(long long)*win_spilled);
+			__atomic_add_fetch(&thrash_stops, 1, __ATOMIC_RELAXED);
+			*wait_ns = BG_THRASH_NS;
+			*win_spilled = 0;
+			break;
+		}
+		got = cgm_spill_reclaim(want < BG_BATCH ? want : BG_BATCH, NULL, false);
+		if (got <= 0) {
+			*wait_ns = BG_BACKOFF_NS;
+			break;
+		}
+		round += got;
+		*win_spilled += got;
+		__atomic_add_fetch(&reclaimed, (uint64_t)got, __ATOMIC_RELAXED);
+		cgm_resident_sample();
+	}
+	return round;
+}
+
+/* verbose=1: what a round spilled, once a second at most. */
+static CGM_COLD void bg_say_round(int64_t round, bool stopped)
+{
+	if (cgm_now_ns() - last_verbose_ns <= 1000000000LL)
+		return;
+	last_verbose_ns = cgm_now_ns();
+	cgm_log("spill: background reclaim: %lld pages, to keep the group 1/32 below its limit%s",
+		(long long)round, stopped ? "; stopped: nothing more could go" : "");
+}
+
 static void *bg_main(void *arg)
 {
 	long wait_ns = 0, poll_ns = BG_POLL_NS;
@@ -162,7 +221,7 @@ static void *bg_main(void *arg)
 		struct cgm_proc *p = hier_proc(&cgm_acct.h, cgm_acct.proc);
 		uint32_t *word = p ? &p->wake : &no_slot_word;
 		uint32_t seen = __atomic_load_n(word, __ATOMIC_ACQUIRE);
-		int64_t want, got, round = 0;
+		int64_t round = 0;
 
 		/* Not at the end of a round: the first wait, from the start, needs it too. */
 		if (!wait_ns && static_key_enabled(&cgm_limits_key))
@@ -171,7 +230,8 @@ static void *bg_main(void *arg)
 		if (!p || !acct_reclaim_pending(p))
 			bg_wait(word, seen, wait_ns);
 		__atomic_store_n(&awake, true, __ATOMIC_RELAXED);
-		bg_answer();
+		if (p && acct_reclaim_pending(p))
+			bg_answer(p);
 		/* Usage as of now: the pages that came back since the last slow path included. */
 		cgm_resident_sample();
 		/* Asked for by a program thread, or the group near its limit (a no-op once loaded). */
@@ -184,50 +244,13 @@ static void *bg_main(void *arg)
 		wait_ns = 0;
 		if (!win_spilled)
 			cgm_spill_mark_refaults();
-		while ((want = acct_reclaim_excess_below(&cgm_acct, BG_TARGET_SHIFT)) > 0) {
-			/*
-			 * A writer waiting: answer it first (the next turn,
-			 * at once), before it stops waiting for a start.
-			 */
-			if (p && acct_reclaim_pending(p))
-				break;
-			if (bg_thrashing(win_spilled)) {
-				/*
-				 * What came back counts the pages spilled since the
-				 * window began by any thread, each time one came
-				 * back: more than this thread spilled, at times.
-				 */
-				if (cgm_conf.verbose)
-					cgm_log("spill: background reclaim stops for 0.5 s: %llu pages "
-						"spilled since its window began came back, against %lld "
-						"it spilled in it (the program works on "
-						"what is spilled)",
-						(unsigned long long)cgm_spill_refaults_since_mark(),
-						(long long)win_spilled);
-				__atomic_add_fetch(&thrash_stops, 1, __ATOMIC_RELAXED);
-				wait_ns = BG_THRASH_NS;
-				win_spilled = 0;
-				break;
-			}
-			got = cgm_spill_reclaim(want < BG_BATCH ? want : BG_BATCH, NULL, false);
-			if (got <= 0) {
-				wait_ns = BG_BACKOFF_NS;
-				break;
-			}
-			round += got;
-			win_spilled += got;
-			__atomic_add_fetch(&reclaimed, (uint64_t)got, __ATOMIC_RELAXED);
-			cgm_resident_sample();
-		}
+		if (acct_reclaim_excess_below(&cgm_acct, BG_TARGET_SHIFT) > 0)
+			round = bg_spill_round(p, &win_spilled, &wait_ns);
 		/* At the target: whatever came back, the group fits; judge afresh next time. */
 		if (!wait_ns)
 			win_spilled = 0;
-		if (cgm_conf.verbose && round && cgm_now_ns() - last_verbose_ns > 1000000000LL) {
-			last_verbose_ns = cgm_now_ns();
-			cgm_log("spill: background reclaim: %lld pages, to keep the group 1/32 below "
-				"its limit%s", (long long)round,
-				wait_ns == BG_BACKOFF_NS ? "; stopped: nothing more could go" : "");
-		}
+		if (cgm_conf.verbose && round)
+			bg_say_round(round, wait_ns == BG_BACKOFF_NS);
 		if (!wait_ns && acct_reclaim_excess_below(&cgm_acct, BG_NEAR_SHIFT) > 0) {
 			wait_ns = poll_ns;
 			poll_ns = round ? BG_POLL_NS :

@@ -1964,6 +1964,26 @@ static uint32_t sp_range_budget(void)
  * said in one line that begins with @lead (spill_probe: "spill=1 refused:
  * ", which scripts look for) and ends with @tail.
  */
+/* Why there is no userfaultfd (@err), in one line: what sp_uffd_new_said returns then. */
+static CGM_COLD int sp_uffd_refused(int err, const char *lead, const char *tail)
+{
+	if (err == EPERM)
+		cgm_log("%suserfaultfd refused (without user-mode-only, "
+			"which system calls need): run as root, or grant "
+			"CAP_SYS_PTRACE, sysctl vm.unprivileged_userfaultfd=1, "
+			"or read-write access to /dev/userfaultfd%s", lead, tail);
+	else if (err == ENOSYS)
+		cgm_log("%sthis kernel has no userfaultfd%s", lead, tail);
+	else
+		cgm_log("%suserfaultfd: %s%s", lead, cgm_strerror(err), tail);
+	return err == ENOSYS ? -EOPNOTSUPP : -err;
+}
+
+/*
+ * (Its messages are out of it: spill=1's start-up runs it, and its code
+ * lies with the library's hot code, where there is little room:
+ * shim/warm-text.ld.)
+ */
 static int sp_uffd_new_said(uint64_t features, const char *lead, const char *tail)
 {
 	struct uffdio_api api = { .api = UFFD_API, .features = features };
@@ -1979,20 +1999,8 @@ static int sp_uffd_new_said(uint64_t features, const char *lead, const char *tai
 			close(dev);
 		}
 	}
-	if (fd < 0) {
-		int err = errno;
-
-		if (err == EPERM)
-			cgm_log("%suserfaultfd refused (without user-mode-only, "
-				"which system calls need): run as root, or grant "
-				"CAP_SYS_PTRACE, sysctl vm.unprivileged_userfaultfd=1, "
-				"or read-write access to /dev/userfaultfd%s", lead, tail);
-		else if (err == ENOSYS)
-			cgm_log("%sthis kernel has no userfaultfd%s", lead, tail);
-		else
-			cgm_log("%suserfaultfd: %s%s", lead, cgm_strerror(err), tail);
-		return err == ENOSYS ? -EOPNOTSUPP : -err;
-	}
+	if (fd < 0)
+		return sp_uffd_refused(errno, lead, tail);
 	if (ioctl(fd, UFFDIO_API, &api) || (api.features & features) != features) {
 		cgm_log("%sthis kernel's userfaultfd lacks UFFDIO_MOVE "
 			"(Linux 6.8 or later is needed)%s", lead, tail);
