@@ -1535,24 +1535,7 @@ static void spill_child(void)
 	memset(carried, 0, sizeof(carried));
 	fork_held = false;
 	cgm_bg_reclaim_forked();
-	/*
-	 * The child of a process that has not spilled yet has no engine to
-	 * take over, but needs its background reclaim as much: an idle child
-	 * (a worker waiting for work, holding what it built) answers a
-	 * memory.reclaim or a limit write through that thread only.  Without
-	 * it, python3's forked child holding 40 MB gave back nothing to
-	 * memory.reclaim 20M of its group (the writer waited half a second
-	 * and said EAGAIN).  Made at the child's first allocation slow path,
-	 * not here: a thread made at fork cost 0.8-1 ms a fork on this
-	 * machine (the child's page faults), paid by every fork that only
-	 * execs or exits.
-	 */
-	if (!engine) {
-		if (__atomic_load_n(&allowed, __ATOMIC_RELAXED))
-			cgm_bg_reclaim_start_later();
-		return;
-	}
-	if (handoff && spill_fork_child(engine) == 0) {
+	if (engine && handoff && spill_fork_child(engine) == 0) {
 		handoff = false;
 		/* The child is charged for what it adds from here, not for its copy. */
 		fork_base_set = false;
@@ -1563,8 +1546,21 @@ static void spill_child(void)
 		return;
 	}
 	handoff = false;
-	spill_end(false);
-	/* Its next reclaim makes an engine of its own; the thread answers for it meanwhile. */
-	if (__atomic_load_n(&allowed, __ATOMIC_RELAXED))
-		cgm_bg_reclaim_start_later();
+	/* Its next reclaim makes an engine of its own. */
+	if (engine)
+		spill_end(false);
+	/*
+	 * Without an engine to take over (its parent had not spilled yet, or
+	 * could not hand it over) the child needs its background reclaim as
+	 * much: an idle child (a worker waiting for work, holding what it
+	 * built) answers a memory.reclaim or a limit write through that
+	 * thread only.  Without it, python3's forked child holding 40 MB gave
+	 * back nothing to memory.reclaim 20M of its group (the writer waited
+	 * half a second and said EAGAIN).  Made at the child's first
+	 * allocation slow path, not here: a thread made at fork cost 0.8-1 ms
+	 * a fork on this machine (the child's page faults), paid by every
+	 * fork that only execs or exits.  (Not made if spilling is off by
+	 * then: cgm_bg_reclaim_start_wanted.)
+	 */
+	cgm_bg_reclaim_start_later();
 }
