@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "cgm/clock.h"
+#include "cgm/mul_div.h"
 #include "cgm/nocancel.h"
 #include "internal.h"
 
@@ -20,14 +21,18 @@
  */
 uint64_t acct_high_delay_ms(int64_t usage, int64_t high, int64_t nr_pages)
 {
-	unsigned __int128 overage, penalty;
+	unsigned __int128 penalty;
+	uint64_t overage;
 
 	if (usage <= high)
 		return 0;
 	if (high < 1)
 		high = 1;
-	overage = ((unsigned __int128)(usage - high) << CGM_DELAY_PRECISION_SHIFT) / (uint64_t)high;
-	penalty = overage * overage * 1000;	/* HZ = 1000: jiffies are ms */
+	overage = (uint64_t)cgm_mul_div(usage - high, 1LL << CGM_DELAY_PRECISION_SHIFT, high);
+	/* Far past any cap already; kept small enough that its square fits. */
+	if (overage > (1ULL << 32))
+		overage = 1ULL << 32;
+	penalty = (unsigned __int128)overage * overage * 1000;	/* HZ = 1000: jiffies are ms */
 	penalty >>= CGM_DELAY_PRECISION_SHIFT;
 	penalty >>= CGM_DELAY_SCALING_SHIFT;
 	penalty = penalty * (uint64_t)nr_pages / CGM_CHARGE_BATCH;

@@ -19,6 +19,7 @@
 
 #include "cgm/acct.h"
 #include "cgm/files.h"
+#include "cgm/mul_div.h"
 
 /*
  * How long the asker waits: half a second for the processes asked to
@@ -68,7 +69,7 @@ static bool reclaim_pass(struct cgm_hier *h, uint32_t group, enum acct_protectio
 		 * memcg by its size.
 		 */
 		share = want > 0 && usage > 0 ?
-			(int64_t)((__int128)want * proc_charged_pages(p) / usage) : 0;
+			cgm_mul_div(want, proc_charged_pages(p), usage) : 0;
 		/* Spilling adds the pool's pages and its bookkeeping: an eighth more. */
 		share = share > 0 ? share + share / 8 + 32 : 0;
 		__atomic_store_n(&p->reclaim_want, share, __ATOMIC_RELAXED);

@@ -11,6 +11,7 @@
 #include <errno.h>
 
 #include "cgm/compiler.h"
+#include "cgm/mul_div.h"
 #include "cgm/page_counter.h"
 
 /* Counters on a path from any counter up to the root, that counter included. */
@@ -302,15 +303,12 @@ static int64_t effective_protection(int64_t usage, int64_t parent_usage,
 	siblings_protected = nonneg(siblings_protected);
 	protected = min64(usage, setting);
 	if (siblings_protected > parent_effective)
-		return (int64_t)((__int128)protected * parent_effective / siblings_protected);
+		return cgm_mul_div(protected, parent_effective, siblings_protected);
 	ep = protected;
 	if (recursive_protection && parent_effective > siblings_protected &&
 	    parent_usage > siblings_protected && usage > protected) {
-		__int128 unclaimed = parent_effective - siblings_protected;
-
-		unclaimed *= usage - protected;
-		unclaimed /= parent_usage - siblings_protected;
-		ep += (int64_t)unclaimed;
+		ep += cgm_mul_div(parent_effective - siblings_protected, usage - protected,
+				  parent_usage - siblings_protected);
 	}
 	return ep;
 }

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "cgm/mul_div.h"
 
 int64_t acct_sample_short(const struct cgm_acct *a)
 {
@@ -116,14 +117,14 @@ static int64_t now_ns(void)
  * between NUMA nodes keeps its shares of the new anon (all on node 0
  * when there was none).  p->lock held.
  */
-static void numa_rescale(struct cgm_proc *p, int64_t anon)
+static CGM_COLD void numa_rescale(struct cgm_proc *p, int64_t anon)
 {
 	int64_t *node = &p->sampled[CGM_STAT_NUMA_ANON0], sum = 0;
 
 	for (int k = 0; k < CGM_MAX_NODES; k++)
 		sum += node[k] > 0 ? node[k] : 0;
 	for (int k = 0; k < CGM_MAX_NODES; k++) {
-		int64_t v = sum > 0 ? (int64_t)((__int128)anon * (node[k] > 0 ? node[k] : 0) / sum) :
+		int64_t v = sum > 0 ? cgm_mul_div(anon, node[k], sum) :
 			    k == 0 ? anon : 0;
 
 		__atomic_store_n(&node[k], v, __ATOMIC_RELAXED);

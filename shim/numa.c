@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cgm/acct.h"
+#include "cgm/mul_div.h"
 #include "cgm/shim.h"
 
 #define LINE_MAX_KEPT 1024
@@ -74,5 +75,5 @@ void cgm_numa_split(int64_t anon, int64_t out[CGM_MAX_NODES])
 	if (total <= 0)
 		return;
 	for (int k = 0; k < CGM_MAX_NODES; k++)
-		out[k] = (int64_t)((__int128)anon * pages[k] / total);
+		out[k] = cgm_mul_div(anon, pages[k], total);
 }

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "acct_fixture.h"
+#include "cgm/mul_div.h"
 #include "cgm/size.h"
 #include "cgm/page_counter.h"
 
@@ -618,6 +619,57 @@ START_TEST(test_effective_protection_example)
 }
 END_TEST
 
+/* floor(a * b / c) as a 128-bit division does it, saturated as cgm_mul_div() is. */
+static int64_t mul_div_reference(int64_t a, int64_t b, int64_t c)
+{
+	unsigned __int128 q;
+
+	if (a <= 0 || b <= 0 || c <= 0)
+		return 0;
+	q = (unsigned __int128)a * (uint64_t)b / (uint64_t)c;
+	return q > INT64_MAX ? INT64_MAX : (int64_t)q;
+}
+
+/*
+ * The shares (NUMA split, protection, a process's part of a reclaim)
+ * are divided without a 128-bit division (include/cgm/mul_div.h): the
+ * same results at the edges and at random, products past 64 bits (the
+ * long division of base/mul_div.c) and past 127 included.
+ */
+START_TEST(test_mul_div)
+{
+	static const int64_t edge[] = { 0, 1, 2, 3, 7, 4096, (1LL << 31) - 1, 1LL << 32,
+					(1LL << 32) + 1, 1LL << 40, (1LL << 62) + 12345,
+					INT64_MAX - 1, INT64_MAX, -1, INT64_MIN };
+	const size_t n = sizeof(edge) / sizeof(edge[0]);
+	uint64_t x = 0x9e3779b97f4a7c15ULL;
+
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; j < n; j++)
+			for (size_t k = 0; k < n; k++)
+				ck_assert_msg(cgm_mul_div(edge[i], edge[j], edge[k]) ==
+					      mul_div_reference(edge[i], edge[j], edge[k]),
+					      "%" PRId64 " * %" PRId64 " / %" PRId64, edge[i],
+					      edge[j], edge[k]);
+	for (int round = 0; round < 200000; round++) {
+		int64_t v[3];
+
+		for (int m = 0; m < 3; m++) {
+			x ^= x << 13;
+			x ^= x >> 7;
+			x ^= x << 17;
+			/* Any width from 1 to 63 bits, so that every case is met. */
+			v[m] = (int64_t)(x >> (1 + x % 63));
+		}
+		ck_assert_msg(cgm_mul_div(v[0], v[1], v[2]) == mul_div_reference(v[0], v[1], v[2]),
+			      "%" PRId64 " * %" PRId64 " / %" PRId64, v[0], v[1], v[2]);
+	}
+	/* The wide path itself: r < c and r * b past 2^64. */
+	ck_assert_int_eq(cgm_mul_div_wide((1LL << 62) - 1, 1LL << 40, 1LL << 62),
+			 (1LL << 40) - 1);
+}
+END_TEST
+
 static void add_tests(TCase *tc, bool regressions)
 {
 	if (regressions)
@@ -633,6 +685,7 @@ static void add_tests(TCase *tc, bool regressions)
 	tcase_add_test(tc, test_protected_usage_propagation);
 	tcase_add_test(tc, test_effective_protection);
 	tcase_add_test(tc, test_effective_protection_example);
+	tcase_add_test(tc, test_mul_div);
 }
 
 int main(int argc, char **argv)
