@@ -25,9 +25,19 @@ void cgm_sync_limits(void)
 {
 	struct cgm_proc *p = hier_proc(&cgm_acct.h, cgm_acct.proc);
 	bool limited = p && group_limited(&cgm_acct.h, p->group);
-
 	bool listened = __atomic_load_n(&cgm_acct.h.hdr->vmp_listeners, __ATOMIC_RELAXED) > 0;
 
+	/*
+	 * Detached (the exit path): the keys stay as they are, as the
+	 * accounting key does -- what is still allocated charges nothing.
+	 * Rewriting them here ran the patching code, among the cold code, in
+	 * an exit that happened to refill a stock after its scope was gone
+	 * (the scope's removal moves the epoch): python3 under limits had
+	 * 128 KiB of the library's code resident at exit instead of 64 when
+	 * a destructor after ours allocated.
+	 */
+	if (!p)
+		return;
 	if (limited && !static_key_enabled(&cgm_limits_key))
 		static_branch_enable(&cgm_limits_key);
 	else if (!limited && static_key_enabled(&cgm_limits_key))
