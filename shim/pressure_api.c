@@ -25,7 +25,8 @@
 #define MAX_TRIGGERS 16
 
 struct api_trigger {
-	int fd;				/* -1: free slot */
+	bool armed;			/* false: a free slot */
+	int fd;
 	uint32_t group;
 	int vmp_level;			/* a vmpressure listener of this level, or -1 (PSI) */
 	uint64_t vmp_seen;		/* its events already told */
@@ -34,7 +35,12 @@ struct api_trigger {
 
 #define VMP_POLL_NS	(50 * 1000000LL)
 
-static struct api_trigger triggers[MAX_TRIGGERS] = { [0 ... MAX_TRIGGERS - 1] = { .fd = -1 } };
+/*
+ * All zero, all free: in .bss, untouched until a trigger is armed.  With
+ * its fds at -1 it was 3.8 KiB of initialised data, the library's fourth
+ * page of .data, which the kernel's fault-around maps into every process.
+ */
+static struct api_trigger triggers[MAX_TRIGGERS];
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static bool watching;
 static bool atfork_set;
@@ -50,7 +56,7 @@ static void *watch(void *arg)
 		for (int i = 0; i < MAX_TRIGGERS; i++) {
 			struct api_trigger *a = &triggers[i];
 
-			if (a->fd < 0)
+			if (!a->armed)
 				continue;
 			if (!hier_group(&cgm_acct.h, a->group))
 				continue;	/* the group is gone: nothing more fires */
@@ -87,7 +93,7 @@ static void forget_in_child(void)
 	lock = fresh;
 	watching = false;
 	for (int i = 0; i < MAX_TRIGGERS; i++)
-		triggers[i].fd = -1;	/* the fds stay the parent's copies; nothing writes them */
+		triggers[i].armed = false;	/* the fds stay the parent's copies; nothing writes them */
 }
 
 /* Arm @a (its fd not set yet) in a free slot, starting the watcher: the fd, or a negative errno. */
@@ -100,7 +106,7 @@ static int arm(struct api_trigger *a)
 		return -errno;
 	pthread_mutex_lock(&lock);
 	for (int i = 0; i < MAX_TRIGGERS && slot < 0; i++)
-		if (triggers[i].fd < 0)
+		if (!triggers[i].armed)
 			slot = i;
 	if (slot < 0) {
 		pthread_mutex_unlock(&lock);
@@ -109,6 +115,7 @@ static int arm(struct api_trigger *a)
 	}
 	triggers[slot] = *a;
 	triggers[slot].fd = fd;
+	triggers[slot].armed = true;
 	if (!watching) {
 		pthread_t th;
 		pthread_attr_t attr;
@@ -127,7 +134,7 @@ static int arm(struct api_trigger *a)
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		pthread_attr_destroy(&attr);
 		if (err) {
-			triggers[slot].fd = -1;
+			triggers[slot].armed = false;
 			pthread_mutex_unlock(&lock);
 			close(fd);
 			return -err;
@@ -183,8 +190,8 @@ CGM_EXPORT int cgm_pressure_trigger_close(int fd)
 
 	pthread_mutex_lock(&lock);
 	for (int i = 0; i < MAX_TRIGGERS; i++)
-		if (fd >= 0 && triggers[i].fd == fd) {
-			triggers[i].fd = -1;
+		if (triggers[i].armed && triggers[i].fd == fd) {
+			triggers[i].armed = false;
 			if (triggers[i].vmp_level >= 0)
 				vmpressure_listen(&cgm_acct.h, triggers[i].group, false);
 			found = 0;
