@@ -467,34 +467,6 @@ static int write_zswap_writeback(const struct cgm_file *f, struct cgm_hier *h, u
 	return 0;
 }
 
-int acct_online_nodes(void)
-{
-	static int nodes;
-	char text[64] = "";
-	int fd, last = 0;
-	ssize_t n;
-
-	if (nodes)
-		return nodes;
-	fd = open("/sys/devices/system/node/online", O_RDONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		n = read(fd, text, sizeof(text) - 1);
-		close(fd);
-		if (n > 0) {
-			text[n] = '\0';
-			/* The highest node number: the last number in the list. */
-			for (char *c = text; *c; c++)
-				if (*c >= '0' && *c <= '9' && (c == text || c[-1] < '0' || c[-1] > '9')) {
-					uint64_t node = cgm_parse_decimal(c, NULL);
-
-					last = node < CGM_MAX_NODES ? (int)node : CGM_MAX_NODES;
-				}
-		}
-	}
-	nodes = last + 1 > CGM_MAX_NODES ? CGM_MAX_NODES : last + 1;
-	return nodes;
-}
-
 /* memory.numa_stat: the group's anon per node, from the same folded statistics as memory.stat. */
 static int show_numa_stat(const struct cgm_file *f, struct cgm_hier *h, uint32_t group,
 			  char *buf, size_t len)

@@ -25,6 +25,7 @@
 
 #include "internal.h"
 #include "cgm/mul_div.h"
+#include "cgm/size.h"
 
 int64_t acct_sample_short(const struct cgm_acct *a)
 {
@@ -102,6 +103,42 @@ static int64_t charge_room(struct cgm_hier *h, struct cgm_group *g, int64_t want
 		/* Another charge took the room meanwhile: look again. */
 	}
 	return 0;
+}
+
+/*
+ * The number of NUMA nodes, from the highest one online: what each
+ * sample divides the anon between (shim/numa.c) and memory.numa_stat
+ * lists.  Here, not with the files: every process reads it at its first
+ * sample, and the path's string lay with the files' strings, which the
+ * library's link puts where only readers of those files look
+ * (scripts/lib-ld-script).
+ */
+int acct_online_nodes(void)
+{
+	static int nodes;
+	char text[64] = "";
+	int fd, last = 0;
+	ssize_t n;
+
+	if (nodes)
+		return nodes;
+	fd = open("/sys/devices/system/node/online", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		n = read(fd, text, sizeof(text) - 1);
+		close(fd);
+		if (n > 0) {
+			text[n] = '\0';
+			/* The highest node number: the last number in the list. */
+			for (char *c = text; *c; c++)
+				if (*c >= '0' && *c <= '9' && (c == text || c[-1] < '0' || c[-1] > '9')) {
+					uint64_t node = cgm_parse_decimal(c, NULL);
+
+					last = node < CGM_MAX_NODES ? (int)node : CGM_MAX_NODES;
+				}
+		}
+	}
+	nodes = last + 1 > CGM_MAX_NODES ? CGM_MAX_NODES : last + 1;
+	return nodes;
 }
 
 static int64_t now_ns(void)
