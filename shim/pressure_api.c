@@ -39,8 +39,10 @@ struct api_trigger {
  * All zero, all free: in .bss, untouched until a trigger is armed.  With
  * its fds at -1 it was 3.8 KiB of initialised data, the library's fourth
  * page of .data, which the kernel's fault-around maps into every process.
+ * Among the big ones (CGM_BIG_BSS): among the small variables it pushed
+ * those after it onto a page of their own.
  */
-static struct api_trigger triggers[MAX_TRIGGERS];
+CGM_BIG_BSS static struct api_trigger triggers[MAX_TRIGGERS];
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static bool watching;
 static bool atfork_set;
