@@ -258,9 +258,9 @@ static void init_layout(void *base, size_t size)
 	hd->group_size = sizeof(struct cgm_group);
 	hd->proc_size = sizeof(struct cgm_proc);
 	hd->thread_size = sizeof(struct cgm_thread_slot);
-	hd->groups_off = sizeof(*hd);
-	hd->procs_off = hd->groups_off + (uint64_t)CGM_MAX_GROUPS * sizeof(struct cgm_group);
-	hd->threads_off = hd->procs_off + (uint64_t)CGM_MAX_PROCS * sizeof(struct cgm_proc);
+	hd->groups_off = CGM_HIER_GROUPS_OFF;
+	hd->procs_off = CGM_HIER_PROCS_OFF;
+	hd->threads_off = CGM_HIER_THREADS_OFF;
 	hd->uid = (uint32_t)getuid();
 	init_shared_mutex(&hd->tree_lock);
 	init_shared_mutex(&hd->flush_lock);
@@ -289,9 +289,8 @@ static bool our_geometry(const struct cgm_hier_header *hd)
 	       hd->group_size == sizeof(struct cgm_group) &&
 	       hd->proc_size == sizeof(struct cgm_proc) &&
 	       hd->thread_size == sizeof(struct cgm_thread_slot) &&
-	       hd->groups_off == sizeof(*hd) &&
-	       hd->procs_off == hd->groups_off + (uint64_t)CGM_MAX_GROUPS * sizeof(struct cgm_group) &&
-	       hd->threads_off == hd->procs_off + (uint64_t)CGM_MAX_PROCS * sizeof(struct cgm_proc);
+	       hd->groups_off == CGM_HIER_GROUPS_OFF && hd->procs_off == CGM_HIER_PROCS_OFF &&
+	       hd->threads_off == CGM_HIER_THREADS_OFF;
 }
 
 /*
