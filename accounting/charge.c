@@ -129,16 +129,20 @@ static int64_t high_excess(const struct cgm_hier *h, uint32_t group)
 
 CGM_TLS bool acct_exempt_from_high;
 
-static void handle_over_high(struct cgm_acct *a, struct cgm_thread_slot *t,
-			     uint32_t group, int64_t nr_pages)
+/*
+ * The part that runs once a group is over its high: cold, out of the
+ * library's hot text, so that every process's charges (which only test
+ * for it) keep their code in one 64 KiB window; a process over its high
+ * reclaims, spills and sleeps, and maps the cold code for it anyway.
+ */
+static CGM_COLD void reclaim_over_high(struct cgm_acct *a, struct cgm_thread_slot *t,
+				       uint32_t group, int64_t nr_pages)
 {
 	struct cgm_hier *h = &a->h;
 	struct cgm_group *g;
 	uint64_t delay = 0;
 	uint32_t idx = group;
 
-	if (acct_exempt_from_high || !group_over_high(h, group))
-		return;
 	acct_harvest_subtree(h, group);
 	if (!group_over_high(h, group))
 		return;
@@ -188,6 +192,14 @@ static void handle_over_high(struct cgm_acct *a, struct cgm_thread_slot *t,
 		psi_memstall_leave(h, a->proc);
 		cgm_owner_add(t->throttle_ns, (uint64_t)(cgm_now_ns() - start));
 	}
+}
+
+static void handle_over_high(struct cgm_acct *a, struct cgm_thread_slot *t,
+			     uint32_t group, int64_t nr_pages)
+{
+	if (acct_exempt_from_high || !group_over_high(&a->h, group))
+		return;
+	reclaim_over_high(a, t, group, nr_pages);
 }
 
 void acct_handle_high(struct cgm_acct *a, struct cgm_thread_slot *t, int64_t nr_pages)

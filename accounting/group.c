@@ -1,6 +1,7 @@
 /*
  * Groups: the tree of the hierarchy file, addressed by paths like
- * "/batch/job1".  Lookups walk child lists; every index read from the
+ * "/batch/job1".  Lookups find a child by the keys of the slots in use
+ * (struct cgm_group_key), else walk child lists; every index read from the
  * shared file is bounds-checked and every walk is bounded by the depth
  * limit, so a corrupt tree cannot send us out of the mapping or round a
  * cycle forever.
@@ -49,8 +50,19 @@ int group_path_valid(const char *path)
 	}
 }
 
-static uint32_t find_child(const struct cgm_hier *h, uint32_t parent,
-			   const char *name, size_t len)
+/* FNV-1a of a path component: struct cgm_group_key's name_hash. */
+static uint32_t group_name_hash(const char *name, size_t len)
+{
+	uint32_t x = 0x811c9dc5u;
+
+	for (size_t i = 0; i < len; i++)
+		x = (x ^ (unsigned char)name[i]) * 0x01000193u;
+	return x;
+}
+
+/* The child of @parent named @name, by the sibling list (every sibling read). */
+static inline __attribute__((always_inline)) uint32_t
+find_child_walk(const struct cgm_hier *h, uint32_t parent, const char *name, size_t len)
 {
 	const struct cgm_group *p = hier_group(h, parent);
 	uint32_t i = p ? p->first_child : CGM_NONE;
@@ -65,6 +77,53 @@ static uint32_t find_child(const struct cgm_hier *h, uint32_t parent,
 		i = g->next_sibling;
 	}
 	return CGM_NONE;
+}
+
+/*
+ * The child of @parent named @name.  A parent of a few children has them
+ * walked: they lie in pages a process maps anyway, and the keys' page
+ * would be one more.  Past that, by the keys of the slots in use: only a
+ * slot whose key matches is read.  The keys are trusted to say a child is
+ * missing only when they count as many children of @parent as it has
+ * (nr_children): a file whose keys are out of step -- a map bit lost, a
+ * concurrent mkdir seen half-way -- is walked as before, so that a group
+ * is never made twice.
+ */
+#define FEW_CHILDREN 4
+static uint32_t find_child(const struct cgm_hier *h, uint32_t parent,
+			   const char *name, size_t len)
+{
+	const struct cgm_group *p = hier_group(h, parent);
+	uint32_t hash = group_name_hash(name, len), counted = 0;
+
+	if (!p)
+		return CGM_NONE;
+	if (__atomic_load_n(&p->nr_children, __ATOMIC_RELAXED) <= FEW_CHILDREN)
+		return find_child_walk(h, parent, name, len);
+	for (uint32_t w = 0; w < CGM_MAX_GROUPS / 64; w++) {
+		uint64_t used = __atomic_load_n(&h->hdr->group_map[w], __ATOMIC_RELAXED);
+
+		for (; used; used &= used - 1) {
+			uint32_t i = w * 64 + (uint32_t)__builtin_ctzll(used);
+			const struct cgm_group_key *k = &h->keys[i];
+			const struct cgm_group *g;
+
+			/* Written before it is read: a read fault maps fifteen neighbours too. */
+			hier_prefault(h, k, sizeof(*k));
+			if (__atomic_load_n(&k->parent, __ATOMIC_RELAXED) != parent)
+				continue;
+			counted++;
+			if (__atomic_load_n(&k->name_hash, __ATOMIC_RELAXED) != hash)
+				continue;
+			g = hier_group(h, i);
+			if (g && g->parent == parent && strncmp(g->name, name, len) == 0 &&
+			    g->name[len] == '\0')
+				return i;
+		}
+	}
+	if (counted == __atomic_load_n(&p->nr_children, __ATOMIC_RELAXED))
+		return CGM_NONE;
+	return find_child_walk(h, parent, name, len);
 }
 
 /*
@@ -157,6 +216,8 @@ static int64_t alloc_group(struct cgm_hier *h, uint32_t parent, const char *name
 	g->zswap_max = g->swap_max = INT64_MAX;
 	g->zswap_writeback = 1;
 	psi_init(&g->psi);
+	h->keys[i].name_hash = group_name_hash(name, len);
+	__atomic_store_n(&h->keys[i].parent, parent, __ATOMIC_RELAXED);
 	/* Publish only once complete: lookups check the state. */
 	__atomic_store_n(&g->state, CGM_SLOT_LIVE, __ATOMIC_RELEASE);
 	hier_map_set(h->hdr->group_map, i);
@@ -219,6 +280,7 @@ static int group_remove(struct cgm_hier *h, uint32_t idx)
 	if (g->memory.max != PAGE_COUNTER_MAX || g->memory.high != PAGE_COUNTER_MAX)
 		h->hdr->nr_limited--;
 	__atomic_store_n(&g->state, CGM_SLOT_FREE, __ATOMIC_RELEASE);
+	__atomic_store_n(&h->keys[idx].parent, CGM_NONE, __ATOMIC_RELAXED);
 	hier_map_clear(h->hdr->group_map, idx);
 	return 0;
 }

@@ -232,7 +232,9 @@ void hier_unlock(pthread_mutex_t *m)
 	locks_held--;
 }
 
-static void set_pointers(struct cgm_hier *h, void *base, size_t size)
+/* Inlined, as our_geometry() is: on its own it lay outside the hot list. */
+static inline __attribute__((always_inline)) void set_pointers(struct cgm_hier *h, void *base,
+							    size_t size)
 {
 	h->hdr = base;
 	h->size = size;
@@ -240,6 +242,7 @@ static void set_pointers(struct cgm_hier *h, void *base, size_t size)
 	h->groups = (struct cgm_group *)((char *)base + h->hdr->groups_off);
 	h->procs = (struct cgm_proc *)((char *)base + h->hdr->procs_off);
 	h->threads = (struct cgm_thread_slot *)((char *)base + h->hdr->threads_off);
+	h->keys = (struct cgm_group_key *)((char *)base + h->hdr->keys_off);
 }
 
 static void init_layout(void *base, size_t size)
@@ -261,6 +264,7 @@ static void init_layout(void *base, size_t size)
 	hd->groups_off = CGM_HIER_GROUPS_OFF;
 	hd->procs_off = CGM_HIER_PROCS_OFF;
 	hd->threads_off = CGM_HIER_THREADS_OFF;
+	hd->keys_off = CGM_HIER_KEYS_OFF;
 	hd->uid = (uint32_t)getuid();
 	init_shared_mutex(&hd->tree_lock);
 	init_shared_mutex(&hd->flush_lock);
@@ -273,6 +277,7 @@ static void init_layout(void *base, size_t size)
 	root->state = CGM_SLOT_LIVE;
 	hier_map_set(hd->group_map, CGM_ROOT);
 	root->parent = CGM_NONE;
+	h.keys[CGM_ROOT].parent = CGM_NONE;
 	root->first_child = CGM_NONE;
 	root->next_sibling = CGM_NONE;
 	page_counter_init(&root->memory, NULL);
@@ -281,8 +286,12 @@ static void init_layout(void *base, size_t size)
 	psi_init(&root->psi);
 }
 
-/* The header's table sizes and offsets are this build's. */
-static bool our_geometry(const struct cgm_hier_header *hd)
+/*
+ * The header's table sizes and offsets are this build's.  Inlined: its
+ * callers are in the hot list; on its own (with the keys' offset) it lay
+ * outside it, and every process mapped a second window of code for it.
+ */
+static inline __attribute__((always_inline)) bool our_geometry(const struct cgm_hier_header *hd)
 {
 	return hd->max_groups == CGM_MAX_GROUPS && hd->max_procs == CGM_MAX_PROCS &&
 	       hd->max_threads == CGM_MAX_THREADS &&
@@ -290,7 +299,7 @@ static bool our_geometry(const struct cgm_hier_header *hd)
 	       hd->proc_size == sizeof(struct cgm_proc) &&
 	       hd->thread_size == sizeof(struct cgm_thread_slot) &&
 	       hd->groups_off == CGM_HIER_GROUPS_OFF && hd->procs_off == CGM_HIER_PROCS_OFF &&
-	       hd->threads_off == CGM_HIER_THREADS_OFF;
+	       hd->threads_off == CGM_HIER_THREADS_OFF && hd->keys_off == CGM_HIER_KEYS_OFF;
 }
 
 /*

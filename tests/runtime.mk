@@ -76,8 +76,13 @@ $(RT)/test_hier_rss: tests/test_hier_rss.c include/cgmalloc.h $(LIB)
 	@mkdir -p $(RT)
 	$(CC) $(RT_CFLAGS) -o $@ $< $(SHIM_LINK)
 
-check-hier-rss: $(RT)/test_hier_rss
+# The second run: the probe makes a group beside 150 others (tests/test_hier_rss.c).
+HIER_RSS_SIBLINGS = 150
+check-hier-rss: $(RT)/test_hier_rss $(CGMCTL)
 	$(RUN) env CGMALLOC_CONF=$(TEST_CONF) $(RT)/test_hier_rss
+	$(RUN) sh -c 'for i in $$(seq $(HIER_RSS_SIBLINGS)); do \
+		$(CGMCTL) --hierarchy $(TEST_HIER) mkdir /siblings/s$$i >/dev/null || exit 1; done; \
+		env CGMALLOC_CONF=$(TEST_CONF) HIER_RSS_PROBE_GROUP=/siblings/probe $(RT)/test_hier_rss'
 
 CHECK_TARGETS += check-hier-rss
 .PHONY: check-hier-rss

@@ -503,6 +503,54 @@ START_TEST(test_group_map)
 }
 END_TEST
 
+/*
+ * A child among many is found by its key (struct cgm_group_key), a
+ * missing one is known missing from the keys alone, and keys out of step
+ * with the tree fall back to the sibling walk: a group is never made twice.
+ */
+START_TEST(test_group_keys)
+{
+	struct cgm_hier h;
+	int64_t parent, kids[40];
+	char name[32];
+
+	acct_tmp_open(&tmp, &h);
+	parent = group_mkdir(&h, "/many");
+	ck_assert_int_gt(parent, 0);
+	for (int i = 0; i < 40; i++) {
+		snprintf(name, sizeof(name), "/many/k%d", i);
+		kids[i] = group_mkdir(&h, name);
+		ck_assert_int_gt(kids[i], 0);
+		ck_assert_uint_eq(h.keys[kids[i]].parent, (uint32_t)parent);
+	}
+	for (int i = 0; i < 40; i++) {
+		snprintf(name, sizeof(name), "/many/k%d", i);
+		ck_assert_int_eq(group_lookup(&h, name), kids[i]);
+	}
+	ck_assert_int_eq(group_lookup(&h, "/many/absent"), CGM_NONE);
+	ck_assert_int_eq(group_lookup(&h, "/many/k40"), CGM_NONE);
+
+	/* A key lost: the count no longer matches, and the walk finds the group. */
+	h.keys[kids[7]].parent = CGM_NONE;
+	ck_assert_int_eq(group_lookup(&h, "/many/k7"), kids[7]);
+	ck_assert_int_eq(group_mkdir(&h, "/many/k7"), kids[7]);
+	ck_assert_uint_eq(h.groups[parent].nr_children, 40);
+	h.keys[kids[7]].parent = (uint32_t)parent;
+
+	/* A hash that collides is checked against the name. */
+	h.keys[kids[9]].name_hash = h.keys[kids[8]].name_hash;
+	ck_assert_int_eq(group_lookup(&h, "/many/k8"), kids[8]);
+
+	/* A removed group's key goes with it: the name is free again. */
+	ck_assert_int_eq(group_rmdir(&h, "/many/k3"), 0);
+	ck_assert_uint_eq(h.keys[kids[3]].parent, CGM_NONE);
+	ck_assert_int_eq(group_lookup(&h, "/many/k3"), CGM_NONE);
+	ck_assert_int_eq(group_mkdir(&h, "/many/k3"), kids[3]);
+	ck_assert_uint_eq(h.groups[parent].nr_children, 40);
+	hier_close(&h);
+}
+END_TEST
+
 START_TEST(test_event_propagation)
 {
 	struct cgm_hier h;
@@ -775,6 +823,7 @@ static void add_tests(TCase *tc, bool regressions)
 	tcase_add_test(tc, test_missing_and_long_path);
 	tcase_add_test(tc, test_group_paths);
 	tcase_add_test(tc, test_group_map);
+	tcase_add_test(tc, test_group_keys);
 	tcase_add_test(tc, test_event_propagation);
 	tcase_add_test(tc, test_corrupt_indices);
 }
