@@ -9,6 +9,7 @@ Run: CGM_BUILD=build /usr/bin/python3 tests/test_overhead.py
 (CGM_BUILD holds libcgmalloc.so, cgm-overhead-spawn and bench/churn.)
 """
 
+import hashlib
 import json
 import math
 import os
@@ -199,9 +200,13 @@ class Isolation(unittest.TestCase):
         h.hier_dir = "/dev/shm/x"
         on = configs.Config("on", preload="lib.so", conf="accounting=1")
         mine = configs.Config("mine", preload="lib.so", conf="accounting=1,group=/a")
+        file = "/dev/shm/x/hierarchy-" + hashlib.sha1(b"lib.so").hexdigest()[:8]
         self.assertEqual(h._settings(on, "on")["CGMALLOC_CONF"],
-                         "accounting=1,hierarchy=/dev/shm/x/hierarchy,group=/cgm-overhead/on-0")
+                         "accounting=1,hierarchy=%s,group=/cgm-overhead/on-0" % file)
         self.assertEqual(h._settings(mine, "mine")["CGMALLOC_CONF"], "accounting=1,group=/a")
+        # Another build of the library (the count-only floor): a file of its own.
+        floor = configs.Config("floor", preload="countonly/lib.so", conf="accounting=1")
+        self.assertNotIn(file, h._settings(floor, "floor")["CGMALLOC_CONF"])
         self.assertEqual(h._settings(configs.Config("glibc"), "glibc"), {})
 
 

@@ -16,6 +16,7 @@ configuration's warm-up fails, the workload itself is broken and the
 measurement stops with that error.
 """
 
+import hashlib
 import os
 import shutil
 import tempfile
@@ -92,8 +93,25 @@ class Harness:
         keys = {item.split("=", 1)[0].strip() for item in conf.split(",")}
         if not keys & {"hierarchy", "group"}:
             env["CGMALLOC_CONF"] = "%s,hierarchy=%s,group=/cgm-overhead/%s-%d" % (
-                conf, os.path.join(self.hier_dir, "hierarchy"), label, len(self.records))
+                conf, os.path.join(self.hier_dir, self._hierarchy_name(env)), label,
+                len(self.records))
         return env
+
+    @staticmethod
+    def _hierarchy_name(env):
+        """One hierarchy file for each build of the library the runs preload.
+
+        A build of another layout (the count-only floor) takes a file it
+        cannot read for another build's and makes it anew once no process
+        uses it: sharing one file, the floor's runs and the others' each
+        made it again in turn, and the first process of a file writes its
+        whole process table (bench/bignum's 'on' runs had 400 KiB more max
+        RSS than 'limits', which followed them).
+        """
+        lib = env.get("LD_PRELOAD", "")
+        if not lib:
+            return "hierarchy"
+        return "hierarchy-" + hashlib.sha1(lib.encode()).hexdigest()[:8]
 
     def _run(self, config, phase, rnd, label=None):
         argv = [self.w.executable] + self.w.argv[1:]

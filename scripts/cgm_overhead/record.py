@@ -84,7 +84,8 @@ def build(h, invocation, started, duration, notes):
                      "limits_peak_maxrss_kib": h.peak_kib,
                      "isolation": "each cgmalloc run in its own group "
                                   "(group=/cgm-overhead/CONFIG-SEQ) of a hierarchy file of "
-                                  "this invocation (%s/hierarchy), unless the configuration "
+                                  "this invocation (%s/hierarchy-*, one for each build of the "
+                                  "library), unless the configuration "
                                   "names a hierarchy or group" % h.hier_dir},
         "configurations": cfgs,
         "perf": h.perf.to_json(),
