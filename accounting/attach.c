@@ -352,6 +352,8 @@ static void setup_proc(struct cgm_hier *h, uint32_t idx, uint32_t group, int32_t
 
 	/* The calling thread's name, which is the program's for a new process. */
 	prctl(PR_GET_NAME, comm, 0, 0, 0);
+	/* Made robust and shared at the slot's first claim (struct cgm_proc). */
+	hier_proc_lock_ready(p);
 	hier_lock_claimed(h, &p->lock, "a process slot");
 	p->pid = pid;
 	__atomic_store_n(&h->hdr->proc_pid[idx], p->pid, __ATOMIC_RELAXED);

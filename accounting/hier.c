@@ -100,17 +100,6 @@ uint64_t hier_header_checksum(const struct cgm_hier_header *hd)
 	return h;
 }
 
-static void init_shared_mutex(pthread_mutex_t *m)
-{
-	pthread_mutexattr_t a;
-
-	pthread_mutexattr_init(&a);
-	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-	pthread_mutex_init(m, &a);
-	pthread_mutexattr_destroy(&a);
-}
-
 /*
  * How many of the hierarchy's locks the calling thread holds or is in
  * the middle of taking or releasing.  A child forked by a signal handler
@@ -221,7 +210,7 @@ void hier_lock_claimed(const struct cgm_hier *h, pthread_mutex_t *m, const char 
 	}
 	cgm_log("hierarchy %s: the lock of %s was held for a second while the slot was free "
 		"(a corrupt file): made afresh", h->path, what);
-	init_shared_mutex(m);
+	hier_init_shared_mutex(m);
 	hier_lock(m);
 }
 
@@ -266,13 +255,11 @@ static void init_layout(void *base, size_t size)
 	hd->threads_off = CGM_HIER_THREADS_OFF;
 	hd->keys_off = CGM_HIER_KEYS_OFF;
 	hd->uid = (uint32_t)getuid();
-	init_shared_mutex(&hd->tree_lock);
-	init_shared_mutex(&hd->flush_lock);
+	hier_init_shared_mutex(&hd->tree_lock);
+	hier_init_shared_mutex(&hd->flush_lock);
 	hd->checksum = hier_header_checksum(hd);
 
 	set_pointers(&h, base, size);
-	for (uint32_t i = 0; i < CGM_MAX_PROCS; i++)
-		init_shared_mutex(&h.procs[i].lock);
 	root = &h.groups[CGM_ROOT];
 	root->state = CGM_SLOT_LIVE;
 	hier_map_set(hd->group_map, CGM_ROOT);

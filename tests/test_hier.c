@@ -737,6 +737,8 @@ static void attach_past_scribbled_locks(void *arg)
 	(void)arg;
 	acct_tmp_open(&tmp, &a.h);
 	for (uint32_t i = 0; i < CGM_MAX_PROCS; i++) {
+		/* Slots used before (their locks made): a first claim would make it afresh anyway. */
+		a.h.procs[i].lock_ready = CGM_LOCK_READY;
 		a.h.procs[i].lock.__data.__lock = 0x3ffffff0;
 		a.h.procs[i].lock.__data.__owner = 0x3ffffff0;
 	}

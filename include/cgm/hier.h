@@ -281,7 +281,18 @@ struct cgm_proc {
 	uint64_t spill_folded[CGM_NR_SPILL_COUNTS];	/* what its group has of them (flush lock) */
 	pthread_mutex_t lock;		/* robust, shared: harvest and move */
 	char comm[16];
+	/*
+	 * CGM_LOCK_READY once @lock was made robust and shared, at the slot's
+	 * first claim (layout 21): making all 1,024 when the file is made
+	 * wrote the whole table through the creator's mapping, 640 KiB of
+	 * its RSS at that moment (its max RSS 370 KiB over a later process's
+	 * in bench/bignum).  Before then @lock is zero, a plain mutex that
+	 * only the tree lock's holder takes (claims, resync_usage()).
+	 */
+	uint32_t lock_ready;
 } __attribute__((aligned(64)));
+
+#define CGM_LOCK_READY	0x4c4f434bu	/* "LOCK" */
 
 /*
  * A thread's counters.  The first part is written only by the owning
@@ -655,6 +666,32 @@ bool hier_trylock(pthread_mutex_t *m);
  * stderr, rather than wait for ever.
  */
 void hier_lock_claimed(const struct cgm_hier *h, pthread_mutex_t *m, const char *what);
+
+/* A lock of the file: robust (its holder may die) and shared between processes. */
+static inline void hier_init_shared_mutex(pthread_mutex_t *m)
+{
+	pthread_mutexattr_t a;
+
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+	pthread_mutex_init(m, &a);
+	pthread_mutexattr_destroy(&a);
+}
+
+/*
+ * Make process slot @p's lock robust and shared if it is not yet: at the
+ * slot's first claim (struct cgm_proc's lock_ready), under tree_lock.
+ * Inline: every attach runs it, and the library's hot text is a list of
+ * names (shim/hot-text.ld).
+ */
+static inline void hier_proc_lock_ready(struct cgm_proc *p)
+{
+	if (__atomic_load_n(&p->lock_ready, __ATOMIC_ACQUIRE) == CGM_LOCK_READY)
+		return;
+	hier_init_shared_mutex(&p->lock);
+	__atomic_store_n(&p->lock_ready, CGM_LOCK_READY, __ATOMIC_RELEASE);
+}
 /* How many of them the calling thread holds. */
 unsigned int hier_locks_held(void);
 
