@@ -231,7 +231,8 @@ static inline __attribute__((always_inline)) void set_pointers(struct cgm_hier *
 	h->groups = (struct cgm_group *)((char *)base + h->hdr->groups_off);
 	h->procs = (struct cgm_proc *)((char *)base + h->hdr->procs_off);
 	h->threads = (struct cgm_thread_slot *)((char *)base + h->hdr->threads_off);
-	h->keys = (struct cgm_group_key *)((char *)base + h->hdr->keys_off);
+	/* Not a header field: the header's size is kept (mi_layout_ok stays its last 8 bytes). */
+	h->keys = (struct cgm_group_key *)((char *)base + CGM_HIER_KEYS_OFF);
 }
 
 static void init_layout(void *base, size_t size)
@@ -253,7 +254,6 @@ static void init_layout(void *base, size_t size)
 	hd->groups_off = CGM_HIER_GROUPS_OFF;
 	hd->procs_off = CGM_HIER_PROCS_OFF;
 	hd->threads_off = CGM_HIER_THREADS_OFF;
-	hd->keys_off = CGM_HIER_KEYS_OFF;
 	hd->uid = (uint32_t)getuid();
 	hier_init_shared_mutex(&hd->tree_lock);
 	hier_init_shared_mutex(&hd->flush_lock);
@@ -275,8 +275,8 @@ static void init_layout(void *base, size_t size)
 
 /*
  * The header's table sizes and offsets are this build's.  Inlined: its
- * callers are in the hot list; on its own (with the keys' offset) it lay
- * outside it, and every process mapped a second window of code for it.
+ * callers are in the hot list; on its own (as layout 21 made it at first)
+ * it lay outside it, and every process mapped a second window of code.
  */
 static inline __attribute__((always_inline)) bool our_geometry(const struct cgm_hier_header *hd)
 {
@@ -286,7 +286,7 @@ static inline __attribute__((always_inline)) bool our_geometry(const struct cgm_
 	       hd->proc_size == sizeof(struct cgm_proc) &&
 	       hd->thread_size == sizeof(struct cgm_thread_slot) &&
 	       hd->groups_off == CGM_HIER_GROUPS_OFF && hd->procs_off == CGM_HIER_PROCS_OFF &&
-	       hd->threads_off == CGM_HIER_THREADS_OFF && hd->keys_off == CGM_HIER_KEYS_OFF;
+	       hd->threads_off == CGM_HIER_THREADS_OFF;
 }
 
 /*

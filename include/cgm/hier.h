@@ -356,7 +356,8 @@ struct cgm_hier_header {
 	uint64_t file_size;
 	uint32_t max_groups, max_procs, max_threads;
 	uint32_t group_size, proc_size, thread_size;
-	uint64_t groups_off, procs_off, threads_off, keys_off;
+	/* The group keys follow at CGM_HIER_KEYS_OFF, which these fields decide. */
+	uint64_t groups_off, procs_off, threads_off;
 	uint32_t uid;
 	uint32_t nr_limited;		/* groups with a finite max or high */
 	uint32_t epoch;			/* bumped on every change processes must see (their slow paths look) */
