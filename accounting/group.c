@@ -94,12 +94,13 @@ static uint32_t find_child(const struct cgm_hier *h, uint32_t parent,
 			   const char *name, size_t len)
 {
 	const struct cgm_group *p = hier_group(h, parent);
-	uint32_t hash = group_name_hash(name, len), counted = 0;
+	uint32_t hash, counted = 0;
 
 	if (!p)
 		return CGM_NONE;
 	if (__atomic_load_n(&p->nr_children, __ATOMIC_RELAXED) <= FEW_CHILDREN)
 		return find_child_walk(h, parent, name, len);
+	hash = group_name_hash(name, len);
 	for (uint32_t w = 0; w < CGM_MAX_GROUPS / 64; w++) {
 		uint64_t used = __atomic_load_n(&h->hdr->group_map[w], __ATOMIC_RELAXED);
 

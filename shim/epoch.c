@@ -24,8 +24,7 @@ static pthread_mutex_t epoch_lock = PTHREAD_MUTEX_INITIALIZER;
 void cgm_sync_limits(void)
 {
 	struct cgm_proc *p = hier_proc(&cgm_acct.h, cgm_acct.proc);
-	bool limited = p && group_limited(&cgm_acct.h, p->group);
-	bool listened = __atomic_load_n(&cgm_acct.h.hdr->vmp_listeners, __ATOMIC_RELAXED) > 0;
+	bool limited, listened;
 
 	/*
 	 * Detached (the exit path): the keys stay as they are, as the
@@ -38,6 +37,8 @@ void cgm_sync_limits(void)
 	 */
 	if (!p)
 		return;
+	limited = group_limited(&cgm_acct.h, p->group);
+	listened = __atomic_load_n(&cgm_acct.h.hdr->vmp_listeners, __ATOMIC_RELAXED) > 0;
 	if (limited && !static_key_enabled(&cgm_limits_key))
 		static_branch_enable(&cgm_limits_key);
 	else if (!limited && static_key_enabled(&cgm_limits_key))

@@ -36,11 +36,10 @@ struct api_trigger {
 #define VMP_POLL_NS	(50 * 1000000LL)
 
 /*
- * All zero, all free: in .bss, untouched until a trigger is armed.  With
- * its fds at -1 it was 3.8 KiB of initialised data, the library's fourth
- * page of .data, which the kernel's fault-around maps into every process.
- * Among the big ones (CGM_BIG_BSS): among the small variables it pushed
- * those after it onto a page of their own.
+ * All zero, all free, among the big buffers of the bss (CGM_BIG_BSS):
+ * untouched until a trigger is armed.  With its fds at -1 it was 3.8 KiB
+ * of initialised data, a page of .data that fault-around maps into every
+ * process.
  */
 CGM_BIG_BSS static struct api_trigger triggers[MAX_TRIGGERS];
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
