@@ -77,8 +77,8 @@ START_TEST(test_table_is_well_formed)
 	for (size_t i = 0; i < cgm_conf_nkeys; i++) {
 		const struct cgm_conf_key *k = &cgm_conf_keys[i];
 
-		ck_assert_ptr_nonnull(k->help);
-		ck_assert_uint_gt(strlen(k->help), 10);
+		ck_assert_ptr_nonnull(cgm_conf_key_help(k));
+		ck_assert_uint_gt(strlen(cgm_conf_key_help(k)), 10);
 		ck_assert(k->type != CGM_CONF_ENUM || k->names != NULL);
 		ck_assert(k->type != CGM_CONF_UINT || k->min <= k->max);
 		for (size_t j = 0; j < i; j++)

@@ -84,13 +84,15 @@ struct cgm_conf_key {
 	size_t offset;			/* into struct cgm_config */
 	size_t size;			/* of the field (strings: buffer size) */
 	const char *def;		/* default, in the syntax of a value */
-	const char *help;
 	const char *const *names;	/* CGM_CONF_ENUM: NULL-terminated */
 	uint64_t min, max;		/* CGM_CONF_UINT: accepted range */
 };
 
 extern const struct cgm_conf_key cgm_conf_keys[];
 extern const size_t cgm_conf_nkeys;
+
+/* What key @k of cgm_conf_keys[] means (base/config_help.c: not in the library). */
+const char *cgm_conf_key_help(const struct cgm_conf_key *k);
 
 /* How a value of this key is written, for messages and help. */
 const char *cgm_conf_expected(const struct cgm_conf_key *k, char *buf,

@@ -1,6 +1,6 @@
 /*
  * cgmctl help: the usage, the CGMALLOC_CONF keys straight from
- * cgm_conf_keys[] (base/config_table.c) and a group's files straight from
+ * base/config_keys.def and a group's files straight from
  * cgm_files[] (accounting/files.c) -- as tables for the terminal, or with
  * --markdown as the README's tables, which a test compares -- what
  * compare measures, what export writes and what mount serves.
@@ -76,7 +76,7 @@ static void print_conf(bool markdown)
 
 		if (!markdown) {
 			printf("%-*s  %-*s  %-*s  %s\n", wname, k->name, wtype, t, wdef, def,
-			       k->help);
+			       cgm_conf_key_help(k));
 			continue;
 		}
 		putchar('|');
@@ -86,7 +86,7 @@ static void print_conf(bool markdown)
 			md_cell(k->def, true);
 		else
 			fputs(" |", stdout);
-		md_cell(k->help, false);
+		md_cell(cgm_conf_key_help(k), false);
 		putchar('\n');
 	}
 }
