@@ -184,7 +184,7 @@ void cgm_vlog(const char *fmt, va_list ap)
 	errno = saved_errno;
 }
 
-void cgm_log(const char *fmt, ...)
+void cgm_log_text(const char *fmt, ...)
 {
 	va_list ap;
 
@@ -193,7 +193,7 @@ void cgm_log(const char *fmt, ...)
 	va_end(ap);
 }
 
-void cgm_log_once(int *flag, const char *fmt, ...)
+void cgm_log_once_text(int *flag, const char *fmt, ...)
 {
 	va_list ap;
 

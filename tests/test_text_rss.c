@@ -32,8 +32,10 @@
  * unwinder reads, and 16 + 56 KiB of it (and 8 of relro) were resident
  * in every process; in the first segment, after the dynamic symbols the
  * loader reads anyway (scripts/lib-ld-script), 36 + 8; 32 + 8 with the
- * strings of the cgroup files' code among the cold ones.  The limit,
- * RODATA_LIMIT_KIB, is that and a page.
+ * strings of the cgroup files' code among the cold ones; 24 + 8 with the
+ * messages' formats among them too (cgm_log, include/cgm/log.h) and the
+ * configuration keys' help, which only cgmctl prints, out of the library.
+ * The limit, RODATA_LIMIT_KIB, is that and a page.
  *
  * And where the loader put the library: at a multiple of LIB_LOAD_ALIGN
  * (the Makefile's, 2 MiB), the alignment of its first segment
@@ -60,7 +62,7 @@
 #endif
 
 #define LIMIT_KIB	SMAPS_LIBRARY_CODE_LIMIT_KIB
-#define RODATA_LIMIT_KIB	44
+#define RODATA_LIMIT_KIB	36
 
 /* Blocks of every kind, freed again: small, medium, large, aligned, resized. */
 static void *work(void *arg)

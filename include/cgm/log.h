@@ -55,8 +55,30 @@ void cgm_log_keep_stderr_copy(int fd);
  */
 int cgm_log_fd(void);
 
-/* Print "cgmalloc: <message>\n" to cgm_log_fd() in one write(2) (cgm_write_quiet). */
-void cgm_log(const char *fmt, ...) CGM_PRINTF(1, 2);
+/*
+ * Print "cgmalloc: <message>\n" to cgm_log_fd() in one write(2)
+ * (cgm_write_quiet).  cgm_log(fmt, ...) and cgm_log_once(flag, fmt, ...)
+ * take a string literal as @fmt: it is checked against the arguments as
+ * printf's is, and stored in a section of its own, .cgm_msg, which the
+ * library's linker script puts among the cold read-only data
+ * (scripts/lib-ld-script).  A process reads a message's text only when it
+ * says it; among the read-only data that every process maps whole (the
+ * first segment, a fault-around window of its own), the messages were
+ * most of what was left.
+ */
+#define cgm_log(fmt, ...)							\
+	((void)sizeof(cgm_log_format_check(fmt, ##__VA_ARGS__)),		\
+	 cgm_log_text(CGM_MSG_TEXT(fmt), ##__VA_ARGS__))
+#define cgm_log_once(flag, fmt, ...)						\
+	((void)sizeof(cgm_log_format_check(fmt, ##__VA_ARGS__)),		\
+	 cgm_log_once_text(flag, CGM_MSG_TEXT(fmt), ##__VA_ARGS__))
+#define CGM_MSG_TEXT(lit) (__extension__({					\
+	static const char cgm_msg_text_[] __attribute__((section(".cgm_msg"))) = lit; \
+	cgm_msg_text_; }))
+
+/* Never defined nor called: what the compiler checks a format against. */
+int cgm_log_format_check(const char *fmt, ...) CGM_PRINTF(1, 2);
+void cgm_log_text(const char *fmt, ...);
 void cgm_vlog(const char *fmt, va_list ap);
 
 /*
@@ -73,6 +95,6 @@ size_t cgm_escape_line(const char *in, char *out, size_t len);
 const char *cgm_strerror(int err);
 
 /* Like cgm_log, but only the first call with this flag prints. */
-void cgm_log_once(int *flag, const char *fmt, ...) CGM_PRINTF(2, 3);
+void cgm_log_once_text(int *flag, const char *fmt, ...);
 
 #endif /* CGM_LOG_H */
