@@ -46,16 +46,23 @@ _Static_assert(CGM_NR_BINS == 21, "the boot slot's allowances cover every bin");
 /*
  * For the threads of a process that runs unaccounted (a forked child that
  * could not join its parent's group): allowances and stock that never run
- * out, so that its mallocs stay on the fast path.  Nothing is charged,
- * and nothing ever reads its counts.
+ * out (unaccounted_slot_fill), so that its mallocs stay on the fast path.
+ * Nothing is charged, and nothing ever reads its counts.  Filled when the
+ * first thread turns to it, in pages of its own: with its values in .data
+ * it took the library's data 3 KiB past two pages, and every process had
+ * a third page of it resident (private, written: the boot slot, cgm_acct
+ * and the static keys after it), where hardly any process ever uses it.
  */
 #define POS (INT64_MAX / 4)
-#define POS4 POS, POS, POS, POS
-#define POS16 POS4, POS4, POS4, POS4
-static struct cgm_thread_slot cgm_unaccounted_slot = {
-	.allow = { POS16, POS4, POS },
-	.stock = POS,
-};
+CGM_BIG_BSS static struct cgm_thread_slot cgm_unaccounted_slot;
+static pthread_once_t unaccounted_slot_once = PTHREAD_ONCE_INIT;
+
+static void unaccounted_slot_fill(void)
+{
+	for (unsigned int b = 0; b < CGM_NR_BINS; b++)
+		cgm_unaccounted_slot.allow[b] = POS;
+	cgm_unaccounted_slot.stock = POS;
+}
 
 uint8_t cgm_size_bin[CGM_SMALL_MAX + 1];
 /* Pages of their own: filled only by a process that switches, they share none with hot variables. */
@@ -138,8 +145,10 @@ static struct cgm_thread_slot *thread_slot(void)
 		bool never;
 
 		if (!join_parent_group(&never)) {
-			if (never)
+			if (never) {
+				pthread_once(&unaccounted_slot_once, unaccounted_slot_fill);
 				cgm_tslot = &cgm_unaccounted_slot;
+			}
 			return NULL;
 		}
 	}

@@ -17,6 +17,11 @@
  *   limit-race T SECS     T threads allocate and free near memory.max while
  *                         this one samples memory.current and memory.peak
  *                         (through cgm_read, found with dlsym): "worst W max M"
+ *   orphan-child          prints "parent PID child CPID", forks a child that
+ *                         allocates nothing until this one has read a line
+ *                         from stdin (time to remove the group it would
+ *                         join), then allocates, checks and frees blocks of
+ *                         16 B to 64 KiB: "child status S blocks N bad B"
  */
 #include <dirent.h>
 #include <dlfcn.h>
@@ -280,6 +285,65 @@ static int limit_race_main(int threads, double secs)
 	return 0;
 }
 
+/* ---- orphan-child ---- */
+
+#define ORPHAN_BLOCKS 4000
+
+/* The child: wait for the go byte, then allocate; exit status 3 if a block was wrong. */
+static int orphan_child(int go)
+{
+	static unsigned char *b[ORPHAN_BLOCKS];
+	static size_t size[ORPHAN_BLOCKS];
+	unsigned long bad = 0;
+	char c;
+
+	if (read(go, &c, 1) != 1)
+		_exit(4);
+	for (int round = 0; round < 3; round++) {
+		for (int i = 0; i < ORPHAN_BLOCKS; i++) {
+			size[i] = 16u << ((unsigned)(i + round) % 13);
+			b[i] = alloc(size[i]);
+			if (!b[i])
+				_exit(5);
+			memset(b[i], (unsigned char)(i + round), size[i]);
+		}
+		for (int i = 0; i < ORPHAN_BLOCKS; i++) {
+			if (b[i][0] != (unsigned char)(i + round) ||
+			    b[i][size[i] - 1] != (unsigned char)(i + round))
+				bad++;
+			free(b[i]);
+		}
+	}
+	printf("blocks %d bad %lu\n", 3 * ORPHAN_BLOCKS, bad);
+	_exit(bad ? 3 : 0);
+}
+
+static int orphan_child_main(void)
+{
+	char line[64];
+	int go[2], status;
+	pid_t pid;
+
+	free(alloc(100)); /* attached before the fork */
+	if (pipe(go) != 0)
+		return 1;
+	pid = fork();
+	if (pid < 0)
+		return 1;
+	if (pid == 0) {
+		close(go[1]);
+		return orphan_child(go[0]);
+	}
+	close(go[0]);
+	printf("parent %d child %d\n", (int)getpid(), (int)pid);
+	if (!fgets(line, sizeof(line), stdin))
+		return 1;
+	if (write(go[1], "g", 1) != 1 || waitpid(pid, &status, 0) != pid)
+		return 1;
+	printf("child status %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *cmd = argc > 1 ? argv[1] : "";
@@ -297,7 +361,9 @@ int main(int argc, char **argv)
 		return proc_churn_main(atol(argv[2]));
 	if (!strcmp(cmd, "limit-race") && argc == 4)
 		return limit_race_main(atoi(argv[2]), atof(argv[3]));
+	if (!strcmp(cmd, "orphan-child"))
+		return orphan_child_main();
 	fprintf(stderr, "usage: rel_prog pthread-exit|threads|fork-in-handler SECS|"
-		"thread-churn N BYTES|proc-churn N|limit-race T SECS\n");
+		"thread-churn N BYTES|proc-churn N|limit-race T SECS|orphan-child\n");
 	return 2;
 }

@@ -51,4 +51,39 @@ within 60 pre "scope=/sigfork,max=256M" "$REL_PROG" fork-in-handler 3
 [ "$(num forks)" -gt 0 ] || fail "no fork completed: $(cat "$T/out")"
 CHECKS=$((CHECKS + 1))
 
+# A child whose parent's group is gone before its first allocation (the
+# parent moved to another group, the group removed) cannot join it: it
+# says so once, runs unaccounted on the shared slot whose allowances never
+# run out, and its blocks are right.
+ok ctl mkdir /orphan_from
+ok ctl mkdir /orphan_to
+mkfifo "$T/orphan.in"
+timeout -s KILL 60 env LD_PRELOAD="$CGM_LIB" CGMALLOC_CONF="hierarchy=$H,group=/orphan_from" \
+	"$REL_PROG" orphan-child <"$T/orphan.in" >"$T/orphan.out" 2>"$T/orphan.err" &
+orphan=$!
+exec 3>"$T/orphan.in"
+i=0
+until grep -q '^parent' "$T/orphan.out" 2>/dev/null; do
+	i=$((i + 1))
+	[ "$i" -le 100 ] || fail "orphan-child did not start: $(cat "$T/orphan.err")"
+	sleep 0.1
+done
+parent=$(sed -n 's/^parent \([0-9]*\) .*/\1/p' "$T/orphan.out")
+ok ctl move "$parent" /orphan_to
+ok ctl rmdir /orphan_from
+echo go >&3
+exec 3>&-
+set +e
+wait "$orphan"
+ST=$?
+set -e
+[ "$ST" = 0 ] || fail "orphan-child: exit status $ST: $(head -3 "$T/orphan.err")"
+grep -q '^child status 0$' "$T/orphan.out" ||
+	fail "the orphaned child failed: $(cat "$T/orphan.out")"
+grep -q "cannot join its parent's group: the group is gone" "$T/orphan.err" ||
+	fail "the orphaned child did not say it runs unaccounted: $(cat "$T/orphan.err")"
+[ "$(grep -c 'cannot join' "$T/orphan.err")" = 1 ] ||
+	fail "the orphaned child said it more than once: $(cat "$T/orphan.err")"
+CHECKS=$((CHECKS + 1))
+
 echo "$TEST_NAME: $CHECKS checks passed"
