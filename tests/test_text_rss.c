@@ -37,6 +37,13 @@
  * configuration keys' help, which only cgmctl prints, out of the library.
  * The limit, RODATA_LIMIT_KIB, is that and a page.
  *
+ * And its data (its file-backed rw-p mapping: .got.plt and .data; bss is
+ * anonymous): every process writes the boot slot, cgm_acct and the static
+ * keys there, so each of its pages is resident and private.  An
+ * initialized variable of 3 KiB that hardly any process uses (the
+ * unaccounted slot, shim/accounted.c) took it past two pages: 12 KiB in
+ * every process.  DATA_LIMIT_KIB is the two pages it holds now.
+ *
  * And where the loader put the library: at a multiple of LIB_LOAD_ALIGN
  * (the Makefile's, 2 MiB), the alignment of its first segment
  * (scripts/load_align.c: the libraries loaded after it then land where
@@ -63,6 +70,7 @@
 
 #define LIMIT_KIB	SMAPS_LIBRARY_CODE_LIMIT_KIB
 #define RODATA_LIMIT_KIB	36
+#define DATA_LIMIT_KIB		8
 
 /* Blocks of every kind, freed again: small, medium, large, aligned, resized. */
 static void *work(void *arg)
@@ -93,6 +101,13 @@ static bool library_rodata(const char *perms, const char *path, const void *arg)
 	(void)arg;
 	return perms[0] == 'r' && perms[1] == '-' && perms[2] == '-' &&
 	       smaps_path_ends(path, "/libcgmalloc.so");
+}
+
+/* The library's writable file-backed mapping (.got.plt, .data). */
+static bool library_data(const char *perms, const char *path, const void *arg)
+{
+	(void)arg;
+	return perms[0] == 'r' && perms[1] == 'w' && smaps_path_ends(path, "/libcgmalloc.so");
 }
 
 /* Is the library's image at a multiple of LIB_LOAD_ALIGN, as scripts/load_align.c asks the loader? */
@@ -187,6 +202,15 @@ int main(int argc, char **argv)
 		fprintf(stderr, "test_text_rss: %ld KiB of read-only data resident in %s process, "
 			"more than %d: .rodata shares a fault-around window with data that only "
 			"an unwinder reads (scripts/lib-ld-script)\n", kib, who, RODATA_LIMIT_KIB);
+		return 1;
+	}
+	kib = smaps_rss_kib(library_data, NULL);
+	printf("test_text_rss: %ld KiB of the library's data resident in %s process (limit %d)\n",
+	       kib, who, DATA_LIMIT_KIB);
+	if (kib < 0 || kib > DATA_LIMIT_KIB) {
+		fprintf(stderr, "test_text_rss: %ld KiB of the library's data resident in %s "
+			"process, more than %d: an initialized variable that few processes use "
+			"belongs in bss, set when it is first needed\n", kib, who, DATA_LIMIT_KIB);
 		return 1;
 	}
 	return 0;
