@@ -216,7 +216,8 @@ static int check_mimalloc(struct cgm_hier *h, const char **why)
 
 const char *cgm_accounting_start(void)
 {
-	static char status[CGM_PATH_MAX * 2 + 64];
+	/* Only verbose=1 prints it: among the big buffers, untouched otherwise. */
+	CGM_BIG_BSS static char status[CGM_PATH_MAX * 2 + 64];
 	char path[CGM_PATH_MAX], group[CGM_PATH_MAX], why[512];
 	bool limits_asked = cgm_conf.max != CGM_SIZE_MAX || cgm_conf.high != CGM_SIZE_MAX;
 	bool named = cgm_conf.group[0] || cgm_conf.scope[0], scope;
@@ -289,6 +290,8 @@ const char *cgm_accounting_start(void)
 	 * here: a program that never allocates (/bin/true) makes none of
 	 * the sample's system calls.
 	 */
+	if (!cgm_conf.verbose)
+		return "on";
 	at = 0;
 	cgm_str_add(status, sizeof(status), &at, scope ? "on (scope " : "on (group ");
 	cgm_str_add(status, sizeof(status), &at, group);

@@ -593,9 +593,13 @@ uint64_t mi_build_id_hash(void)
 /*
  * A heap with no page, for when mimalloc's default heap is not found: its
  * direct table names a page with an empty free list, its queues none.
+ * Among the big buffers of the bss, filled only when it is used: 2.9 KiB
+ * that took the small variables of the bss, which every process writes,
+ * a page further.
  */
-static char no_page[MI209_PAGE_SIZE] __attribute__((aligned(8)));
-static char *no_heap[(MI209_HEAP_QUEUES_AT + (MI209_BIN_FULL + 1) * MI209_QUEUE_SIZE) / sizeof(char *)];
+CGM_BIG_BSS static char no_page[MI209_PAGE_SIZE];
+CGM_BIG_BSS static char *no_heap[(MI209_HEAP_QUEUES_AT + (MI209_BIN_FULL + 1) * MI209_QUEUE_SIZE) /
+				 sizeof(char *)];
 /* Every thread's copy points at it (static TLS, as mimalloc's own). */
 static __thread char **no_heap_of_thread = no_heap;
 uintptr_t mi209_heap_tpoff;
@@ -613,9 +617,6 @@ bool mi209_heap_setup(bool allowed)
 {
 	uintptr_t tp = mi209_thread_id();
 
-	for (unsigned int w = 0; w < MI209_DIRECT_PAGES; w++)
-		no_heap[MI209_HEAP_DIRECT_AT / sizeof(char *) + w] = no_page;
-	mi209_heap_tpoff = (uintptr_t)&no_heap_of_thread - tp;
 #if defined(__x86_64__) && !defined(CGM_TSAN)
 	if (allowed && tp && mi_tls && mi_tls_size >= sizeof(void *) &&
 	    *(void **)mi_tls == (void *)mi_heap_get_default()) {
@@ -625,5 +626,8 @@ bool mi209_heap_setup(bool allowed)
 #else
 	(void)allowed;
 #endif
+	for (unsigned int w = 0; w < MI209_DIRECT_PAGES; w++)
+		no_heap[MI209_HEAP_DIRECT_AT / sizeof(char *) + w] = no_page;
+	mi209_heap_tpoff = (uintptr_t)&no_heap_of_thread - tp;
 	return false;
 }
