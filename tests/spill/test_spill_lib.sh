@@ -427,6 +427,9 @@ print("full", file=sys.stderr, flush=True)
 while not os.path.exists(sys.argv[1]):
     time.sleep(0.02)' "$T/go-atmax"
 reach full
+# What they pass memory.max by, from here: memory.peak starts again at
+# the usage now, the limit.
+ok ctl set /atmax memory.peak 0
 env LD_PRELOAD="$CGM_LIB" CGMALLOC_CONF="hierarchy=$H,group=/atmax,spill=1,spill_background=0,verbose=1" /bin/true 2>"$T/atmax.err" ||
 	fail "/bin/true exec'd at memory.max exited $?: $(head -3 "$T/atmax.err")"
 # The same with the background reclaim: its thread is made at start-up,
@@ -438,6 +441,14 @@ for _ in 1 2 3; do
 	within 30 pre "group=/atmax,spill=1" /bin/true
 	[ "$ST" = 0 ] || fail "/bin/true exec'd at memory.max with the background reclaim: status $ST, $(head -2 "$T/err")"
 done
+# Past memory.max by what is charged ahead there, and no more: the
+# loader's stock (LOADER_STOCK, 64 KiB; 256 before, all of it past the
+# limit) and the start of a thread or two (RAW_THREAD_STOCK, 16 KiB each).
+ok ctl cat /atmax memory.peak
+peak=$(cat "$T/out")
+ok ctl cat /atmax memory.max
+[ "$peak" -le $(($(cat "$T/out") + 96 * 1024)) ] ||
+	fail "spilling started at memory.max took the group $((peak - $(cat "$T/out"))) bytes past it"
 touch "$T/go-atmax"
 finish
 grep -q "^cgmalloc: spill: on, lz4 pool" "$T/atmax.err" ||
