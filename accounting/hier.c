@@ -37,13 +37,13 @@ int hier_user_dir(const char *base, char *buf, size_t len, char *why, size_t why
 	cgm_str_add(buf, len, &at, base);
 	cgm_str_add(buf, len, &at, "/cgmalloc-");
 	if (!cgm_str_add_u64(buf, len, &at, uid)) {
-		snprintf(why, whylen, "%s: path too long", base);
+		cgm_msg_format(why, whylen, "%s: path too long", base);
 		return -ENAMETOOLONG;
 	}
 	if (mkdir(buf, 0700) < 0 && errno != EEXIST) {
 		int err = errno;
 
-		snprintf(why, whylen, "cannot create %s: %s", buf, cgm_strerror(err));
+		cgm_msg_format(why, whylen, "cannot create %s: %s", buf, cgm_strerror(err));
 		return -err;
 	}
 	/*
@@ -54,14 +54,16 @@ int hier_user_dir(const char *base, char *buf, size_t len, char *why, size_t why
 	if (lstat(buf, &st) < 0) {
 		int err = errno;
 
-		snprintf(why, whylen, "cannot stat %s: %s", buf, cgm_strerror(err));
+		cgm_msg_format(why, whylen, "cannot stat %s: %s", buf, cgm_strerror(err));
 		return -err;
 	}
 	if (!S_ISDIR(st.st_mode) || st.st_uid != uid || (st.st_mode & 077) != 0) {
-		snprintf(why, whylen, "%s is not a private directory of uid %u (%s owned by uid %u, "
-			 "mode %03o): remove it, or name another hierarchy= file", buf, uid,
-			 S_ISDIR(st.st_mode) ? "a directory" : S_ISLNK(st.st_mode) ? "a symlink" :
-			 "not a directory", (unsigned int)st.st_uid, (unsigned int)(st.st_mode & 0777));
+		cgm_msg_format(why, whylen,
+			       "%s is not a private directory of uid %u (%s owned by uid %u, mode %03o): "
+			       "remove it, or name another hierarchy= file", buf, uid,
+			       S_ISDIR(st.st_mode) ? "a directory" :
+			       S_ISLNK(st.st_mode) ? "a symlink" : "not a directory",
+			       (unsigned int)st.st_uid, (unsigned int)(st.st_mode & 0777));
 		return -EPERM;
 	}
 	return 0;
@@ -77,7 +79,7 @@ int hier_default_path(char *buf, size_t len, char *why, size_t whylen)
 		return err;
 	cgm_str_add(buf, len, &at, dir);
 	if (!cgm_str_add(buf, len, &at, "/hierarchy")) {
-		snprintf(why, whylen, "%s: path too long", dir);
+		cgm_msg_format(why, whylen, "%s: path too long", dir);
 		return -ENAMETOOLONG;
 	}
 	return 0;
@@ -312,28 +314,29 @@ static int validate(const struct cgm_hier_header *hd, size_t size,
 		    char *why, size_t whylen)
 {
 	if (size < sizeof(*hd)) {
-		snprintf(why, whylen, "truncated (%zu bytes, header needs %zu)", size, sizeof(*hd));
+		cgm_msg_format(why, whylen, "truncated (%zu bytes, header needs %zu)", size,
+			       sizeof(*hd));
 		return -EINVAL;
 	}
 	if (hd->magic != CGM_HIER_MAGIC) {
-		snprintf(why, whylen, "not a cgmalloc hierarchy (bad magic)");
+		cgm_msg_format(why, whylen, "not a cgmalloc hierarchy (bad magic)");
 		return -EINVAL;
 	}
 	if (hd->version != CGM_HIER_VERSION) {
-		snprintf(why, whylen, "layout version %u, this library reads version %u "
-			 "(remove the file once no process uses it)",
-			 hd->version, CGM_HIER_VERSION);
+		cgm_msg_format(why, whylen, "layout version %u, this library reads version %u "
+			       "(remove the file once no process uses it)",
+			       hd->version, CGM_HIER_VERSION);
 		return -EPROTO;
 	}
 	if (hd->header_size != sizeof(*hd) || !our_geometry(hd) ||
 	    hd->checksum != hier_header_checksum(hd)) {
-		snprintf(why, whylen, "corrupt header or another build's layout (geometry or "
-			 "checksum does not match; remove the file once no process uses it)");
+		cgm_msg_format(why, whylen, "corrupt header or another build's layout (geometry or "
+			       "checksum does not match; remove the file once no process uses it)");
 		return -EINVAL;
 	}
 	if (hd->file_size != size || size != layout_size()) {
-		snprintf(why, whylen, "truncated or resized (%zu bytes, expected %zu)",
-			 size, layout_size());
+		cgm_msg_format(why, whylen, "truncated or resized (%zu bytes, expected %zu)",
+			       size, layout_size());
 		return -EINVAL;
 	}
 	return 0;
@@ -350,7 +353,7 @@ static int create_file(const char *path, char *why, size_t whylen)
 	snprintf(tmp, sizeof(tmp), "%s.new.%d", path, (int)getpid());
 	fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0) {
-		snprintf(why, whylen, "cannot create %s: %s", tmp, cgm_strerror(errno));
+		cgm_msg_format(why, whylen, "cannot create %s: %s", tmp, cgm_strerror(errno));
 		return -errno;
 	}
 	/*
@@ -359,14 +362,14 @@ static int create_file(const char *path, char *why, size_t whylen)
 	 */
 	err = -posix_fallocate(fd, 0, (off_t)size);
 	if (err) {
-		snprintf(why, whylen, "cannot reserve %zu KiB for %s: %s", size >> 10, tmp,
-			 cgm_strerror(-err));
+		cgm_msg_format(why, whylen, "cannot reserve %zu KiB for %s: %s", size >> 10, tmp,
+			       cgm_strerror(-err));
 		goto out;
 	}
 	base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (base == MAP_FAILED) {
 		err = -errno;
-		snprintf(why, whylen, "cannot map %s: %s", tmp, cgm_strerror(errno));
+		cgm_msg_format(why, whylen, "cannot map %s: %s", tmp, cgm_strerror(errno));
 		goto out;
 	}
 	init_layout(base, size);
@@ -374,7 +377,7 @@ static int create_file(const char *path, char *why, size_t whylen)
 	/* link() fails if another process published first: theirs is used. */
 	if (link(tmp, path) < 0 && errno != EEXIST) {
 		err = -errno;
-		snprintf(why, whylen, "cannot create %s: %s", path, cgm_strerror(errno));
+		cgm_msg_format(why, whylen, "cannot create %s: %s", path, cgm_strerror(errno));
 	}
 out:
 	close(fd);
@@ -446,7 +449,7 @@ int hier_open(struct cgm_hier *h, const char *path, bool create,
 
 	memset(h, 0, sizeof(*h));
 	if (strlen(path) >= sizeof(h->path)) {
-		snprintf(why, whylen, "hierarchy path too long");
+		cgm_msg_format(why, whylen, "hierarchy path too long");
 		return -ENAMETOOLONG;
 	}
 	memcpy(h->path, path, strlen(path) + 1);
@@ -462,27 +465,27 @@ reopen:
 		err = -errno;
 		/* O_NOFOLLOW's ELOOP reads "too many levels of symbolic links" for one. */
 		if (errno == ELOOP)
-			snprintf(why, whylen, "cannot open %s: a symbolic link, which is not "
-				 "followed (name the file itself)", path);
+			cgm_msg_format(why, whylen, "cannot open %s: a symbolic link, which is not "
+				       "followed (name the file itself)", path);
 		else
-			snprintf(why, whylen, "cannot open %s: %s", path, cgm_strerror(errno));
+			cgm_msg_format(why, whylen, "cannot open %s: %s", path, cgm_strerror(errno));
 		return err;
 	}
 	if (fstat(fd, &st) < 0) {
 		err = -errno;
-		snprintf(why, whylen, "cannot stat %s: %s", path, cgm_strerror(errno));
+		cgm_msg_format(why, whylen, "cannot stat %s: %s", path, cgm_strerror(errno));
 		close(fd);
 		return err;
 	}
 	if (st.st_uid != getuid()) {
-		snprintf(why, whylen, "%s belongs to uid %u, not to this user (uid %u)",
-			 path, (unsigned)st.st_uid, (unsigned)getuid());
+		cgm_msg_format(why, whylen, "%s belongs to uid %u, not to this user (uid %u)",
+			       path, (unsigned)st.st_uid, (unsigned)getuid());
 		close(fd);
 		return -EPERM;
 	}
 	if (!S_ISREG(st.st_mode) || (size_t)st.st_size < sizeof(struct cgm_hier_header)) {
-		snprintf(why, whylen, "%s: truncated or not a regular file (%lld bytes)",
-			 path, (long long)st.st_size);
+		cgm_msg_format(why, whylen, "%s: truncated or not a regular file (%lld bytes)",
+			       path, (long long)st.st_size);
 		close(fd);
 		return -EINVAL;
 	}
@@ -490,7 +493,7 @@ reopen:
 	close(fd);
 	if (base == MAP_FAILED) {
 		err = -errno;
-		snprintf(why, whylen, "cannot map %s: %s", path, cgm_strerror(errno));
+		cgm_msg_format(why, whylen, "cannot map %s: %s", path, cgm_strerror(errno));
 		return err;
 	}
 	/*
@@ -513,14 +516,14 @@ reopen:
 			goto reopen;
 		}
 		snprintf(ignored, sizeof(ignored), "%s", why);
-		snprintf(why, whylen, "%s: %s", path, ignored);
+		cgm_msg_format(why, whylen, "%s: %s", path, ignored);
 		return err;
 	}
 	if (err) {
 		char detail[256];
 
 		snprintf(detail, sizeof(detail), "%s", why);
-		snprintf(why, whylen, "%s: %s", path, detail);
+		cgm_msg_format(why, whylen, "%s: %s", path, detail);
 		munmap(base, (size_t)st.st_size);
 		return err;
 	}

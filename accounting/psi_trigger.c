@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cgm/log.h"
 #include "internal.h"
 
 #define WINDOW_MIN_US	500000ULL
@@ -71,17 +72,18 @@ int psi_trigger_parse(const char *spec, struct psi_trigger *t, char *why, size_t
 	kind = next_word(&s, &kind_len);
 	if (kind_len != 4 || (strncmp(kind, "some", 4) && strncmp(kind, "full", 4)) ||
 	    !next_number(&s, &threshold) || !next_number(&s, &window) || !only_blanks(s)) {
-		snprintf(why, whylen, "bad trigger '%s' (expected \"some|full THRESHOLD_US WINDOW_US\")",
-			 spec);
+		cgm_msg_format(why, whylen,
+			       "bad trigger '%s' (expected \"some|full THRESHOLD_US WINDOW_US\")",
+			       spec);
 		return -EINVAL;
 	}
 	if (window < WINDOW_MIN_US || window > WINDOW_MAX_US) {
-		snprintf(why, whylen, "trigger window %llu us outside 500000..10000000", window);
+		cgm_msg_format(why, whylen, "trigger window %llu us outside 500000..10000000", window);
 		return -EINVAL;
 	}
 	if (threshold == 0 || threshold > window) {
-		snprintf(why, whylen, "trigger threshold %llu us not in 1..window (%llu us)", threshold,
-			 window);
+		cgm_msg_format(why, whylen, "trigger threshold %llu us not in 1..window (%llu us)",
+			       threshold, window);
 		return -EINVAL;
 	}
 	t->kind = strncmp(kind, "some", 4) ? CGM_PSI_FULL : CGM_PSI_SOME;

@@ -92,24 +92,24 @@ const char *cgm_conf_expected(const struct cgm_conf_key *k, char *buf,
 
 	switch (k->type) {
 	case CGM_CONF_BOOL:
-		return "expected 0 or 1";
+		return CGM_MSG_TEXT("expected 0 or 1");
 	case CGM_CONF_SIZE:
-		return "expected a size like 512M or 'max'";
+		return CGM_MSG_TEXT("expected a size like 512M or 'max'");
 	case CGM_CONF_UINT:
-		snprintf(buf, len, "expected an integer from %" PRIu64 " to %" PRIu64,
-			 k->min, k->max);
+		cgm_msg_format(buf, len, "expected an integer from %" PRIu64 " to %" PRIu64,
+			       k->min, k->max);
 		return buf;
 	case CGM_CONF_ENUM:
-		n = (size_t)snprintf(buf, len, "expected one of:");
+		n = (size_t)cgm_msg_format(buf, len, "expected one of:");
 		for (const char *const *e = k->names; *e && n < len; e++)
 			n += (size_t)snprintf(buf + n, len - n, "%s %s",
 					      e == k->names ? "" : ",", *e);
 		return buf;
 	case CGM_CONF_STRING:
-		snprintf(buf, len, "expected text of at most %zu bytes", k->size - 1);
+		cgm_msg_format(buf, len, "expected text of at most %zu bytes", k->size - 1);
 		return buf;
 	}
-	return "expected a value";
+	return CGM_MSG_TEXT("expected a value");
 }
 
 /* Store @val into the field of @k.  Returns 0 or a negative errno. */

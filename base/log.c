@@ -193,6 +193,17 @@ void cgm_log_text(const char *fmt, ...)
 	va_end(ap);
 }
 
+int cgm_msg_snprintf(char *buf, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(buf, len, fmt, ap);
+	va_end(ap);
+	return n;
+}
+
 void cgm_log_once_text(int *flag, const char *fmt, ...)
 {
 	va_list ap;

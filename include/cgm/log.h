@@ -76,6 +76,16 @@ int cgm_log_fd(void);
 	static const char cgm_msg_text_[] __attribute__((section(".cgm_msg"))) = lit; \
 	cgm_msg_text_; }))
 
+/*
+ * snprintf() into @buf of a message's text that a caller passes on (a
+ * reason, said later through cgm_log's "%s"), its format a literal kept
+ * with the messages' in .cgm_msg and checked in the same way.
+ */
+#define cgm_msg_format(buf, len, fmt, ...)					\
+	((void)sizeof(cgm_log_format_check(fmt, ##__VA_ARGS__)),		\
+	 cgm_msg_snprintf(buf, len, CGM_MSG_TEXT(fmt), ##__VA_ARGS__))
+int cgm_msg_snprintf(char *buf, size_t len, const char *fmt, ...);
+
 /* Never defined nor called: what the compiler checks a format against. */
 int cgm_log_format_check(const char *fmt, ...) CGM_PRINTF(1, 2);
 void cgm_log_text(const char *fmt, ...);
