@@ -23,7 +23,8 @@
 #define B64(s)	B8(s), B8((s) + 64), B8((s) + 128), B8((s) + 192), \
 		B8((s) + 256), B8((s) + 320), B8((s) + 384), B8((s) + 448)
 /* Sizes 0..1024; only the block sizes of the bins are ever looked up. */
-const uint64_t mi209_bin_at_size[MI209_BIN_AT_SIZE_MAX / 8 + 1] = { B64(0), B64(512), MI209_BIN(1024) };
+_Static_assert(MI209_BIN_HUGE <= UINT8_MAX, "a bin fits a byte");
+const uint8_t mi209_bin_at_size[MI209_BIN_AT_SIZE_MAX / 8 + 1] = { B64(0), B64(512), MI209_BIN(1024) };
 
 /* The page-entry link at @at (MI209_NEXT_AT, MI209_PREV_AT) of @page. */
 static inline char **page_link(const char *page, unsigned int at)

@@ -34,8 +34,10 @@
  * loader reads anyway (scripts/lib-ld-script), 36 + 8; 32 + 8 with the
  * strings of the cgroup files' code among the cold ones; 24 + 8 with the
  * messages' formats among them too (cgm_log, include/cgm/log.h) and the
- * configuration keys' help, which only cgmctl prints, out of the library.
- * The limit, RODATA_LIMIT_KIB, is that and a page.
+ * configuration keys' help, which only cgmctl prints, out of the library;
+ * 20 + 8 with the reasons' formats (cgm_msg_format) there too and
+ * mimalloc's bin of each size a byte.  The limit, RODATA_LIMIT_KIB, is
+ * that and a page.
  *
  * And its data (its file-backed rw-p mapping: .got.plt and .data; bss is
  * anonymous): every process writes the boot slot, cgm_acct and the static
@@ -69,7 +71,7 @@
 #endif
 
 #define LIMIT_KIB	SMAPS_LIBRARY_CODE_LIMIT_KIB
-#define RODATA_LIMIT_KIB	36
+#define RODATA_LIMIT_KIB	32
 #define DATA_LIMIT_KIB		8
 
 /* Blocks of every kind, freed again: small, medium, large, aligned, resized. */

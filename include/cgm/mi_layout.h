@@ -169,15 +169,17 @@ static inline size_t mi209_queue_block_size(const char *queue)
 			(((MI209_W(s) - 1) >> ((MI209_LOG2(MI209_W(s) - 1) - 2) & 31)) & 3) - 3))
 
 /*
- * mimalloc's bin of each small block size, at byte offset size (8 bytes a
- * size, so that the free's block size indexes it without a shift); 129
- * entries, sizes 0..1024 (shim/mi_layout.c).
+ * mimalloc's bin of each small block size, at index size / 8; 129
+ * entries, sizes 0..1024 (shim/mi_layout.c).  A byte each: with 8 (the
+ * free's block size indexing it without a shift) it was 903 bytes more of
+ * the read-only data every process maps, for a shift in the free that
+ * empties a page.
  */
 /* mimalloc's queue of 1280-byte blocks: the first of the medium bins, which are its queues in order. */
 #define MI209_BIN_MEDIUM0	MI209_BIN(1280)
 
 #define MI209_BIN_AT_SIZE_MAX 1024
-extern const uint64_t mi209_bin_at_size[MI209_BIN_AT_SIZE_MAX / 8 + 1] __attribute__((visibility("hidden")));
+extern const uint8_t mi209_bin_at_size[MI209_BIN_AT_SIZE_MAX / 8 + 1] __attribute__((visibility("hidden")));
 
 /*
  * Allocation from the calling thread's default heap, as mimalloc's own
@@ -381,7 +383,7 @@ static inline __attribute__((always_inline)) bool mi209_free_block(void *p, cons
 		    __atomic_load_n((const uintptr_t *)(seg + MI209_SEG_THREAD_ID_AT), __ATOMIC_RELAXED) !=
 			    mi209_thread_id())
 			return false;
-		bin = *(const uint64_t *)((const char *)mi209_bin_at_size + small_size);
+		bin = mi209_bin_at_size[small_size / 8];
 		queue = mi209_heap_queue(heap, bin);
 		if (*mi209_queue_end(queue, 0) != page || *mi209_queue_end(queue, MI209_QUEUE_LAST_AT) != page)
 			return false;
