@@ -18,13 +18,20 @@
 #include "cgm/mi_layout.h"
 #include "cgm/size_class.h"
 
-#define B8(s)	MI209_BIN(s), MI209_BIN((s) + 8), MI209_BIN((s) + 16), MI209_BIN((s) + 24), \
-		MI209_BIN((s) + 32), MI209_BIN((s) + 40), MI209_BIN((s) + 48), MI209_BIN((s) + 56)
+/*
+ * A byte each (bins grow with the size: the assertion below covers every
+ * size up to 1 KiB).  The cast is explicit: clang checks each arm of
+ * MI209_BIN's conditional, and the arm a small size does not take is no
+ * bin.
+ */
+#define BIN(s)	((uint8_t)MI209_BIN(s))
+#define B8(s)	BIN(s), BIN((s) + 8), BIN((s) + 16), BIN((s) + 24), \
+		BIN((s) + 32), BIN((s) + 40), BIN((s) + 48), BIN((s) + 56)
 #define B64(s)	B8(s), B8((s) + 64), B8((s) + 128), B8((s) + 192), \
 		B8((s) + 256), B8((s) + 320), B8((s) + 384), B8((s) + 448)
 /* Sizes 0..1024; only the block sizes of the bins are ever looked up. */
-_Static_assert(MI209_BIN_HUGE <= UINT8_MAX, "a bin fits a byte");
-const uint8_t mi209_bin_at_size[MI209_BIN_AT_SIZE_MAX / 8 + 1] = { B64(0), B64(512), MI209_BIN(1024) };
+_Static_assert(MI209_BIN(MI209_BIN_AT_SIZE_MAX) <= UINT8_MAX, "a small size's bin fits a byte");
+const uint8_t mi209_bin_at_size[MI209_BIN_AT_SIZE_MAX / 8 + 1] = { B64(0), B64(512), BIN(1024) };
 
 /* The page-entry link at @at (MI209_NEXT_AT, MI209_PREV_AT) of @page. */
 static inline char **page_link(const char *page, unsigned int at)
