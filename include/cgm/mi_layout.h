@@ -383,7 +383,13 @@ static inline __attribute__((always_inline)) bool mi209_free_block(void *p, cons
 		    __atomic_load_n((const uintptr_t *)(seg + MI209_SEG_THREAD_ID_AT), __ATOMIC_RELAXED) !=
 			    mi209_thread_id())
 			return false;
-		bin = mi209_bin_at_size[small_size / 8];
+		/*
+		 * The size read again from the page (atomically, so that
+		 * the compiler does not reuse small_size: keeping it live
+		 * until here cost the common path a register copy).
+		 */
+		bin = mi209_bin_at_size[__atomic_load_n((const uint32_t *)(page + MI209_XBLOCK_SIZE_AT),
+							__ATOMIC_RELAXED) / 8];
 		queue = mi209_heap_queue(heap, bin);
 		if (*mi209_queue_end(queue, 0) != page || *mi209_queue_end(queue, MI209_QUEUE_LAST_AT) != page)
 			return false;
