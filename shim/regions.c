@@ -309,6 +309,23 @@ CGM_KEYED CGM_EXPORT int munmap(void *addr, size_t len)
 	return 0;
 }
 
+/*
+ * The mapping a mremap(MREMAP_FIXED) to @want replaces, or NULL: none
+ * where the kernel refuses the call before it unmaps the target (an
+ * unaligned target, or one that overlaps the old range).
+ */
+static const void *moves_onto(const void *old, size_t old_len, size_t new_len, int flags,
+			      const void *want)
+{
+	uintptr_t o = (uintptr_t)old, w = (uintptr_t)want;
+
+	if (!(flags & MREMAP_FIXED) || w % PAGE || !new_len)
+		return NULL;
+	if (w < o + PAGE_UP(old_len) && o < w + PAGE_UP(new_len))
+		return NULL;
+	return want;
+}
+
 CGM_KEYED CGM_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
 {
 	struct region was = { .owner = OWNER_UNKNOWN + 1 };
@@ -345,7 +362,8 @@ CGM_KEYED CGM_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int
 	 * registration goes first, and no spill runs until it has moved.
 	 */
 	if (static_branch_unlikely(&cgm_spill_key))
-		spill_held = cgm_spill_hold(old, old_len);
+		spill_held = cgm_spill_hold(old, old_len, moves_onto(old, old_len, new_len, flags, want),
+					    new_len);
 	p = (void *)syscall(SYS_mremap, old, old_len, new_len, flags, want);
 	/* One of our mappings that spilling left in pieces: moved a piece at a time. */
 	if (p == MAP_FAILED && errno == EFAULT && spill_held && was.owner <= OWNER_UNKNOWN)

@@ -1310,13 +1310,22 @@ static bool spill_hold_lock(void)
 	return true;
 }
 
-bool cgm_spill_hold(const void *addr, size_t len)
+bool cgm_spill_hold(const void *addr, size_t len, const void *onto, size_t onto_len)
 {
 	if (!spill_hold_lock())
 		return false;
 	spill_release_range(engine, addr, len);
 	/* mremap needs the mapping whole: no registration left on it. */
 	spill_untrack(engine, addr, len);
+	/*
+	 * What it replaces is unmapped.  Its spilled pages kept, a later
+	 * restore put them back into the moved mapping (or failed, "could
+	 * not be put back", where nothing was registered there any more):
+	 * check-spill-model once read another mapping's bytes in the part a
+	 * mremap onto it had grown.
+	 */
+	if (onto)
+		spill_forget_range(engine, onto, onto_len);
 	return true;
 }
 

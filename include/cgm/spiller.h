@@ -121,10 +121,12 @@ bool cgm_spill_discard_begin(const void *addr, size_t len);
 /*
  * The program moves [addr, addr + len) (mremap): its spilled pages come
  * back and its registration goes first, and no spill runs until
- * cgm_spill_release() (after the mremap).  False when there is nothing to
- * hold (no engine).
+ * cgm_spill_release() (after the mremap).  When it moves onto another
+ * mapping (MREMAP_FIXED), @onto, @onto_len (else NULL, 0): that one is
+ * replaced, and its spilled pages go as munmap's do.  False when there is
+ * nothing to hold (no engine).
  */
-bool cgm_spill_hold(const void *addr, size_t len);
+bool cgm_spill_hold(const void *addr, size_t len, const void *onto, size_t onto_len);
 void cgm_spill_release(void);
 
 /*

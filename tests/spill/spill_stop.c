@@ -19,6 +19,14 @@
  * In a process where nothing spills (spill=0, or spill=1 refused at
  * start-up): cgm_spill_stop() brings back nothing (0) and
  * cgm_spill_resume() says -ENODEV.
+ *
+ *   spill_stop onto
+ *
+ * A mapping of its own, spilled, replaced by another that a mremap
+ * (MREMAP_FIXED) moves onto it and grows: cgm_spill_stop() then brings
+ * back nothing of the replaced one.  The moved page keeps its bytes, the
+ * grown one reads zeros (the test also checks that no "could not be put
+ * back" line was said).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -26,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "cold_blocks.h"
@@ -89,6 +98,40 @@ static int refused(void)
 	return 0;
 }
 
+/* spill_stop onto: a mremap onto a spilled mapping. */
+static int onto(void)
+{
+	const size_t page = 4096, pages = 16;
+	unsigned char *target, *moved;
+	size_t wrong = 0, nonzero = 0;
+
+	target = mmap(NULL, pages * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	moved = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (target == MAP_FAILED || moved == MAP_FAILED)
+		return 1;
+	for (size_t i = 0; i < pages * page; i++)
+		target[i] = (unsigned char)(0x7e ^ (i * 13 >> 4));
+	memset(moved, 0x11, page);
+	cgm_write(NULL, "memory.reclaim", "64M");
+	if (mremap(moved, page, 2 * page, MREMAP_MAYMOVE | MREMAP_FIXED, target) != target) {
+		fprintf(stderr, "spill_stop: FAIL: mremap onto the spilled mapping: %s\n",
+			strerror(errno));
+		return 1;
+	}
+	cgm_spill_stop();
+	for (size_t i = 0; i < page; i++) {
+		wrong += target[i] != 0x11;
+		nonzero += target[page + i] != 0;
+	}
+	if (wrong || nonzero) {
+		fprintf(stderr, "spill_stop: FAIL: after a mremap onto a spilled mapping, %zu bytes of "
+			"the moved page wrong, %zu of the grown one not zero\n", wrong, nonzero);
+		return 1;
+	}
+	printf("spill_stop: ok, a mremap onto a spilled mapping\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	unsigned long mb;
@@ -104,6 +147,8 @@ int main(int argc, char **argv)
 	}
 	if (argc == 2 && strcmp(argv[1], "refused") == 0)
 		return refused();
+	if (argc == 2 && strcmp(argv[1], "onto") == 0)
+		return onto();
 	if (!spill_args(argc, argv, 1, "MB", &mb))
 		return 2;
 	cold = cold_fill("spill_stop", mb, &n);

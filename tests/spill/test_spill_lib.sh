@@ -1098,6 +1098,16 @@ in=$(value /stop memory.stat zswpin)
 	fail "spill_stop: zswpout $out, zswpin $in after spilling 32 MiB twice and reading it all back"
 CHECKS=$((CHECKS + 1))
 echo "$TEST_NAME: $(cat "$T/out")"
+# A mremap onto a spilled mapping replaces it, spilled pages and all:
+# kept, they came back into the moved mapping at a later restore
+# (check-spill-model read another mapping's bytes in the part a mremap had
+# grown), or failed to, with a "could not be put back" line.
+within 30 pre "group=/onto,spill=1" "$SPILL_STOP" onto
+[ "$ST" = 0 ] && grep -q "^spill_stop: ok" "$T/out" ||
+	fail "spill_stop onto: status $ST: $(tail -2 "$T/err")"
+! grep -q "could not be put back" "$T/err" ||
+	fail "spill_stop onto: $(grep -m1 "could not be put back" "$T/err")"
+CHECKS=$((CHECKS + 1))
 # Where nothing spills: cgm_spill_resume() says -ENODEV (spill=0 here, a
 # refused spill=1 below).
 within 30 pre "group=/stop0,spill=0" "$SPILL_STOP" refused
