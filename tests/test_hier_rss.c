@@ -27,7 +27,7 @@
  *
  * With HIER_RSS_PROBE_GROUP set, the probe makes and joins that group
  * (group= added to its CGMALLOC_CONF), whose parent tests/runtime.mk has
- * given SIBLINGS children first: finding that the group does not exist
+ * given HIER_RSS_SIBLINGS children first: finding that the group does not exist
  * read every sibling (1.5 KiB each) until the group keys
  * (struct cgm_group_key): 76 KiB of the file with 40 siblings, 400 KiB
  * in make bench.

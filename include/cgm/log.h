@@ -66,15 +66,16 @@ int cgm_log_fd(void);
  * first segment, a fault-around window of its own), the messages were
  * most of what was left.
  */
-#define cgm_log(fmt, ...)							\
-	((void)sizeof(cgm_log_format_check(fmt, ##__VA_ARGS__)),		\
-	 cgm_log_text(CGM_MSG_TEXT(fmt), ##__VA_ARGS__))
+#define cgm_log(fmt, ...)	cgm_log_text(CGM_MSG(fmt, ##__VA_ARGS__), ##__VA_ARGS__)
 #define cgm_log_once(flag, fmt, ...)						\
-	((void)sizeof(cgm_log_format_check(fmt, ##__VA_ARGS__)),		\
-	 cgm_log_once_text(flag, CGM_MSG_TEXT(fmt), ##__VA_ARGS__))
+	cgm_log_once_text(flag, CGM_MSG(fmt, ##__VA_ARGS__), ##__VA_ARGS__)
+/* Literal @lit, stored in .cgm_msg. */
 #define CGM_MSG_TEXT(lit) (__extension__({					\
 	static const char cgm_msg_text_[] __attribute__((section(".cgm_msg"))) = lit; \
 	cgm_msg_text_; }))
+/* Format @fmt, checked against the arguments that follow it, stored in .cgm_msg. */
+#define CGM_MSG(fmt, ...)							\
+	((void)sizeof(cgm_log_format_check(fmt, ##__VA_ARGS__)), CGM_MSG_TEXT(fmt))
 
 /*
  * snprintf() into @buf of a message's text that a caller passes on (a
@@ -82,8 +83,7 @@ int cgm_log_fd(void);
  * with the messages' in .cgm_msg and checked in the same way.
  */
 #define cgm_msg_format(buf, len, fmt, ...)					\
-	((void)sizeof(cgm_log_format_check(fmt, ##__VA_ARGS__)),		\
-	 cgm_msg_snprintf(buf, len, CGM_MSG_TEXT(fmt), ##__VA_ARGS__))
+	cgm_msg_snprintf(buf, len, CGM_MSG(fmt, ##__VA_ARGS__), ##__VA_ARGS__)
 int cgm_msg_snprintf(char *buf, size_t len, const char *fmt, ...);
 
 /* Never defined nor called: what the compiler checks a format against. */
