@@ -246,7 +246,7 @@ CGM_KEYED CGM_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int
 	}
 	/* A fixed mapping replaces what was there: spilled pages of it are gone. */
 	if ((flags & MAP_FIXED) && static_branch_unlikely(&cgm_spill_key) && !from_self(caller))
-		held = cgm_spill_discard_begin(addr, len);
+		held = cgm_spill_discard_begin(addr, len, true);
 	p = raw_mmap(addr, len, prot, flags, fd, off);
 	if (held)
 		cgm_spill_release();
@@ -291,7 +291,7 @@ CGM_KEYED CGM_EXPORT int munmap(void *addr, size_t len)
 		cgm_map_unmapping();
 	/* The library's own unmaps run under the spill lock already. */
 	bool held = static_branch_unlikely(&cgm_spill_key) && !self &&
-		    cgm_spill_discard_begin(addr, len);
+		    cgm_spill_discard_begin(addr, len, true);
 	long rc;
 
 	/* syscall() returns -1 with errno set on failure. */
@@ -406,7 +406,7 @@ CGM_KEYED CGM_EXPORT int madvise(void *addr, size_t len, int advice)
 		    (advice == MADV_DONTNEED || advice == MADV_FREE || advice == MADV_REMOVE ||
 		     advice == MADV_DONTNEED_LOCKED) &&
 		    !from_self((uintptr_t)__builtin_return_address(0)) &&
-		    cgm_spill_discard_begin(addr, len);
+		    cgm_spill_discard_begin(addr, len, false);
 	int rc = (int)syscall(SYS_madvise, addr, len, advice);
 
 	if (held)
@@ -466,7 +466,7 @@ CGM_KEYED CGM_EXPORT int brk(void *addr)
 	/* A break that shrinks unmaps: what was spilled there goes. */
 	if (static_branch_unlikely(&cgm_spill_key) && (uintptr_t)addr < from)
 		held = cgm_spill_discard_begin((void *)PAGE_UP((uintptr_t)addr),
-					       PAGE_UP(from) - PAGE_UP((uintptr_t)addr));
+					       PAGE_UP(from) - PAGE_UP((uintptr_t)addr), true);
 	got = (uintptr_t)syscall(SYS_brk, addr);
 	if (held)
 		cgm_spill_release();

@@ -54,6 +54,7 @@
 #include "cgm/spill.h"
 #include "cgm/uffd_abi.h"
 #include "cgm/zpool.h"
+#include "uffd_span.h"
 
 #define SP_PAGE		4096ul
 /* Closed ranges the handler settles together (sp_range_put). */
@@ -638,12 +639,7 @@ static bool sp_tracked(const struct spill_engine *e, uintptr_t addr)
 
 static void sp_register(struct spill_engine *e, uintptr_t start, uintptr_t end, uint64_t mode)
 {
-	struct uffdio_register reg = {
-		.range = { .start = start, .len = end - start },
-		.mode = mode,
-	};
-
-	ioctl(e->uffd, UFFDIO_REGISTER, &reg);
+	uffd_span(e->uffd, start, end, true, mode);
 }
 
 /* The bucket of the ranges starting in @addr's 2 MiB. */
@@ -712,6 +708,41 @@ static void sp_ranges_at(struct spill_engine *e, uintptr_t cur, uintptr_t end,
 }
 
 /*
+ * The program unmapped [lo, hi): the ranges that meet it lose that part,
+ * so that settling them later registers nothing the program mapped there
+ * since.  Their pages there were forgotten first (spill_forget_range), so
+ * what is left of a range holds every page it still counts.  A range with
+ * the hole in its middle stays whole (a range is one span).  reg_lock
+ * held.
+ */
+static void sp_ranges_clip(struct spill_engine *e, uintptr_t lo, uintptr_t hi)
+{
+	uintptr_t from = lo > e->max_span ? lo - e->max_span : 0;
+	uint64_t first = from >> SP_BUCKET_SHIFT, last = (hi - 1) >> SP_BUCKET_SHIFT;
+	bool every = last - first + 1 >= SP_BUCKETS;
+
+	for (uint64_t k = 0; k < (every ? SP_BUCKETS : last - first + 1); k++) {
+		uint32_t b = every ? (uint32_t)k : sp_bucket_of((uintptr_t)(first + k) << SP_BUCKET_SHIFT);
+
+		for (uint32_t i = e->bucket[b], next; i != SP_NO_RANGE; i = next) {
+			struct sp_range *r = &e->ranges[i];
+
+			next = r->bnext;
+			if (r->start >= hi || r->end <= lo || (r->start < lo && r->end > hi))
+				continue;
+			if (r->start < lo) {
+				r->end = lo;
+				continue;
+			}
+			/* Its head (or all of it) went: it starts at hi now, in hi's bucket. */
+			sp_bucket_del(e, i);
+			r->start = hi < r->end ? hi : r->end;
+			sp_bucket_add(e, i);
+		}
+	}
+}
+
+/*
  * Register [start, end) as what covers it asks: what a live range covers
  * for MISSING faults (when @covered_too), and write-protect tracking where
  * the region is tracked; what neither needs is unregistered.  MISSING is
@@ -746,12 +777,12 @@ static void sp_settle(struct spill_engine *e, uintptr_t start, uintptr_t end, bo
 			cur = cover;
 			continue;
 		}
-		/* Fails only where the program unmapped part of the range;
-		 * what is still registered then faults through the handler,
-		 * which serves it with zeros as the kernel would. */
+		/* Where the program unmapped part of the range and mapped
+		 * something there that takes no userfaultfd, uffd_span() does
+		 * the rest mapping by mapping.  What stays registered faults
+		 * through the handler, which serves zeros as the kernel would. */
 		if (!covered_too || !sp_tracked(e, cur))
-			ioctl(e->uffd, UFFDIO_UNREGISTER,
-			      &(struct uffdio_range){ .start = cur, .len = next - cur });
+			uffd_span(e->uffd, cur, next, false, 0);
 		if (sp_tracked(e, cur))
 			sp_register(e, cur, next, UFFDIO_REGISTER_MODE_WP);
 		cur = next;
@@ -2815,14 +2846,16 @@ int spill_track(struct spill_engine *e, const void *addr, size_t len)
 
 void spill_untrack(struct spill_engine *e, const void *addr, size_t len)
 {
-	uintptr_t start = (uintptr_t)addr & ~(SP_PAGE - 1), end;
+	uintptr_t lo = (uintptr_t)addr & ~(SP_PAGE - 1), hi, start, end;
 
 	if (!e->wp_async || !len)
 		return;
-	end = ((uintptr_t)addr + len + SP_PAGE - 1) & ~(SP_PAGE - 1);
+	hi = ((uintptr_t)addr + len + SP_PAGE - 1) & ~(SP_PAGE - 1);
+	start = lo;
+	end = hi;
 	pthread_mutex_lock(&e->reg_lock);
 	for (uint32_t i = 0; i < e->nr_tracked;) {
-		if (e->tracked[i].start < end && start < e->tracked[i].end) {
+		if (e->tracked[i].start < hi && lo < e->tracked[i].end) {
 			/* Its registration goes below; the whole region is met again later. */
 			if (e->tracked[i].start < start)
 				start = e->tracked[i].start;
@@ -2833,8 +2866,54 @@ void spill_untrack(struct spill_engine *e, const void *addr, size_t len)
 		}
 		i++;
 	}
-	/* What no spilled page needs any more is unregistered: the mapping is one VMA again. */
-	sp_settle(e, start, end, true);
+	/*
+	 * What no spilled page needs any more is unregistered: the mapping is
+	 * one VMA again.  The asked range apart from the rest of its regions:
+	 * one unregistration fails whole where any mapping in it cannot take
+	 * a userfaultfd, and the regions' rest is the less sure part.
+	 */
+	sp_settle(e, lo, hi, true);
+	if (start < lo)
+		sp_settle(e, start, lo, true);
+	if (end > hi)
+		sp_settle(e, hi, end, true);
+	pthread_mutex_unlock(&e->reg_lock);
+}
+
+void spill_unmapped(struct spill_engine *e, const void *addr, size_t len)
+{
+	uintptr_t lo = (uintptr_t)addr & ~(SP_PAGE - 1), hi;
+
+	if (!len)
+		return;
+	hi = ((uintptr_t)addr + len + SP_PAGE - 1) & ~(SP_PAGE - 1);
+	if (hi < lo)
+		hi = UINTPTR_MAX & ~(SP_PAGE - 1);
+	pthread_mutex_lock(&e->reg_lock);
+	sp_ranges_clip(e, lo, hi);
+	for (uint32_t i = 0; i < e->nr_tracked;) {
+		struct sp_span *t = &e->tracked[i];
+
+		if (t->start >= hi || lo >= t->end) {
+			i++;
+			continue;
+		}
+		if (t->start < lo && t->end > hi) {
+			/* A hole in the middle: the part after it takes a slot of its own
+			 * (with none left, it goes untracked until the next lap meets it). */
+			if (e->nr_tracked < SP_TRACK_MAX)
+				e->tracked[e->nr_tracked++] = (struct sp_span){ hi, t->end };
+			t->end = lo;
+		} else if (t->start < lo) {
+			t->end = lo;
+		} else if (t->end > hi) {
+			t->start = hi;
+		} else {
+			*t = e->tracked[--e->nr_tracked];
+			continue;
+		}
+		i++;
+	}
 	pthread_mutex_unlock(&e->reg_lock);
 }
 

@@ -259,6 +259,15 @@ int spill_track(struct spill_engine *e, const void *addr, size_t len);
  * must be one VMA to be moved, and a registration splits it).
  */
 void spill_untrack(struct spill_engine *e, const void *addr, size_t len);
+/*
+ * The program unmapped [addr, addr + len) (munmap, a fixed mapping over
+ * it, a mremap onto it): the tracked regions lose that part (the kernel
+ * dropped its registration with it).  Kept, a later spill_untrack()
+ * unregistered over whatever the program mapped there next, and the
+ * kernel refused the whole call where that was a file's mapping
+ * (check-spill-model: the mremap of a tracked mapping then failed).
+ */
+void spill_unmapped(struct spill_engine *e, const void *addr, size_t len);
 long spill_written(struct spill_engine *e, const void *addr, size_t len,
 		   struct spill_run *runs, size_t max, bool protect);
 

@@ -115,9 +115,11 @@ int64_t cgm_spill_over_limit(int64_t want, int64_t need, uint64_t *looked, bool 
  * The program discards [addr, addr + len) (munmap, MADV_DONTNEED, ...):
  * spilled pages there go, and no spill runs until cgm_spill_release()
  * after the call (a page spilled in between would come back with its old
- * bytes).  False when there is nothing to hold.
+ * bytes).  With @unmaps (munmap, a fixed mapping over it, a shrinking
+ * break), the range also leaves the regions whose writes are tracked.
+ * False when there is nothing to hold.
  */
-bool cgm_spill_discard_begin(const void *addr, size_t len);
+bool cgm_spill_discard_begin(const void *addr, size_t len, bool unmaps);
 /*
  * The program moves [addr, addr + len) (mremap): its spilled pages come
  * back and its registration goes first, and no spill runs until
