@@ -26,8 +26,14 @@
  * and on an empty one: on one CPU, the wall time follows from both, and
  * the two configurations of an allocator can differ in either.
  *
- * Usage: prodcons [--pin same|split] [MESSAGES_PER_PAIR] [PAIRS]
- *        (default unpinned, 6000000, 2)
+ * --spin N has each producer do N dependent multiply-adds per message
+ * (about 4 cycles each) before its malloc: a producer made slower by a
+ * known amount under any allocator, to see how much the hand-overs
+ * amplify a producer's extra cost (the consumers then wait on an empty
+ * queue more often, and each wait is two context switches).
+ *
+ * Usage: prodcons [--pin same|split] [--spin N] [MESSAGES_PER_PAIR] [PAIRS]
+ *        (default unpinned, no spin, 6000000, 2)
  */
 #include <pthread.h>
 #include <sched.h>
@@ -55,7 +61,7 @@ struct pair {
 	pthread_cond_t changed;
 	struct batch *q[DEPTH];
 	unsigned head, count;
-	unsigned long messages;
+	unsigned long messages, spin;
 	uint64_t seed;
 	int failed;
 	pthread_t producer, consumer;
@@ -63,6 +69,9 @@ struct pair {
 	unsigned long full_waits, empty_waits;
 	double producer_cpu, consumer_cpu;
 };
+
+/* Where the producers' spin ends up, so that the compiler keeps it. */
+static volatile uint64_t spin_sink;
 
 /* The calling thread's CPU time, s. */
 static double thread_cpu(void)
@@ -107,8 +116,9 @@ static struct batch *pair_get(struct pair *p)
 static void *producer_run(void *arg)
 {
 	struct pair *p = arg;
-	uint64_t rng = p->seed;
-	unsigned long seq = 0;
+	uint64_t rng = p->seed, work = p->seed;
+	/* A copy: the pair's line is the queue's, which the consumer writes. */
+	unsigned long seq = 0, spin = p->spin;
 
 	while (seq < p->messages) {
 		struct batch *b = malloc(sizeof(*b));
@@ -119,7 +129,11 @@ static void *producer_run(void *arg)
 		}
 		for (b->n = 0; b->n < BATCH && seq < p->messages; b->n++, seq++) {
 			size_t size = sizeof(struct msg) + 8 + bench_rand(&rng) % 1017;
-			struct msg *m = malloc(size);
+			struct msg *m;
+
+			for (unsigned long k = 0; k < spin; k++)
+				work = work * 6364136223846793005ull + 1442695040888963407ull;
+			m = malloc(size);
 
 			if (!m) {
 				p->failed = 1;
@@ -134,6 +148,7 @@ static void *producer_run(void *arg)
 			break;
 	}
 	pair_put(p, NULL); /* end of stream */
+	spin_sink = work;
 	p->producer_cpu = thread_cpu();
 	return NULL;
 }
@@ -196,7 +211,7 @@ static void start_on(const char *prog, pthread_t *th, int cpu, void *(*fn)(void 
 int main(int argc, char **argv)
 {
 	enum pin pin = PIN_NONE;
-	unsigned long messages, npairs;
+	unsigned long messages, npairs, spin = 0;
 	cpu_set_t mask;
 	struct pair *p;
 	double pcpu = 0, ccpu = 0;
@@ -210,6 +225,16 @@ int main(int argc, char **argv)
 			pin = PIN_SPLIT;
 		else {
 			fprintf(stderr, "%s: --pin takes same or split, got '%s'\n", argv[0], argv[2]);
+			return BENCH_USAGE;
+		}
+		a += 2;
+	}
+	if (argc > a + 1 && strcmp(argv[a], "--spin") == 0) {
+		char *end;
+
+		spin = strtoul(argv[a + 1], &end, 10);
+		if (*end || end == argv[a + 1]) {
+			fprintf(stderr, "%s: --spin takes a count, got '%s'\n", argv[0], argv[a + 1]);
 			return BENCH_USAGE;
 		}
 		a += 2;
@@ -233,6 +258,7 @@ int main(int argc, char **argv)
 		pthread_mutex_init(&p[i].lock, NULL);
 		pthread_cond_init(&p[i].changed, NULL);
 		p[i].messages = messages;
+		p[i].spin = spin;
 		p[i].seed = 0x9e3779b97f4a7c15ull ^ (i + 1);
 		start_on(argv[0], &p[i].consumer, ccpu, consumer_run, &p[i]);
 		start_on(argv[0], &p[i].producer, pcpu, producer_run, &p[i]);
@@ -248,9 +274,12 @@ int main(int argc, char **argv)
 		empty += p[i].empty_waits;
 	}
 	free(p);
-	printf("prodcons: %lu pairs x %lu messages%s\n", npairs, messages,
+	printf("prodcons: %lu pairs x %lu messages%s", npairs, messages,
 	       pin == PIN_SAME ? ", each pair on one CPU" :
 	       pin == PIN_SPLIT ? ", each thread on a CPU of its own" : "");
+	if (spin)
+		printf(", producers spinning %lu steps a message", spin);
+	printf("\n");
 	printf("prodcons: CPU producers %.3f s, consumers %.3f s; waits on a full queue %lu, "
 	       "on an empty one %lu\n", pcpu, ccpu, full, empty);
 	return 0;
