@@ -1324,10 +1324,8 @@ bool cgm_spill_hold(const void *addr, size_t len, const void *onto, size_t onto_
 	 * check-spill-model once read another mapping's bytes in the part a
 	 * mremap onto it had grown.
 	 */
-	if (onto) {
-		spill_forget_range(engine, onto, onto_len);
+	if (onto)
 		spill_unmapped(engine, onto, onto_len);
-	}
 	return true;
 }
 
@@ -1343,9 +1341,10 @@ bool cgm_spill_discard_begin(const void *addr, size_t len, bool unmaps)
 	/* Unaligned: the call fails with EINVAL and discards nothing. */
 	if ((uintptr_t)addr % PAGE || !spill_hold_lock())
 		return false;
-	spill_forget_range(engine, addr, len);
 	if (unmaps)
 		spill_unmapped(engine, addr, len);
+	else
+		spill_forget_range(engine, addr, len);
 	return true;
 }
 

@@ -675,6 +675,31 @@ static void sp_bucket_del(struct spill_engine *e, uint32_t id)
 }
 
 /*
+ * The buckets a range that meets [lo, hi) can start in: those of
+ * [lo - max_span, hi), each bucket once at most (all of them, in their
+ * order, where the span has as many).
+ */
+struct sp_buckets {
+	uint64_t first, n;
+	bool every;
+};
+
+static struct sp_buckets sp_buckets_near(const struct spill_engine *e, uintptr_t lo, uintptr_t hi)
+{
+	uintptr_t from = lo > e->max_span ? lo - e->max_span : 0;
+	uint64_t first = from >> SP_BUCKET_SHIFT, last = (hi - 1) >> SP_BUCKET_SHIFT;
+	bool every = last - first + 1 >= SP_BUCKETS;
+
+	return (struct sp_buckets){ first, every ? SP_BUCKETS : last - first + 1, every };
+}
+
+/* The @k-th bucket of @w. */
+static uint32_t sp_buckets_at(const struct sp_buckets *w, uint64_t k)
+{
+	return w->every ? (uint32_t)k : sp_bucket_of((uintptr_t)(w->first + k) << SP_BUCKET_SHIFT);
+}
+
+/*
  * Of the live ranges, what covers @cur furthest (*cover, 0 if none), and
  * the first start after @cur below @end (*next, else @end).  Only ranges
  * starting in [@cur - max_span, @end) can: their buckets are looked at,
@@ -683,14 +708,12 @@ static void sp_bucket_del(struct spill_engine *e, uint32_t id)
 static void sp_ranges_at(struct spill_engine *e, uintptr_t cur, uintptr_t end,
 			 uintptr_t *cover, uintptr_t *next)
 {
-	uintptr_t lo = cur > e->max_span ? cur - e->max_span : 0;
-	uint64_t first = lo >> SP_BUCKET_SHIFT, last = (end - 1) >> SP_BUCKET_SHIFT;
-	bool every = last - first + 1 >= SP_BUCKETS;
+	struct sp_buckets w = sp_buckets_near(e, cur, end);
 
 	*cover = 0;
 	*next = end;
-	for (uint64_t k = 0; k < (every ? SP_BUCKETS : last - first + 1); k++) {
-		uint32_t b = every ? (uint32_t)k : sp_bucket_of((uintptr_t)(first + k) << SP_BUCKET_SHIFT);
+	for (uint64_t k = 0; k < w.n; k++) {
+		uint32_t b = sp_buckets_at(&w, k);
 
 		for (uint32_t i = e->bucket[b]; i != SP_NO_RANGE; i = e->ranges[i].bnext) {
 			struct sp_range *r = &e->ranges[i];
@@ -717,14 +740,10 @@ static void sp_ranges_at(struct spill_engine *e, uintptr_t cur, uintptr_t end,
  */
 static void sp_ranges_clip(struct spill_engine *e, uintptr_t lo, uintptr_t hi)
 {
-	uintptr_t from = lo > e->max_span ? lo - e->max_span : 0;
-	uint64_t first = from >> SP_BUCKET_SHIFT, last = (hi - 1) >> SP_BUCKET_SHIFT;
-	bool every = last - first + 1 >= SP_BUCKETS;
+	struct sp_buckets w = sp_buckets_near(e, lo, hi);
 
-	for (uint64_t k = 0; k < (every ? SP_BUCKETS : last - first + 1); k++) {
-		uint32_t b = every ? (uint32_t)k : sp_bucket_of((uintptr_t)(first + k) << SP_BUCKET_SHIFT);
-
-		for (uint32_t i = e->bucket[b], next; i != SP_NO_RANGE; i = next) {
+	for (uint64_t k = 0; k < w.n; k++) {
+		for (uint32_t i = e->bucket[sp_buckets_at(&w, k)], next; i != SP_NO_RANGE; i = next) {
 			struct sp_range *r = &e->ranges[i];
 
 			next = r->bnext;
@@ -2846,11 +2865,10 @@ int spill_track(struct spill_engine *e, const void *addr, size_t len)
 
 void spill_untrack(struct spill_engine *e, const void *addr, size_t len)
 {
-	uintptr_t lo = (uintptr_t)addr & ~(SP_PAGE - 1), hi, start, end;
+	uintptr_t lo, hi, start, end;
 
-	if (!e->wp_async || !len)
+	if (!e->wp_async || !sp_span(addr, len, &lo, &hi))
 		return;
-	hi = ((uintptr_t)addr + len + SP_PAGE - 1) & ~(SP_PAGE - 1);
 	start = lo;
 	end = hi;
 	pthread_mutex_lock(&e->reg_lock);
@@ -2882,13 +2900,11 @@ void spill_untrack(struct spill_engine *e, const void *addr, size_t len)
 
 void spill_unmapped(struct spill_engine *e, const void *addr, size_t len)
 {
-	uintptr_t lo = (uintptr_t)addr & ~(SP_PAGE - 1), hi;
+	uintptr_t lo, hi;
 
-	if (!len)
+	spill_forget_range(e, addr, len);
+	if (!sp_span(addr, len, &lo, &hi))
 		return;
-	hi = ((uintptr_t)addr + len + SP_PAGE - 1) & ~(SP_PAGE - 1);
-	if (hi < lo)
-		hi = UINTPTR_MAX & ~(SP_PAGE - 1);
 	pthread_mutex_lock(&e->reg_lock);
 	sp_ranges_clip(e, lo, hi);
 	for (uint32_t i = 0; i < e->nr_tracked;) {

@@ -261,11 +261,13 @@ int spill_track(struct spill_engine *e, const void *addr, size_t len);
 void spill_untrack(struct spill_engine *e, const void *addr, size_t len);
 /*
  * The program unmapped [addr, addr + len) (munmap, a fixed mapping over
- * it, a mremap onto it): the tracked regions lose that part (the kernel
- * dropped its registration with it).  Kept, a later spill_untrack()
- * unregistered over whatever the program mapped there next, and the
- * kernel refused the whole call where that was a file's mapping
- * (check-spill-model: the mremap of a tracked mapping then failed).
+ * it, a mremap onto it): its spilled pages are forgotten, as
+ * spill_forget_range() does, and the spills' spans and the tracked
+ * regions lose that part (the kernel dropped its registration with it).
+ * Kept, a later settling unregistered over whatever the program mapped
+ * there next, and the kernel refused the whole call where that was a
+ * file's mapping (check-spill-model: the mremap of a tracked mapping
+ * then failed).
  */
 void spill_unmapped(struct spill_engine *e, const void *addr, size_t len);
 long spill_written(struct spill_engine *e, const void *addr, size_t len,
