@@ -592,17 +592,14 @@ void acct_thread_exit(struct cgm_acct *a, uint32_t slot)
 }
 
 /*
- * Have harvest and flush both seen every small free of @t, and flush
- * every medium one (those went back into the stock, not to harvest)?
+ * Has flush seen every free of @t that went back into the stock, not to
+ * harvest (medium blocks, and small ones on the branch-free free)?
  */
-static bool small_frees_settled(const struct cgm_thread_slot *t)
+static bool stocked_frees_settled(const struct cgm_thread_slot *t)
 {
-	for (unsigned int b = 0; b < CGM_NR_BINS; b++) {
-		uint64_t n = t->freed_small[cgm_bin_step[b]];
-
-		if (n != t->harvested_small[b] || n != t->snap_freed_small[b])
+	for (unsigned int b = 0; b < CGM_NR_BINS; b++)
+		if (t->stocked_small[b] != t->snap_stocked_small[b])
 			return false;
-	}
 	for (unsigned int m = 0; m < CGM_NR_MEDIUM_BINS; m++)
 		if (t->medium_frees[m] != t->snap_medium_frees[m])
 			return false;
@@ -625,7 +622,7 @@ void acct_reap_threads(struct cgm_hier *h, uint32_t proc)
 	for_each_proc_thread(h, p, proc, idx, t) {
 		if (t->state != CGM_SLOT_EXITING || thread_alive(p->pid, t->tid) ||
 		    t->freed_bytes != t->harvested_freed_bytes ||
-		    t->frees != t->snap_frees || !small_frees_settled(t)) {
+		    t->frees != t->snap_frees || !stocked_frees_settled(t)) {
 			prev = idx;
 			continue;
 		}

@@ -27,27 +27,11 @@ void harvest_pool_add(struct cgm_proc *p, uint64_t bytes)
 /* Add what thread slot @ts freed since its last harvest to @p's pool.  p->lock held. */
 void harvest_collect_thread(struct cgm_proc *p, struct cgm_thread_slot *ts)
 {
-	uint64_t freed, small = 0;
+	/* Garbage from a scribbled file wraps; harvest_pool_add saturates. */
+	uint64_t freed = __atomic_load_n(&ts->freed_bytes, __ATOMIC_RELAXED);
 
-	freed = __atomic_load_n(&ts->freed_bytes, __ATOMIC_RELAXED);
 	harvest_pool_add(p, freed - ts->harvested_freed_bytes);
 	ts->harvested_freed_bytes = freed;
-	/*
-	 * freed_small[s] counts frees of blocks of s * 8 bytes: only
-	 * the indices of mimalloc's block sizes ever change.  Summed
-	 * here, added to the pool once (garbage counts from a scribbled
-	 * file wrap the sum; harvest_pool_add saturates).
-	 */
-	for (unsigned int b = 0; b < CGM_NR_BINS; b++) {
-		unsigned int s = cgm_bin_step[b];
-		uint64_t n = __atomic_load_n(&ts->freed_small[s], __ATOMIC_RELAXED);
-
-		if (n != ts->harvested_small[b]) {
-			small += (n - ts->harvested_small[b]) * s * 8;
-			ts->harvested_small[b] = n;
-		}
-	}
-	harvest_pool_add(p, small);
 }
 
 void harvest_collect(struct cgm_hier *h, uint32_t proc, struct cgm_proc *p)

@@ -50,17 +50,16 @@ static bool slot_delta(struct cgm_thread_slot *t, int64_t d[CGM_NR_STATS])
 		wrap_add(&d[CGM_STAT_HIST0 + rstat_hist_bucket(cgm_bin_size(b))], n);
 		any = true;
 	}
-	/* Frees are counted at block size / 8: only mimalloc's bins. */
+	/* Small frees the branch-free free gave back to the stock. */
 	for (unsigned int b = 0; b < CGM_NR_BINS; b++) {
-		unsigned int s = cgm_bin_step[b];
-		uint64_t now = __atomic_load_n(&t->freed_small[s], __ATOMIC_RELAXED);
-		uint64_t n = now - t->snap_freed_small[b];
+		uint64_t now = __atomic_load_n(&t->stocked_small[b], __ATOMIC_RELAXED);
+		uint64_t n = now - t->snap_stocked_small[b];
 
 		if (!n)
 			continue;
-		t->snap_freed_small[b] = now;
+		t->snap_stocked_small[b] = now;
 		wrap_add(&d[CGM_STAT_FREES], n);
-		wrap_add(&d[CGM_STAT_FREE_BYTES], n * s * 8);
+		wrap_add(&d[CGM_STAT_FREE_BYTES], n * cgm_bin_size(b));
 		any = true;
 	}
 	/* Medium blocks: counted per bin, each its bin's block size. */

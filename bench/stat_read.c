@@ -70,9 +70,10 @@ static void worker(struct cgm_acct *a, const char *group)
 	for (;;) {
 		sig_atomic_t seen = bumps;
 
-		/* What malloc/free do: allocations of step 4 (32 B), frees of 32 B blocks. */
+		/* What malloc/free do: allocations and frees of bin 4 (64 B blocks). */
 		worker_slot->refilled[4] += 100;
-		worker_slot->freed_small[4] += 60;
+		worker_slot->frees += 60;
+		worker_slot->freed_bytes += 60 * cgm_bin_size(4);
 		while (bumps == seen)
 			pause();
 	}

@@ -249,14 +249,12 @@ static bool mixed_free_enable(void)
 	 */
 	if (__atomic_exchange_n(&claimed, true, __ATOMIC_ACQ_REL))
 		return false;
-	for (uint64_t size = 8; size <= CGM_MEDIUM_MAX; size += 8) {
-		bool small = size <= CGM_SMALL_MAX;
-		uint64_t counter = small ? offsetof(struct cgm_thread_slot, freed_small) + size
-					 : offsetof(struct cgm_thread_slot, medium_frees) +
-						   sizeof(uint64_t) * cgm_medium_bin[(size - 1) >> 8];
-
-		cgm_free_entry[size / 8] = counter | (small ? 0 : size << 32);
-	}
+	for (uint64_t size = 8; size <= CGM_MEDIUM_MAX; size += 8)
+		cgm_free_entry[size / 8] = size <= CGM_SMALL_MAX
+			? offsetof(struct cgm_thread_slot, stocked_small) +
+				  sizeof(uint64_t) * cgm_size_bin[size]
+			: offsetof(struct cgm_thread_slot, medium_frees) +
+				  sizeof(uint64_t) * cgm_medium_bin[(size - 1) >> 8];
 	static_branch_enable(&cgm_mixed_free_key);
 	return true;
 }

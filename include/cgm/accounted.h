@@ -7,7 +7,7 @@
  * Per thread, the fast paths touch only the thread's own slot in the
  * hierarchy file (reached through one initial-exec TLS pointer):
  *	malloc: allow[bin]--		(negative: refill that bin)
- *	free:	freed_small[block size / 8]++	(harvested later)
+ *	free:	frees++, freed_bytes += block size	(harvested later)
  * and free, having found the block's page for its size, frees the block
  * there itself in mi_free()'s common cases (mi209_free_block, mi_layout.h).
  * Both counters are also the statistics: allocations per size class and
@@ -72,10 +72,9 @@ extern uint8_t cgm_size_bin[CGM_SMALL_MAX + 1] __attribute__((visibility("hidden
 /*
  * For the branch-free free (cgm_acct_free_mixed), one entry per block
  * size 0..16 KiB, at byte offset size (8 bytes a size, so that the block
- * size indexes it without a shift): the low half is the byte offset in a
- * thread slot of the counter the free adds one to (freed_small[] for a
- * small block, medium_frees[] of its bin for a medium one), the high half
- * what it gives back to the stock (a medium block's size, else 0).
+ * size indexes it without a shift): the byte offset in a thread slot of
+ * the counter of the block's bin that the free adds one to
+ * (stocked_small[] for a small block, medium_frees[] for a medium one).
  */
 extern uint64_t cgm_free_entry[CGM_MEDIUM_MAX / 8 + 1] __attribute__((visibility("hidden")));
 /* Above this a thread's stock is trimmed: acct_stock_over()'s two charge batches, in bytes. */
@@ -160,11 +159,22 @@ static inline __attribute__((always_inline)) void *cgm_acct_malloc(size_t n, boo
 	return cgm_likely(p != NULL) ? p : mi_malloc_small(n);
 }
 
-/* Count a free of a small block of @size bytes (a multiple of 8, 8..1024). */
+/*
+ * Count a free of a small block of @size bytes (8..1024) for harvest, as
+ * a free of a block above 16 KiB is: a count and bytes in the one line of
+ * the slot that harvest reads.
+ */
 static inline __attribute__((always_inline)) void cgm_count_small_free(uint32_t size)
 {
-	/* freed_small[size / 8]: @size is a multiple of 8, so it is the byte offset. */
-	cgm_owner_add(*(uint64_t *)((char *)cgm_tslot->freed_small + size), 1);
+	struct cgm_thread_slot *t = cgm_tslot;
+
+	cgm_owner_add(t->frees, 1);
+	/*
+	 * Two scalar adds: without this, gcc 12 merged the neighbouring
+	 * counters' adds into one of SSE (7 instructions for 2).
+	 */
+	__asm__("" : "+m"(t->frees));
+	cgm_owner_add(t->freed_bytes, size);
 }
 
 /*
@@ -202,10 +212,12 @@ static inline __attribute__((always_inline)) void cgm_acct_free_medium(void *p, 
  *    both in a random mix (glibc's bench-malloc-thread draws sizes up to
  *    32 KiB), where that branch is mispredicted on a third of the frees.
  *    Both kinds then run the same instructions, picked out of
- *    cgm_free_entry[]: 9 instructions more a small free (callgrind), a
- *    fifth less time for the mixed program (make bench, gbench-thread).
- * Either way a block above 16 KiB goes out of line, and the counts are
- * the same.
+ *    cgm_free_entry[], and a small block's bytes go back into the
+ *    stock as a medium one's do: 7 instructions more a small free
+ *    (callgrind, bench/RESULTS-insn.md), a fifth less time for the mixed
+ *    program (make bench, gbench-thread).
+ * Either way a block above 16 KiB goes out of line, and the statistics
+ * count the same.
  */
 static inline __attribute__((always_inline)) void cgm_acct_free_as(void *p, bool by_table)
 {
@@ -243,11 +255,17 @@ static inline __attribute__((always_inline)) void cgm_acct_free_as(void *p, bool
 			cgm_acct_free_big(p, slice);
 			return;
 		}
+		/*
+		 * Small blocks too go back into the stock, as medium ones
+		 * do (cgm_acct_free_medium), counted per bin for the
+		 * statistics only: what a small block adds to harvest's
+		 * counters a medium one must not.
+		 */
 		t = cgm_tslot;
 		e = *(const uint64_t *)((const char *)cgm_free_entry + size);
-		cgm_owner_add(*(uint64_t *)((char *)t + (uint32_t)e), 1);
-		cgm_owner_add(t->stock, (int64_t)(e >> 32));
-		/* acct_stock_over(), as one load; a small free leaves the stock as it was. */
+		cgm_owner_add(*(uint64_t *)((char *)t + e), 1);
+		cgm_owner_add(t->stock, (int64_t)size);
+		/* acct_stock_over(), as one load. */
 		if (cgm_unlikely(t->stock > cgm_stock_max)) {
 			cgm_acct_free_trim(p, t);
 			return;

@@ -30,7 +30,7 @@
 #include "cgm/size_class.h"
 
 #define CGM_HIER_MAGIC		0x3152454948474d43ULL	/* "CGMHIER1" */
-#define CGM_HIER_VERSION	21
+#define CGM_HIER_VERSION	22
 #define CGM_NONE		UINT32_MAX
 #define CGM_ROOT		0
 #define CGM_NAME_MAX		64		/* a path component, NUL included */
@@ -126,9 +126,8 @@ enum cgm_stat {
 	CGM_NR_STATS = CGM_STAT_HIST0 + CGM_HIST_BUCKETS,
 };
 
-/* Small allocations are counted per 8-byte size step: (n + 7) >> 3. */
+/* Small allocations: up to 1 KiB, counted per bin (size_class.h). */
 #define CGM_SMALL_MAX		1024
-#define CGM_SMALL_STEPS		(CGM_SMALL_MAX / 8 + 1)
 
 /*
  * A slot's state.  EXITING: a thread whose exit hook ran, or a process
@@ -304,21 +303,29 @@ struct cgm_proc {
  * without charging; malloc does allow[b]--, and a negative value sends
  * it to the refill path, which charges another batch of that bin from
  * the byte stock.  Allocations from bin b so far = refilled[b] - allow[b].
- * Small frees count per block size: freed_small[size / 8]++.  Blocks of
- * 1..16 KiB (size_class.h's medium bins) are taken from the stock and
- * given back to it by their block size, and counted per bin.
+ * Small frees add to frees and freed_bytes, which harvest collects into
+ * the process's pool.  Blocks of 1..16 KiB (size_class.h's medium bins)
+ * are taken from the stock and given back to it by their block size, and
+ * counted per bin; so are small blocks on the branch-free free
+ * (stocked_small[]).
  */
 struct cgm_thread_slot {
 	int64_t allow[CGM_NR_BINS];
-	uint64_t freed_small[CGM_SMALL_STEPS];
-	int64_t stock;			/* precharged bytes not given to a bin */
+	/*
+	 * All that harvest reads of another thread's slot, in a line of its
+	 * own: each line it reads, the owner must take back at its next free.
+	 * Small frees were counted per block size, over 17 lines, and a
+	 * producer's refill read 13 lines of each consumer (bench/prodcons).
+	 */
+	uint64_t frees __attribute__((aligned(64)));	/* frees for the pool: small blocks, and above 16 KiB */
+	uint64_t freed_bytes;		/* their bytes (harvested: uncharged) */
+	int64_t stock __attribute__((aligned(64)));	/* precharged bytes not given to a bin */
 	uint64_t medium_allocs[CGM_NR_MEDIUM_BINS];
 	uint64_t medium_frees[CGM_NR_MEDIUM_BINS];	/* back into the stock, never harvested */
+	uint64_t stocked_small[CGM_NR_BINS];	/* small frees back into the stock (branch-free free) */
 	uint64_t refilled[CGM_NR_BINS];
 	uint32_t refill_seq;		/* odd while allow[]/refilled[] change together */
 	uint32_t drained_gen;		/* owner: the hdr->drain_gen it last answered */
-	uint64_t frees;			/* other frees of blocks above 1 KiB */
-	uint64_t freed_bytes;		/* their bytes (harvested: uncharged) */
 	uint64_t freed_unpooled_bytes;	/* bytes of freed blocks not for the pool: never byte-charged, or back in the stock */
 	uint64_t big_allocs;
 	uint64_t big_alloc_bytes;
@@ -341,12 +348,11 @@ struct cgm_thread_slot {
 	uint64_t snap_throttle_ns;
 	uint64_t snap_reallocs, snap_realloc_new_bytes, snap_realloc_old_bytes;
 	uint64_t snap_allocs_small[CGM_NR_BINS];
-	uint64_t snap_freed_small[CGM_NR_BINS];	/* per bin: freed_small[cgm_bin_step[b]] */
+	uint64_t snap_stocked_small[CGM_NR_BINS];
 	uint64_t snap_big_hist[CGM_HIST_BUCKETS];
 	uint64_t snap_medium_allocs[CGM_NR_MEDIUM_BINS], snap_medium_frees[CGM_NR_MEDIUM_BINS];
 	/* harvester-owned (process lock) */
 	uint64_t harvested_freed_bytes;
-	uint64_t harvested_small[CGM_NR_BINS];	/* per bin, as snap_freed_small */
 } __attribute__((aligned(64)));
 
 struct cgm_hier_header {

@@ -32,9 +32,7 @@ static inline size_t cgm_small_block_size(size_t n)
 
 /*
  * mimalloc's bins up to 1 KiB: bin b holds blocks of cgm_bin_step[b] * 8
- * bytes.  Small allocations are precharged and counted per bin; small
- * frees are counted at block size / 8, so only these indices of a thread
- * slot's freed_small[] ever change, and harvest and flush visit just them.
+ * bytes.  Small allocations are precharged and counted per bin.
  */
 #define CGM_NR_BINS 21
 static const uint8_t cgm_bin_step[CGM_NR_BINS] = {

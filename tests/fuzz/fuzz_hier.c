@@ -504,7 +504,7 @@ static void op_charge(struct run *r)
 	t->big_hist[rstat_hist_bucket((uint64_t)size)]++;
 }
 
-/* cgm_acct_free(): small frees count per block size / 8, others in bytes. */
+/* cgm_acct_free(): frees count in bytes for harvest. */
 static void op_free(struct run *r)
 {
 	struct cgm_thread_slot *t = our_slot(r);
@@ -512,12 +512,8 @@ static void op_free(struct run *r)
 
 	if (!t)
 		return;
-	if (size <= CGM_SMALL_MAX) {
-		t->freed_small[cgm_small_block_size(size) / 8]++;
-	} else {
-		t->frees++;
-		t->freed_bytes += size;
-	}
+	t->frees++;
+	t->freed_bytes += size <= CGM_SMALL_MAX ? cgm_small_block_size(size) : size;
 }
 
 static void op_move(struct run *r)
