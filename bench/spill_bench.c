@@ -29,7 +29,9 @@
  *                  a thread of this program serves each MISSING fault
  *                  with UFFDIO_COPY of one ready page (no lookup, no
  *                  decompression, no accounting), spinning between faults
- *                  as the engine's handler does in a burst
+ *                  as the engine's handler does in a burst; and again with
+ *                  that thread and the faulting one bound to one CPU, the
+ *                  thread asleep in read() between faults
  *   throughput     spill_out() of all the pages in one call, one thread
  *                  walking them back, and the codec's raw compress and
  *                  decompress of the same pages
@@ -52,6 +54,7 @@
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -703,24 +706,63 @@ static void step_moved(double *us, int round)
 /*
  * The bare userfaultfd round trip: its own uffd over an area whose pages
  * are all missing, and a thread that serves each fault with UFFDIO_COPY
- * of one page filled beforehand.  Between faults it reads the uffd
- * without sleeping until BARE_SPIN_US pass without one (the engine's
- * SP_SPIN_BURST_NS), then sleeps in poll() until the next walk.  No CPU
- * latency request.  Off when the kernel refuses the uffd.
+ * of one page filled beforehand.  No CPU latency request.  Off when the
+ * kernel refuses the uffd.  Two ways:
+ *  - spinning: between faults the thread reads the uffd without sleeping
+ *    until BARE_SPIN_US pass without one (the engine's SP_SPIN_BURST_NS),
+ *    then sleeps in poll() until the next walk;
+ *  - same CPU: the thread and the walking one are bound to one CPU and
+ *    the thread sleeps in read() between faults, so that a fault switches
+ *    to it on that CPU and no CPU wakes another (the least two system
+ *    calls a fault; a design with a handler for each CPU could come no
+ *    closer).  A fault on the page after the area stops it.
  */
 #define BARE_SPIN_US	200.0
 
-static int bare_uffd = -1, bare_stop = -1;
-static unsigned char *bare_area, *bare_src;
-static pthread_t bare_thread;
-static struct lat lat_bare;
+struct bare {
+	bool same_cpu;
+	const char *key;
+	int uffd, stop, cpu;
+	unsigned char *area, *src;
+	pthread_t thread;
+	atomic_bool quit;
+	struct lat lat;
+};
+
+static struct bare bare_spin = { .same_cpu = false, .key = "bare-uffd", .uffd = -1 };
+static struct bare bare_same = { .same_cpu = true, .key = "bare-uffd-same-cpu", .uffd = -1 };
+
+/* Serve the fault @msg; false when it was not one. */
+static bool bare_serve(struct bare *b, const struct uffd_msg *msg)
+{
+	struct uffdio_copy c = { .src = (uintptr_t)b->src, .len = PG };
+
+	if (msg->event != UFFD_EVENT_PAGEFAULT)
+		return false;
+	c.dst = msg->arg.pagefault.address & ~(uint64_t)(PG - 1);
+	if (ioctl(b->uffd, UFFDIO_COPY, &c) && errno != EEXIST)
+		die("UFFDIO_COPY", errno);
+	return true;
+}
 
 static void *bare_handler(void *arg)
 {
-	(void)arg;
+	struct bare *b = arg;
+	struct uffd_msg msg;
+
+	while (b->same_cpu) {
+		if (read(b->uffd, &msg, sizeof(msg)) != (ssize_t)sizeof(msg)) {
+			if (errno != EINTR && errno != EAGAIN)
+				die("read uffd", errno);
+			continue;
+		}
+		bare_serve(b, &msg);
+		if (atomic_load(&b->quit))
+			return NULL;
+	}
 	for (;;) {
-		struct pollfd pf[2] = { { .fd = bare_uffd, .events = POLLIN },
-					{ .fd = bare_stop, .events = POLLIN } };
+		struct pollfd pf[2] = { { .fd = b->uffd, .events = POLLIN },
+					{ .fd = b->stop, .events = POLLIN } };
 		double idle_since = now_us();
 
 		if (poll(pf, 2, -1) < 0 && errno != EINTR)
@@ -728,69 +770,105 @@ static void *bare_handler(void *arg)
 		if (pf[1].revents)
 			return NULL;
 		while (now_us() - idle_since < BARE_SPIN_US) {
-			struct uffd_msg msg;
-			struct uffdio_copy c = { .src = (uintptr_t)bare_src, .len = PG };
-
-			if (read(bare_uffd, &msg, sizeof(msg)) != (ssize_t)sizeof(msg) ||
-			    msg.event != UFFD_EVENT_PAGEFAULT) {
+			if (read(b->uffd, &msg, sizeof(msg)) != (ssize_t)sizeof(msg) ||
+			    !bare_serve(b, &msg)) {
 				__builtin_ia32_pause();
 				continue;
 			}
-			c.dst = msg.arg.pagefault.address & ~(uint64_t)(PG - 1);
-			if (ioctl(bare_uffd, UFFDIO_COPY, &c) && errno != EEXIST)
-				die("UFFDIO_COPY", errno);
 			idle_since = now_us();
 		}
 	}
 }
 
-static void bare_open(void)
+/* The first CPU this process may run on. */
+static int first_cpu(void)
+{
+	cpu_set_t set;
+
+	if (sched_getaffinity(0, sizeof(set), &set))
+		die("sched_getaffinity", errno);
+	for (int c = 0; c < CPU_SETSIZE; c++)
+		if (CPU_ISSET(c, &set))
+			return c;
+	return 0;
+}
+
+static void bare_open(struct bare *b)
 {
 	struct uffdio_api api = { .api = UFFD_API };
 	struct uffdio_register reg = { .mode = UFFDIO_REGISTER_MODE_MISSING };
+	pthread_attr_t attr;
 	int err;
 
-	bare_uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
-	if (bare_uffd < 0)
+	b->uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | (b->same_cpu ? 0 : O_NONBLOCK));
+	if (b->uffd < 0)
 		return;
-	bare_area = map_anon(npages);
-	bare_src = map_anon(1);
-	memset(bare_src, 0x5a, PG);
-	reg.range.start = (uintptr_t)bare_area;
-	reg.range.len = npages * PG;
-	if (ioctl(bare_uffd, UFFDIO_API, &api) || ioctl(bare_uffd, UFFDIO_REGISTER, &reg)) {
-		close(bare_uffd);
-		bare_uffd = -1;
+	/* One page more: the same-CPU thread's stop. */
+	b->area = map_anon(npages + 1);
+	b->src = map_anon(1);
+	memset(b->src, 0x5a, PG);
+	reg.range.start = (uintptr_t)b->area;
+	reg.range.len = (npages + 1) * PG;
+	if (ioctl(b->uffd, UFFDIO_API, &api) || ioctl(b->uffd, UFFDIO_REGISTER, &reg)) {
+		close(b->uffd);
+		b->uffd = -1;
 		return;
 	}
-	bare_stop = eventfd(0, EFD_CLOEXEC);
-	if (bare_stop < 0)
+	b->stop = eventfd(0, EFD_CLOEXEC);
+	if (b->stop < 0)
 		die("eventfd", errno);
-	err = pthread_create(&bare_thread, NULL, bare_handler, NULL);
+	atomic_init(&b->quit, false);
+	pthread_attr_init(&attr);
+	if (b->same_cpu) {
+		cpu_set_t one;
+
+		b->cpu = first_cpu();
+		CPU_ZERO(&one);
+		CPU_SET(b->cpu, &one);
+		pthread_attr_setaffinity_np(&attr, sizeof(one), &one);
+	}
+	err = pthread_create(&b->thread, &attr, bare_handler, b);
+	pthread_attr_destroy(&attr);
 	if (err)
 		die("pthread_create", err);
 }
 
-static void bare_close(void)
+static void bare_close(struct bare *b)
 {
-	if (bare_uffd < 0)
+	if (b->uffd < 0)
 		return;
-	if (eventfd_write(bare_stop, 1))
+	if (b->same_cpu) {
+		atomic_store(&b->quit, true);
+		(void)*(volatile unsigned char *)(b->area + npages * PG);
+	} else if (eventfd_write(b->stop, 1)) {
 		die("eventfd_write", errno);
-	pthread_join(bare_thread, NULL);
-	close(bare_stop);
-	close(bare_uffd);
+	}
+	pthread_join(b->thread, NULL);
+	close(b->stop);
+	close(b->uffd);
 }
 
-static void step_bare(double *us)
+static void step_bare(struct bare *b, double *us)
 {
-	walk_timed(bare_area, npages, us, TOUCH_READ);
-	lat_add(&lat_bare, us, npages);
+	cpu_set_t was, one;
+
+	if (b->same_cpu) {
+		if (sched_getaffinity(0, sizeof(was), &was))
+			die("sched_getaffinity", errno);
+		CPU_ZERO(&one);
+		CPU_SET(b->cpu, &one);
+		if (sched_setaffinity(0, sizeof(one), &one))
+			die("sched_setaffinity", errno);
+	}
+	walk_timed(b->area, npages, us, TOUCH_READ);
+	if (b->same_cpu && sched_setaffinity(0, sizeof(was), &was))
+		die("sched_setaffinity", errno);
+	lat_add(&b->lat, us, npages);
 	for (size_t i = 0; i < npages; i++)
-		if (bare_area[i * PG + TOUCH_AT] != 0x5a)
+		if (b->area[i * PG + TOUCH_AT] != 0x5a)
 			mismatches++;
 	/* Missing again for the next round. */
-	madvise(bare_area, npages * PG, MADV_DONTNEED);
+	madvise(b->area, npages * PG, MADV_DONTNEED);
 }
 
 static void step_resident(double *us)
@@ -804,6 +882,7 @@ static void step_resident(double *us)
 enum step_kind {
 	STEP_SPILL_LATENCY, STEP_SPILL_THROUGHPUT, STEP_SPILL_SCATTERED, STEP_RAW,
 	STEP_PAGECACHE, STEP_SWAPIN, STEP_ZEROFILL, STEP_RESIDENT, STEP_MOVED, STEP_BARE,
+	STEP_BARE_SAME_CPU,
 };
 
 struct step {
@@ -852,8 +931,10 @@ static size_t make_steps(struct step *steps)
 	steps[n++] = (struct step){ STEP_RESIDENT, NULL, 0 };
 	if (move_uffd >= 0)
 		steps[n++] = (struct step){ STEP_MOVED, NULL, 0 };
-	if (bare_uffd >= 0)
+	if (bare_spin.uffd >= 0)
 		steps[n++] = (struct step){ STEP_BARE, NULL, 0 };
+	if (bare_same.uffd >= 0)
+		steps[n++] = (struct step){ STEP_BARE_SAME_CPU, NULL, 0 };
 	return n;
 }
 
@@ -888,7 +969,10 @@ static void run_step(const struct step *st, int round, double *us)
 		step_moved(us, round);
 		break;
 	case STEP_BARE:
-		step_bare(us);
+		step_bare(&bare_spin, us);
+		break;
+	case STEP_BARE_SAME_CPU:
+		step_bare(&bare_same, us);
 		break;
 	}
 }
@@ -946,7 +1030,8 @@ static void report(void)
 	lat_print(&lat_zerofill, "kernel-zerofill", 1);
 	lat_print(&lat_resident, "resident", 1);
 	lat_print(&lat_moved, "moved", 1);
-	lat_print(&lat_bare, "bare-uffd", 1);
+	lat_print(&bare_spin.lat, bare_spin.key, 1);
+	lat_print(&bare_same.lat, bare_same.key, 1);
 
 	for (size_t s = 0; s < NR_SIDES; s++) {
 		struct codec_side *c = &sides[s];
@@ -1033,10 +1118,13 @@ int main(int argc, char **argv)
 	lat_init(&lat_zerofill);
 	lat_init(&lat_resident);
 	lat_init(&lat_moved);
-	lat_init(&lat_bare);
+	lat_init(&bare_spin.lat);
+	lat_init(&bare_same.lat);
 	moved_open();
-	if (!scattered_only && !halting_only)
-		bare_open();
+	if (!scattered_only && !halting_only) {
+		bare_open(&bare_spin);
+		bare_open(&bare_same);
+	}
 
 	nsteps = make_steps(steps);
 	for (int r = 0; r < rounds; r++)
@@ -1044,7 +1132,8 @@ int main(int argc, char **argv)
 			run_step(&steps[(i + (size_t)r) % nsteps], r, us);
 	report();
 
-	bare_close();
+	bare_close(&bare_spin);
+	bare_close(&bare_same);
 	for (size_t s = 0; s < NR_SIDES; s++) {
 		spill_close(sides[s].eng);
 		zp_destroy_pool(sides[s].pool);

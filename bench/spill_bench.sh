@@ -73,6 +73,9 @@ BARE_1=$(lat bare-uffd 1 5)
 SUMMARY="spill: refault p50 with lz4 $P50_1 us (1 thread), $P50_2 us (2), $P50_4 us (4): goal p50 <= $GOAL_US us $verdict; with readahead on sequential faults (the library's setting) $RA_1 us; without the CPU latency request (idle CPUs halting) $HALT_1 us"
 [ -n "$BARE_1" ] && [ "$(lat bare-uffd 1 4)" != 0 ] &&
 	SUMMARY="$SUMMARY; the bare userfaultfd round trip on this machine (a page copied in, no engine) $BARE_1 us"
+BARE_SAME_1=$(lat bare-uffd-same-cpu 1 5)
+[ -n "$BARE_SAME_1" ] && [ "$(lat bare-uffd-same-cpu 1 4)" != 0 ] &&
+	SUMMARY="$SUMMARY, $BARE_SAME_1 us with its handler on the faulting thread's CPU"
 # Every run prints its own.
 MISMATCHES=$(awk '$1 == "mismatches" { n += $2 } END { print n + 0 }' "$RAW")
 SETTLE_TIMEOUTS=$(awk '$1 == "settle_timeouts" { n += $2 } END { print n + 0 }' "$RAW")
@@ -125,13 +128,18 @@ fi
 	[ "$(lat moved 1 4)" != 0 ] &&
 		lat_row "no fault: first read of a page UFFDIO_MOVE just moved (a new page-table entry; what a spill reading its page where it landed pays)" moved 1
 	[ "$(lat bare-uffd 1 4)" != 0 ] &&
-		lat_row "bare userfaultfd round trip: a thread of the benchmark serves each fault with UFFDIO_COPY of a ready page, spinning between faults (no lookup, decompression or accounting: the least any refault through userfaultfd costs here)" bare-uffd 1
+		lat_row "bare userfaultfd round trip: a thread of the benchmark serves each fault with UFFDIO_COPY of a ready page, spinning between faults as the engine's handler does (no lookup, decompression or accounting)" bare-uffd 1
+	[ "$(lat bare-uffd-same-cpu 1 4)" != 0 ] &&
+		lat_row "bare userfaultfd round trip, the serving thread and the faulting one bound to one CPU, the serving thread asleep in read() between faults (a fault switches to it on that CPU: what a handler for each CPU could reach at best)" bare-uffd-same-cpu 1
 	echo
-	echo "The bare userfaultfd row is the floor under every spill row: the"
+	echo "The first bare userfaultfd row is the floor under every spill row: the"
 	echo "faulting thread's trap, the handler reading the fault, UFFDIO_COPY"
 	echo "and the wake-up, and the faulting thread's return and second touch,"
 	echo "with nothing of the engine.  A spill row's p50 less the bare one is"
 	echo "what the engine adds (lookup, decompression, the group's accounting)."
+	echo "The same-CPU row is the least that one costs in any design here: no"
+	echo "CPU wakes another, and the fault's trap, two switches between the"
+	echo "threads and two system calls of the serving thread remain."
 	echo
 	echo "Spill rows other than the halting ones: while the handler serves a"
 	echo "burst of faults it holds a CPU latency request of 0 (PM QoS,"
