@@ -825,7 +825,9 @@ static void bare_open(struct bare *b)
 		b->cpu = first_cpu();
 		CPU_ZERO(&one);
 		CPU_SET(b->cpu, &one);
-		pthread_attr_setaffinity_np(&attr, sizeof(one), &one);
+		err = pthread_attr_setaffinity_np(&attr, sizeof(one), &one);
+		if (err)
+			die("pthread_attr_setaffinity_np", err);
 	}
 	err = pthread_create(&b->thread, &attr, bare_handler, b);
 	pthread_attr_destroy(&attr);
