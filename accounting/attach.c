@@ -620,7 +620,9 @@ void acct_reap_threads(struct cgm_hier *h, uint32_t proc)
 	if (!p)
 		return;
 	for_each_proc_thread(h, p, proc, idx, t) {
-		if (t->state != CGM_SLOT_EXITING || thread_alive(p->pid, t->tid) ||
+		/* Atomic: a thread claiming a slot may try it from a stale map. */
+		if (__atomic_load_n(&t->state, __ATOMIC_ACQUIRE) != CGM_SLOT_EXITING ||
+		    thread_alive(p->pid, t->tid) ||
 		    t->freed_bytes != t->harvested_freed_bytes ||
 		    t->frees != t->snap_frees || !stocked_frees_settled(t)) {
 			prev = idx;
