@@ -20,6 +20,21 @@ static inline void wrap_add(int64_t *sum, uint64_t v)
 	*sum = cgm_wrap_add(*sum, v);
 }
 
+/* @n allocations of @size-byte blocks into @d. */
+static void delta_allocs(int64_t d[CGM_NR_STATS], uint64_t n, uint64_t size)
+{
+	wrap_add(&d[CGM_STAT_ALLOCS], n);
+	wrap_add(&d[CGM_STAT_ALLOC_BYTES], n * size);
+	wrap_add(&d[CGM_STAT_HIST0 + rstat_hist_bucket(size)], n);
+}
+
+/* @n frees of @size-byte blocks into @d. */
+static void delta_frees(int64_t d[CGM_NR_STATS], uint64_t n, uint64_t size)
+{
+	wrap_add(&d[CGM_STAT_FREES], n);
+	wrap_add(&d[CGM_STAT_FREE_BYTES], n * size);
+}
+
 /* Deltas of one thread slot since the last flush; false if nothing changed. */
 static bool slot_delta(struct cgm_thread_slot *t, int64_t d[CGM_NR_STATS])
 {
@@ -45,9 +60,7 @@ static bool slot_delta(struct cgm_thread_slot *t, int64_t d[CGM_NR_STATS])
 		if (!n)
 			continue;
 		t->snap_allocs_small[b] = allocs[b];
-		wrap_add(&d[CGM_STAT_ALLOCS], n);
-		wrap_add(&d[CGM_STAT_ALLOC_BYTES], n * cgm_bin_size(b));
-		wrap_add(&d[CGM_STAT_HIST0 + rstat_hist_bucket(cgm_bin_size(b))], n);
+		delta_allocs(d, n, cgm_bin_size(b));
 		any = true;
 	}
 	/* Small frees the branch-free free gave back to the stock. */
@@ -58,8 +71,7 @@ static bool slot_delta(struct cgm_thread_slot *t, int64_t d[CGM_NR_STATS])
 		if (!n)
 			continue;
 		t->snap_stocked_small[b] = now;
-		wrap_add(&d[CGM_STAT_FREES], n);
-		wrap_add(&d[CGM_STAT_FREE_BYTES], n * cgm_bin_size(b));
+		delta_frees(d, n, cgm_bin_size(b));
 		any = true;
 	}
 	/* Medium blocks: counted per bin, each its bin's block size. */
@@ -71,15 +83,12 @@ static bool slot_delta(struct cgm_thread_slot *t, int64_t d[CGM_NR_STATS])
 
 		if (na) {
 			t->snap_medium_allocs[m] = a;
-			wrap_add(&d[CGM_STAT_ALLOCS], na);
-			wrap_add(&d[CGM_STAT_ALLOC_BYTES], na * size);
-			wrap_add(&d[CGM_STAT_HIST0 + rstat_hist_bucket(size)], na);
+			delta_allocs(d, na, size);
 			any = true;
 		}
 		if (nf) {
 			t->snap_medium_frees[m] = f;
-			wrap_add(&d[CGM_STAT_FREES], nf);
-			wrap_add(&d[CGM_STAT_FREE_BYTES], nf * size);
+			delta_frees(d, nf, size);
 			any = true;
 		}
 	}

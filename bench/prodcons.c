@@ -230,13 +230,7 @@ int main(int argc, char **argv)
 		a += 2;
 	}
 	if (argc > a + 1 && strcmp(argv[a], "--spin") == 0) {
-		char *end;
-
-		spin = strtoul(argv[a + 1], &end, 10);
-		if (*end || end == argv[a + 1]) {
-			fprintf(stderr, "%s: --spin takes a count, got '%s'\n", argv[0], argv[a + 1]);
-			return BENCH_USAGE;
-		}
+		spin = bench_arg(argc, argv, a + 1, 0, "--spin");
 		a += 2;
 	}
 	messages = bench_arg(argc, argv, a, 6000000, "MESSAGES_PER_PAIR");

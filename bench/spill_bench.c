@@ -814,8 +814,8 @@ static void bare_open(struct bare *b)
 		b->uffd = -1;
 		return;
 	}
-	b->stop = eventfd(0, EFD_CLOEXEC);
-	if (b->stop < 0)
+	b->stop = b->same_cpu ? -1 : eventfd(0, EFD_CLOEXEC);
+	if (!b->same_cpu && b->stop < 0)
 		die("eventfd", errno);
 	atomic_init(&b->quit, false);
 	pthread_attr_init(&attr);
@@ -846,7 +846,8 @@ static void bare_close(struct bare *b)
 		die("eventfd_write", errno);
 	}
 	pthread_join(b->thread, NULL);
-	close(b->stop);
+	if (b->stop >= 0)
+		close(b->stop);
 	close(b->uffd);
 }
 
