@@ -208,7 +208,7 @@ run_one() {
 			"$SQL_ROWS" $((SQL_ROWS / 5)) "$SQL_OPS" >&3
 		release sql start
 	fi
-	st=ok s_ready=- s_built=- s_done=- tbuild=-
+	st=ok s_ready=- s_built=- s_done=- tbuild=- m0=- m1=-
 	# Only (b) is measured up to a cap; (a) must finish in PHASE_TIMEOUT.
 	bcap=$PHASE_TIMEOUT
 	[ $cfg = a ] || bcap=$BUILD_CAP
@@ -235,6 +235,7 @@ run_one() {
 	fi
 	case $st in ok|build-over-*)
 		[ $st = ok ] && s_built=$(fresh_stats "$g" "$cfg")
+		m0=$(thread_now "$PID")
 		release "$w" built
 		t0=$(date +%s)
 		while [ $st = ok ] && ! grep -q '^done' "$T/out"; do
@@ -255,6 +256,7 @@ run_one() {
 		esac
 		if [ $rc = 0 ]; then
 			if [ $st = ok ]; then
+				m1=$(thread_now "$PID")
 				s_done=$(fresh_stats "$g" "$cfg")
 				echo "$s_done" >>"$RAW/samples.$name"
 			fi
@@ -316,8 +318,24 @@ run_one() {
 	nsamp=$(wc -l <"$RAW/samples.$name")
 	ratio=$(awk -F, '$6 > best { best = $6; r = $5 > 0 ? $6 / $5 : 0 }
 		END { printf "%.2f\n", (best > 0 ? r : 0) }' "$RAW/samples.$name")
-	echo "$w $cfg $r $st $s_ready $s_built $s_done $wmed $nsamp $times ${check:-none} $ratio $stmts $tbuild" >>"$RAW/runs"
+	echo "$w $cfg $r $st $s_ready $s_built $s_done $wmed $nsamp $times ${check:-none} $ratio $stmts $tbuild $(thread_delta "$m0" "$m1")" >>"$RAW/runs"
 	echo "bench-spill-workload: $name: $st, working phase $(echo "$times" | cut -d' ' -f1) s" >&2
+}
+
+# thread_now PID: PID's main thread's time on a CPU and waiting for one
+# (ns, /proc/PID/task/PID/schedstat) and its voluntary switches, as
+# CPU,WAIT,SWITCHES; - if it cannot be read.
+thread_now() {
+	awk 'FNR == 1 && FILENAME ~ /schedstat$/ { c = $1; q = $2 }
+		$1 == "voluntary_ctxt_switches:" { v = $2 }
+		END { if (c == "" || v == "") print "-"; else printf "%.0f,%.0f,%.0f\n", c, q, v }' \
+		"/proc/$1/task/$1/schedstat" "/proc/$1/task/$1/status" 2>/dev/null || echo -
+}
+
+# thread_delta BEFORE AFTER: what the main thread did between two thread_now.
+thread_delta() {
+	case $1$2 in *-*) echo -; return ;; esac
+	echo "$1 $2" | awk '{ split($1, a, ","); split($2, b, ","); printf "%.0f,%.0f,%.0f\n", b[1] - a[1], b[2] - a[2], b[3] - a[3] }'
 }
 
 # peak_of WORKLOAD CONFIG ROUND: memory.peak of that run.
@@ -400,6 +418,14 @@ figures() {
 				if ($16 != "-") add(c "build", $16)
 				rt[c, $3] = $10
 				add(c "data", B[1] - R[1]); add(c "base", R[1]); add(c "endbuild", B[1])
+				# The main thread in the working phase: on a CPU, waiting
+				# for one, and the rest of the phase off any (faults, locks).
+				if ($17 != "" && $17 != "-") {
+					split($17, M, ",")
+					add(c "mcpu", M[1] / 1e9); add(c "mrq", M[2] / 1e9); add(c "mvol", M[3])
+					off = $10 - M[1] / 1e9 - M[2] / 1e9
+					add(c "moff", off > 0 ? off : 0)
+				}
 				n[c]++
 			} else if ($4 ~ /^work-over/) {
 				add(c "t", cap); capped[c]++
@@ -427,7 +453,7 @@ figures() {
 			nk = 0
 			for (k in checks) nk++
 			printf " checks=%d", nk
-			split("wcur t h1 h2 peak data base in inhot out direct thr scan thrbuild scanbuild curbuild endbuild ratio build", K, " ")
+			split("wcur t h1 h2 peak data base in inhot out direct thr scan thrbuild scanbuild curbuild endbuild ratio build mcpu mrq moff mvol", K, " ")
 			for (i = 1; i in K; i++)
 				for (ci = 1; ci <= 2; ci++) {
 					c = ci == 1 ? "a" : "b"
@@ -479,6 +505,18 @@ range_s() { printf '%s (%s–%s)' "$(num "$(get "$1")" %.2f)" "$(num "$(get "$1_
 range_mib() { printf '%s (%s–%s)' "$(mib "$(get "$1")")" "$(mib "$(get "$1_lo")")" "$(mib "$(get "$1_hi")")"; }
 pair() { printf '%s (%s–%s)' "$(num "$(get pair)" %.2f)" "$(num "$(get pair_lo)" %.2f)" "$(num "$(get pair_hi)" %.2f)"; }
 halves() { printf '%s, %s' "$(ratio "$(get b_h1)" "$(get a_h1)")" "$(ratio "$(get b_h2)" "$(get a_h2)")"; }
+# main_thread CONFIG: its main thread's working phase, medians.
+main_thread() {
+	printf '%s / %s / %s; switches: %s' "$(num "$(get "$1_mcpu")" %.2f)" "$(num "$(get "$1_mrq")" %.2f)" \
+		"$(num "$(get "$1_moff")" %.2f)" "$(num "$(get "$1_mvol")" %.0f)"
+}
+# main_extra: (b)'s medians less (a)'s, where the slowdown went.
+main_extra() {
+	awk -v ac="$(get a_mcpu)" -v aq="$(get a_mrq)" -v ao="$(get a_moff)" \
+	    -v bc="$(get b_mcpu)" -v bq="$(get b_mrq)" -v bo="$(get b_moff)" 'BEGIN {
+		if (ac == "nan" || bc == "nan") { print "n/a"; exit }
+		printf "%+.2f / %+.2f / %+.2f\n", bc - ac, bq - aq, bo - ao }'
+}
 refaults() { printf '%s (%s MiB; %s within the working set)' "$(num "$(get b_in)" %.0f)" "$(mib "$(awk -v n="$(get b_in)" 'BEGIN { print n == "nan" ? "nan" : n * 4096 }')")" "$(num "$(get b_inhot)" %.0f)"; }
 runs_ok() {
 	printf '%s of %s (a), %s of %s (b)' "$(get n_a)" "$ROUNDS" "$(get n_b)" "$ROUNDS"
@@ -531,6 +569,9 @@ SUMMARY="spill-workload: python3 dict: $pct_py of cold bytes saved, slowdown $sl
 	row "**slowdown** (b) / (a) (goal ≤ $GOAL_SLOWDOWN)" "$slow_py" "$slow_sql"
 	row "slowdown of each round, (b) / (a) run back to back: median (least–greatest)" "$(cell py pair)" "$(cell sql pair)"
 	row "slowdown of the first half, of the second half" "$(cell py halves)" "$(cell sql halves)"
+	row "(a) main thread in the working phase, s: on a CPU / waiting for one / off CPU; its voluntary switches" "$(cell py main_thread a)" "$(cell sql main_thread a)"
+	row "(b) the same" "$(cell py main_thread b)" "$(cell sql main_thread b)"
+	row "(b) − (a), s: on a CPU / waiting for one / off CPU" "$(cell py main_extra)" "$(cell sql main_extra)"
 	row "(b) refaults in the working phase (zswpin)" "$(cell py refaults)" "$(cell sql refaults)"
 	row "(b) pages spilled in the working phase (zswpout)" "$(cell py num "$(cell py get b_out)" %.0f)" "$(cell sql num "$(cell sql get b_out)" %.0f)"
 	row "(b) of them, spilled by the program's own threads (pgsteal_direct; the rest by the library's)" "$(cell py num "$(cell py get b_direct)" %.0f)" "$(cell sql num "$(cell sql get b_direct)" %.0f)"
@@ -557,13 +598,19 @@ SUMMARY="spill-workload: python3 dict: $pct_py of cold bytes saved, slowdown $sl
 	echo
 	echo "## Every run"
 	echo
-	echo "| run | status | working phase, s (halves) | sqlite3 statements, s | memory.current in it | memory.peak | refaults in it | throttled in it, s | pages scanned: build, working phase | check |"
-	echo "|---|---|---|---|---|---|---|---|---|---|"
+	echo "| run | status | working phase, s (halves) | main thread in it, s: CPU / wait / off (switches) | sqlite3 statements, s | memory.current in it | memory.peak | refaults in it | throttled in it, s | pages scanned: build, working phase | check |"
+	echo "|---|---|---|---|---|---|---|---|---|---|---|"
 	awk '{
 		split($6, B, ","); split($7, D, ",")
 		done = $7 != "-"
-		printf "| %s %s round %s | %s | %s (%s, %s) | %s | %s | %s | %s | %s | %s, %s | %s |\n", $1 == "py" ? "python3" : "sqlite3",
-		       $2, $3, $4, $10, $11, $12, $15, $8 == "-" ? "-" : sprintf("%.0f", $8 / 1048576),
+		m = "-"
+		if ($17 != "" && $17 != "-" && $4 == "ok") {
+			split($17, M, ",")
+			off = $10 - M[1] / 1e9 - M[2] / 1e9
+			m = sprintf("%.2f / %.2f / %.2f (%d)", M[1] / 1e9, M[2] / 1e9, off > 0 ? off : 0, M[3])
+		}
+		printf "| %s %s round %s | %s | %s (%s, %s) | %s | %s | %s | %s | %s | %s | %s, %s | %s |\n", $1 == "py" ? "python3" : "sqlite3",
+		       $2, $3, $4, $10, $11, $12, m, $15, $8 == "-" ? "-" : sprintf("%.0f", $8 / 1048576),
 		       done ? sprintf("%.0f", D[2] / 1048576) : "-", done ? D[4] - B[4] : "-",
 		       done ? sprintf("%.2f", (D[7] - B[7]) / 1e6) : "-", $6 == "-" ? "-" : B[9], done ? D[9] - B[9] : "-",
 		       (length($13) > 16 ? substr($13, 1, 16) "…" : $13)
@@ -625,6 +672,12 @@ SUMMARY="spill-workload: python3 dict: $pct_py of cold bytes saved, slowdown $sl
 	echo "  at its allocation slow paths only, so before each of these two readings"
 	echo "  in (b) the driver writes a 4K \`memory.reclaim\`, which the idle process's"
 	echo "  handler thread answers (spilling a chunk) and publishes."
+	echo "- The main thread's working phase: its time on a CPU and waiting for one"
+	echo "  (\`/proc/PID/task/PID/schedstat\`) and its voluntary switches"
+	echo "  (\`voluntary_ctxt_switches\`), read before the driver releases the phase"
+	echo "  and after it printed its end (it waits on its input meanwhile, off any"
+	echo "  CPU, and does nothing); off CPU is the phase's time less the other two:"
+	echo "  waits for faults the handler thread serves, for locks, and for input."
 	echo "- \"Lowest memory.current spilling can reach\": with the hot fifth resident"
 	echo "  and the cold rest compressed at the measured ratio; where it is above"
 	echo "  memory.high, no reclaim can bring the group under its limit and the"
