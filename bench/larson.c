@@ -35,7 +35,7 @@
 extern void free_sized(void *p, size_t size) __attribute__((weak));
 
 struct chain {
-	unsigned long rounds_left;
+	BENCH_ALIGNED unsigned long rounds_left;	/* chains do not share a line */
 	uint64_t rng;
 	unsigned long sum;
 	int failed;

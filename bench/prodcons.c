@@ -57,7 +57,7 @@ struct batch {
 
 /* A bounded queue of batches: the producer waits when DEPTH are in flight. */
 struct pair {
-	pthread_mutex_t lock;
+	BENCH_ALIGNED pthread_mutex_t lock;	/* pairs do not share a line */
 	pthread_cond_t changed;
 	struct batch *q[DEPTH];
 	unsigned head, count;
@@ -237,9 +237,7 @@ int main(int argc, char **argv)
 	npairs = bench_arg(argc, argv, a + 1, 2, "PAIRS");
 	if (pin != PIN_NONE && sched_getaffinity(0, sizeof(mask), &mask))
 		bench_die(argv[0], "sched_getaffinity failed");
-	p = calloc(npairs, sizeof(*p));
-	if (!p)
-		bench_die(argv[0], "out of memory for the queues");
+	p = bench_calloc(argv[0], npairs, sizeof(*p), "the queues");
 	for (unsigned long i = 0; i < npairs; i++) {
 		int pcpu = -1, ccpu = -1;
 

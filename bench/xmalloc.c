@@ -29,7 +29,7 @@ struct block {
 };
 
 struct ring_thread {
-	pthread_t tid;
+	BENCH_ALIGNED pthread_t tid;	/* neighbours share their inboxes, not a line */
 	unsigned id;
 	unsigned long blocks;
 	uint64_t rng;
