@@ -318,7 +318,7 @@ run_one() {
 	nsamp=$(wc -l <"$RAW/samples.$name")
 	ratio=$(awk -F, '$6 > best { best = $6; r = $5 > 0 ? $6 / $5 : 0 }
 		END { printf "%.2f\n", (best > 0 ? r : 0) }' "$RAW/samples.$name")
-	echo "$w $cfg $r $st $s_ready $s_built $s_done $wmed $nsamp $times ${check:-none} $ratio $stmts $tbuild $(thread_delta "$m0" "$m1")" >>"$RAW/runs"
+	echo "$w $cfg $r $st $s_ready $s_built $s_done $wmed $nsamp $times ${check:-none} $ratio $stmts $tbuild $(thread_delta "$m0" "$m1" "${times%% *}")" >>"$RAW/runs"
 	echo "bench-spill-workload: $name: $st, working phase $(echo "$times" | cut -d' ' -f1) s" >&2
 }
 
@@ -332,10 +332,14 @@ thread_now() {
 		"/proc/$1/task/$1/schedstat" "/proc/$1/task/$1/status" 2>/dev/null || echo -
 }
 
-# thread_delta BEFORE AFTER: what the main thread did between two thread_now.
+# thread_delta BEFORE AFTER PHASE_S: what the main thread did between two
+# thread_now around a working phase of PHASE_S seconds, as CPU,WAIT,OFF
+# (seconds; OFF the phase's time less the other two) and SWITCHES.
 thread_delta() {
 	case $1$2 in *-*) echo -; return ;; esac
-	echo "$1 $2" | awk '{ split($1, a, ","); split($2, b, ","); printf "%.0f,%.0f,%.0f\n", b[1] - a[1], b[2] - a[2], b[3] - a[3] }'
+	echo "$1 $2 $3" | awk '{ split($1, a, ","); split($2, b, ",")
+		c = (b[1] - a[1]) / 1e9; q = (b[2] - a[2]) / 1e9; o = $3 - c - q
+		printf "%.4f,%.4f,%.4f,%.0f\n", c, q, (o > 0 ? o : 0), b[3] - a[3] }'
 }
 
 # peak_of WORKLOAD CONFIG ROUND: memory.peak of that run.
@@ -422,9 +426,7 @@ figures() {
 				# for one, and the rest of the phase off any (faults, locks).
 				if ($17 != "" && $17 != "-") {
 					split($17, M, ",")
-					add(c "mcpu", M[1] / 1e9); add(c "mrq", M[2] / 1e9); add(c "mvol", M[3])
-					off = $10 - M[1] / 1e9 - M[2] / 1e9
-					add(c "moff", off > 0 ? off : 0)
+					add(c "mcpu", M[1]); add(c "mrq", M[2]); add(c "moff", M[3]); add(c "mvol", M[4])
 				}
 				n[c]++
 			} else if ($4 ~ /^work-over/) {
@@ -606,8 +608,7 @@ SUMMARY="spill-workload: python3 dict: $pct_py of cold bytes saved, slowdown $sl
 		m = "-"
 		if ($17 != "" && $17 != "-" && $4 == "ok") {
 			split($17, M, ",")
-			off = $10 - M[1] / 1e9 - M[2] / 1e9
-			m = sprintf("%.2f / %.2f / %.2f (%d)", M[1] / 1e9, M[2] / 1e9, off > 0 ? off : 0, M[3])
+			m = sprintf("%.2f / %.2f / %.2f (%d)", M[1], M[2], M[3], M[4])
 		}
 		printf "| %s %s round %s | %s | %s (%s, %s) | %s | %s | %s | %s | %s | %s | %s, %s | %s |\n", $1 == "py" ? "python3" : "sqlite3",
 		       $2, $3, $4, $10, $11, $12, m, $15, $8 == "-" ? "-" : sprintf("%.0f", $8 / 1048576),
@@ -676,8 +677,9 @@ SUMMARY="spill-workload: python3 dict: $pct_py of cold bytes saved, slowdown $sl
 	echo "  (\`/proc/PID/task/PID/schedstat\`) and its voluntary switches"
 	echo "  (\`voluntary_ctxt_switches\`), read before the driver releases the phase"
 	echo "  and after it printed its end (it waits on its input meanwhile, off any"
-	echo "  CPU, and does nothing); off CPU is the phase's time less the other two:"
-	echo "  waits for faults the handler thread serves, for locks, and for input."
+	echo "  CPU, and does nothing); off CPU is the phase's time as the program"
+	echo "  timed it less the other two: waits for faults the handler thread serves,"
+	echo "  and for locks."
 	echo "- \"Lowest memory.current spilling can reach\": with the hot fifth resident"
 	echo "  and the cold rest compressed at the measured ratio; where it is above"
 	echo "  memory.high, no reclaim can bring the group under its limit and the"
