@@ -64,7 +64,7 @@ $(RT)/test_free_path: tests/test_free_path.c include/cgmalloc.h $(LIB)
 	@mkdir -p $(RT)
 	$(CC) $(RT_CFLAGS) -o $@ $< $(SHIM_LINK)
 
-check-free-path: $(RT)/test_free_path
+check-free-path: $(RT)/test_free_path $(RT)/test_local_free
 	$(RUN) sh tests/test_free_path.sh $(RT)/test_free_path $(TEST_HIER)
 	$(RUN) env CGMALLOC_CONF=$(TEST_CONF),free_path=mixed $(RT)/test_local_free 4
 
