@@ -64,7 +64,7 @@ static void unaccounted_slot_fill(void)
 	cgm_unaccounted_slot.stock = POS;
 }
 
-uint8_t cgm_size_bin[CGM_SMALL_MAX + 1];
+uint8_t cgm_wsize_bin[CGM_NR_WSIZES];
 /* Pages of their own: filled only by a process that switches, they share none with hot variables. */
 CGM_BIG_BSS uint64_t cgm_free_entry[CGM_MEDIUM_MAX / 8 + 1];
 int64_t cgm_stock_max = INT64_MAX;
@@ -197,10 +197,10 @@ static inline int stock_take(struct cgm_thread_slot *t, int64_t bytes)
 	return acct_stock_take(&cgm_acct, t, bytes, static_branch_unlikely(&cgm_limits_key));
 }
 
-/* The request size -> bin table that malloc reads, filled before accounting is on. */
+/* The word size -> bin table that malloc reads, filled before accounting is on. */
 static void size_bin_init(void)
 {
-	cgm_fill_size_bins(cgm_size_bin);
+	cgm_fill_wsize_bins(cgm_wsize_bin);
 }
 
 /*
@@ -252,7 +252,7 @@ static bool mixed_free_enable(void)
 	for (uint64_t size = 8; size <= CGM_MEDIUM_MAX; size += 8)
 		cgm_free_entry[size / 8] = size <= CGM_SMALL_MAX
 			? offsetof(struct cgm_thread_slot, stocked_small) +
-				  sizeof(uint64_t) * cgm_size_bin[size]
+				  sizeof(uint64_t) * cgm_bin_of(size)
 			: offsetof(struct cgm_thread_slot, medium_frees) +
 				  sizeof(uint64_t) * cgm_medium_bin[(size - 1) >> 8];
 	static_branch_enable(&cgm_mixed_free_key);
@@ -323,7 +323,7 @@ static inline void mixed_free_tick(const struct cgm_thread_slot *t)
 CGM_KEYED void *cgm_acct_refill(size_t n, bool zero)
 {
 	struct cgm_thread_slot *t = cgm_tslot;
-	unsigned int bin = cgm_size_bin[n];
+	unsigned int bin = cgm_bin_of(n);
 
 	cgm_owner_add(t->allow[bin], 1);	/* undo the fast path's take */
 	t = thread_slot();

@@ -73,7 +73,7 @@ void *cgm_acct_malloc_careful(size_t n, bool zero)
 	if (n > CGM_SMALL_MAX)
 		return cgm_acct_alloc_slow(n, 0, zero);
 	atomic_fetch_add_explicit(&careful_inside, 1, memory_order_relaxed);
-	bin = cgm_size_bin[n];
+	bin = cgm_bin_of(n);
 	p = cgm_careful_lock();
 	took = cgm_owner_add(cgm_tslot->allow[bin], -1) >= 0;
 	cgm_careful_unlock(p);
