@@ -29,55 +29,43 @@
 #include "cgm/compiler.h"
 #include "cgm/shim.h"
 
-/*
- * The accounted sides are separate functions, so that the yes side of each
- * site is a bare tail call, which the patcher turns into a direct jump
- * (shim/static_key_x86_64.c): accounting on costs no extra jump.
- */
-static CGM_NOINLINE void *acct_malloc_entry(size_t n)
-{
-	return cgm_acct_malloc(n, false);
-}
-
-/* Its own site: the branch-free free, once the program mixes sizes (shim/accounted.c). */
-static CGM_NOINLINE CGM_KEYED void acct_free_entry(void *p)
-{
-	if (static_branch_unlikely(&cgm_mixed_free_key))
-		cgm_acct_free_mixed(p);
-	else
-		cgm_acct_free(p);
-}
-
 static CGM_NOINLINE void *acct_malloc_careful_entry(size_t n)
 {
 	return cgm_acct_malloc_careful(n, false);
 }
 
 /*
- * One site per entry point serves two keys: NOP (accounting off), jump to
- * the accounted fast path, or -- only while this process is being moved
- * to another group -- jump to the careful path (shim/moving.c).
+ * One site per entry point serves two keys.  Accounting is on by default,
+ * so its fast path is the one that falls through the site's NOP, inline
+ * (static_branch_likely_refined()): no jump between the program's call
+ * and the accounted code.  Accounting off makes the site a jump to
+ * mimalloc's entry, and only while this process is being moved to
+ * another group, a jump to the careful path (shim/moving.c).
  */
 CGM_KEYED void *cgm_malloc(size_t n)
 {
-	switch (static_branch_unlikely_refined(&cgm_accounting_key, &cgm_moving_key)) {
+	switch (static_branch_likely_refined(&cgm_accounting_key, &cgm_moving_key)) {
+	case 1:
+		return cgm_acct_malloc(n, false);
 	case 0:
 		return mi_malloc(n);
-	case 1:
-		return acct_malloc_entry(n);
 	default:
 		return acct_malloc_careful_entry(n);
 	}
 }
 
+/* A second site: the branch-free free, once the program mixes sizes (shim/accounted.c). */
 CGM_KEYED void cgm_free(void *p)
 {
-	switch (static_branch_unlikely_refined(&cgm_accounting_key, &cgm_moving_key)) {
+	switch (static_branch_likely_refined(&cgm_accounting_key, &cgm_moving_key)) {
+	case 1:
+		if (static_branch_unlikely(&cgm_mixed_free_key))
+			cgm_acct_free_mixed(p);
+		else
+			cgm_acct_free(p);
+		return;
 	case 0:
 		mi_free(p);
-		return;
-	case 1:
-		acct_free_entry(p);
 		return;
 	default:
 		cgm_acct_free_careful(p);
@@ -93,11 +81,11 @@ CGM_KEYED void *cgm_calloc(size_t count, size_t size)
 		errno = ENOMEM;
 		return NULL;
 	}
-	switch (static_branch_unlikely_refined(&cgm_accounting_key, &cgm_moving_key)) {
-	case 0:
-		return mi_zalloc(n);
+	switch (static_branch_likely_refined(&cgm_accounting_key, &cgm_moving_key)) {
 	case 1:
 		return cgm_acct_malloc(n, true);
+	case 0:
+		return mi_zalloc(n);
 	default:
 		return cgm_acct_malloc_careful(n, true);
 	}

@@ -164,8 +164,9 @@ static void flush_batch(unsigned int n)
 
 /*
  * A refined site has two entries, the second with refines = 1 (see
- * static_branch_unlikely_refined()).  The entry that decides a site: its
- * base entry, or the refining one while both keys are on.
+ * static_branch_unlikely_refined() and static_branch_likely_refined()).
+ * The entry that decides a site: its base entry, or the refining one
+ * while both keys are on.
  */
 static bool entry_refines(const struct jump_entry *tab, unsigned int i)
 {
@@ -195,8 +196,15 @@ static void site_form(const struct jump_entry *tab, unsigned int count,
 	const struct jump_entry *inner = site_partner(tab, count, i);
 	bool jump = entry_jumps(e);
 
-	if (jump && inner && entry_jumps(inner))
+	/*
+	 * The refining entry applies while the base key is on, whichever
+	 * way the base entry's branch goes: an unlikely site then jumps
+	 * anyway, a likely one would fall through.
+	 */
+	if (inner && static_key_count(jump_entry_key(e)) > 0 && entry_jumps(inner)) {
 		e = inner;
+		jump = true;
+	}
 	sk_arch_make_insn(jump_entry_code(e), jump_entry_target(e), jump, poke);
 }
 

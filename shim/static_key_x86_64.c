@@ -19,7 +19,8 @@
  * that reaches it spins until the final write releases it.
  *
  * A JMP goes straight to the final destination when the yes side is only
- * a tail call (see thread_jump()).
+ * a tail call, direct or through a GOT slot that can no longer change
+ * (see thread_jump()).
  *
  * Serialising every core is membarrier(PRIVATE_EXPEDITED_SYNC_CORE),
  * registered in sk_arch_init(); without it there is no patching.
@@ -29,6 +30,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <linux/membarrier.h>
 #include <signal.h>
 #include <stdio.h>
@@ -147,27 +149,77 @@ static int install_trap_handler(void)
  * protocol (another thread may run the sites), not here: a program that
  * never has two threads when a key changes makes no sigaction call.
  */
+/*
+ * This image's RELRO range: the loader makes it read-only once it has
+ * relocated the image, so a GOT slot in it holds its final value (the
+ * library's calls into mimalloc go through such slots, -fno-plt).
+ */
+static uintptr_t relro_lo, relro_hi;
+
+static int find_relro(struct dl_phdr_info *info, size_t size, void *self)
+{
+	bool mine = false;
+
+	(void)size;
+	for (unsigned int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+
+		if (ph->p_type == PT_LOAD && (uintptr_t)self - lo < ph->p_memsz)
+			mine = true;
+	}
+	if (!mine)
+		return 0;
+	for (unsigned int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+
+		if (ph->p_type == PT_GNU_RELRO) {
+			relro_lo = info->dlpi_addr + ph->p_vaddr;
+			relro_hi = relro_lo + ph->p_memsz;
+		}
+	}
+	return 1;
+}
+
 int sk_arch_init(const char **reason)
 {
 	if (sk_sync_register(reason) < 0)
 		return -ENOSYS;
+	dl_iterate_phdr(find_relro, (void *)(uintptr_t)&find_relro);
 	return 0;
 }
 
 /*
- * Where a jump to @target ends up: when the yes side of a site is only a
- * tail call (jmp rel32), the site jumps straight to its destination and
- * the enabled path saves an instruction.
+ * Where a jump from @code to @target ends up: when the yes side of a site
+ * is only a tail call, the site jumps straight to its destination and the
+ * enabled path saves an instruction.  That is a jmp rel32, or a jmp
+ * through a GOT slot of this image (ff 25 <rel32 to the slot>), such as
+ * accounting off's tail call into mimalloc, when the slot is read-only
+ * and its destination within a jmp rel32's reach of the site.
  */
-static uintptr_t thread_jump(uintptr_t target)
+static uintptr_t thread_jump(uintptr_t code, uintptr_t target)
 {
 	const unsigned char *t = (const unsigned char *)target;
 	int32_t rel;
 
-	if (t[0] != OP_JMP32)
-		return target;
-	memcpy(&rel, t + 1, sizeof(rel));
-	return target + INSN_SIZE + (uintptr_t)(intptr_t)rel;
+	if (t[0] == OP_JMP32) {
+		memcpy(&rel, t + 1, sizeof(rel));
+		return target + INSN_SIZE + (uintptr_t)(intptr_t)rel;
+	}
+	if (t[0] == 0xff && t[1] == 0x25) {
+		uintptr_t slot, dest;
+		int64_t reach;
+
+		memcpy(&rel, t + 2, sizeof(rel));
+		slot = target + 6 + (uintptr_t)(intptr_t)rel;
+		if (slot - relro_lo >= relro_hi - relro_lo || relro_hi - slot < sizeof(dest))
+			return target;
+		memcpy(&dest, (const void *)slot, sizeof(dest));
+		reach = (int64_t)(dest - (code + INSN_SIZE));
+		if (dest != 0 && reach == (int32_t)reach)
+			return dest;
+	}
+	return target;
 }
 
 void sk_arch_make_insn(uintptr_t code, uintptr_t target, bool jump,
@@ -175,7 +227,7 @@ void sk_arch_make_insn(uintptr_t code, uintptr_t target, bool jump,
 {
 	poke->addr = (uint8_t *)code;
 	poke->jump = jump;
-	poke->target = thread_jump(target);
+	poke->target = thread_jump(code, target);
 	if (jump) {
 		int32_t rel = (int32_t)(poke->target - (code + INSN_SIZE));
 

@@ -57,6 +57,7 @@ check-static-key-lib: $(T)/sk_lib_report $(LIB)
 	$(RUN) tests/check-sites-keyed $(LIB) $(B)/obj env CGMALLOC_CONF=accounting=0 $(T)/sk_lib_report
 	$(RUN) sh -c 'CGMALLOC_CONF=accounting=0,static_keys=off $(T)/sk_lib_report | head -1 | \
 		grep -q "^mode fallback (static_keys=off)"'
+	$(RUN) tests/check-entry-sites $(T)/sk_lib_report $(TEST_CONF)
 
 CHECK_TARGETS += check-static-key-lib
 .PHONY: check-static-key-lib

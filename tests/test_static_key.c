@@ -57,10 +57,20 @@ __attribute__((noinline)) static int refined(void)
 {
 	return static_branch_unlikely_refined(&sk_outer, &sk_inner);
 }
+/* The same keys, the "1" side falling through: JMP, NOP, JMP. */
+__attribute__((noinline)) static int likely_refined(void)
+{
+	return static_branch_likely_refined(&sk_outer, &sk_inner);
+}
 /* Refines sk_conc: the concurrency tests toggle the inner key of a site. */
 __attribute__((noinline)) static int conc_refined(void)
 {
 	return static_branch_unlikely_refined(&sk_conc_outer, &sk_conc);
+}
+/* Of the same keys: the toggles move it NOP <-> JMP. */
+__attribute__((noinline)) static int conc_likely_refined(void)
+{
+	return static_branch_likely_refined(&sk_conc_outer, &sk_conc);
 }
 
 static inline void cpu_relax(void)
@@ -183,6 +193,7 @@ static void ck_sites_agree(void)
 	ck_assert_int_eq(other_tu_shared_unlikely(), static_key_enabled(&sk_shared_key));
 	ck_assert_int_eq(refined(), !static_key_enabled(&sk_outer) ? 0 :
 				    static_key_enabled(&sk_inner) ? 2 : 1);
+	ck_assert_int_eq(likely_refined(), refined());
 }
 
 START_TEST(test_initial_values)
@@ -257,32 +268,39 @@ START_TEST(test_keys_across_translation_units)
 }
 END_TEST
 
+/* Both kinds of site of sk_outer and sk_inner say @want. */
+static void ck_refined(int want)
+{
+	ck_assert_int_eq(refined(), want);
+	ck_assert_int_eq(likely_refined(), want);
+}
+
 START_TEST(test_refined_site)
 {
 	/* The inner key alone changes nothing: the site stays on its "0" side. */
-	ck_assert_int_eq(refined(), 0);
+	ck_refined(0);
 	static_branch_enable(&sk_inner);
-	ck_assert_int_eq(refined(), 0);
+	ck_refined(0);
 	ck_sites_agree();
 	static_branch_enable(&sk_outer);
-	ck_assert_int_eq(refined(), 2);
+	ck_refined(2);
 	static_branch_disable(&sk_inner);
-	ck_assert_int_eq(refined(), 1);
+	ck_refined(1);
 	ck_sites_agree();
 	/* Reference counts on the inner key, under the outer one. */
 	static_branch_inc(&sk_inner);
 	static_branch_inc(&sk_inner);
 	static_branch_dec(&sk_inner);
-	ck_assert_int_eq(refined(), 2);
+	ck_refined(2);
 	static_branch_dec(&sk_inner);
-	ck_assert_int_eq(refined(), 1);
+	ck_refined(1);
 	/* Outer off wins over inner on. */
 	static_branch_enable(&sk_inner);
 	static_branch_disable(&sk_outer);
-	ck_assert_int_eq(refined(), 0);
+	ck_refined(0);
 	ck_sites_agree();
 	static_branch_disable(&sk_inner);
-	ck_assert_int_eq(refined(), 0);
+	ck_refined(0);
 }
 END_TEST
 
@@ -308,8 +326,8 @@ static void ck_site_bytes(void)
 	unsigned int count, size = static_keys_site_size();
 	const struct jump_entry *tab = static_keys_table(&count);
 
-	/* 8 sites here, 2 in sk_other_tu.c, and 2 sites of two entries each. */
-	ck_assert_uint_eq(count, 14);
+	/* 8 sites here, 2 in sk_other_tu.c, and 4 sites of two entries each. */
+	ck_assert_uint_eq(count, 18);
 	for (unsigned int i = 0; i < count; i++) {
 		const struct jump_entry *e = &tab[i];
 		const unsigned char *code = (const unsigned char *)jump_entry_code(e);
@@ -318,9 +336,12 @@ static void ck_site_bytes(void)
 		const struct jump_entry *base = refines ? &tab[i - 1] : e;
 		const struct jump_entry *inner = refines ? e :
 			i + 1 < count && tab[i + 1].refines == 1 ? &tab[i + 1] : NULL;
-		bool jump = static_key_enabled(jump_entry_key(base)) != jump_entry_branch(base);
-		const struct jump_entry *to = inner && static_key_enabled(jump_entry_key(inner)) ?
-			inner : base;
+		/* The second entry applies while the first one's key is on. */
+		bool refined_now = inner && static_key_enabled(jump_entry_key(base)) &&
+				   static_key_enabled(jump_entry_key(inner));
+		bool jump = refined_now ||
+			    static_key_enabled(jump_entry_key(base)) != jump_entry_branch(base);
+		const struct jump_entry *to = refined_now ? inner : base;
 		uintptr_t dest = expected_mode == STATIC_KEYS_FALLBACK ?
 			jump_entry_fallback(e) :
 			size == 5 ? x86_threaded(jump_entry_target(to)) : jump_entry_target(to);
@@ -407,7 +428,7 @@ static void *spin(void *arg)
 	while (!__atomic_load_n(&conc_stop, __ATOMIC_RELAXED)) {
 		unsigned long s1 = __atomic_load_n(&conc_seq, __ATOMIC_ACQUIRE), s2;
 		bool u = conc_unlikely(), l = conc_likely();
-		int r = conc_refined();
+		int r = conc_refined(), rl = conc_likely_refined();
 
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		s2 = __atomic_load_n(&conc_seq, __ATOMIC_ACQUIRE);
@@ -417,7 +438,8 @@ static void *spin(void *arg)
 			bool want = (s1 / 2) & 1;
 
 			s->checked++;
-			s->wrong += (u != want) + (l != want) + (r != 1 + (int)want);
+			s->wrong += (u != want) + (l != want) + (r != 1 + (int)want) +
+				    (rl != 1 + (int)want);
 		}
 	}
 	return NULL;
@@ -460,6 +482,7 @@ static int child_check(void)
 		bad += conc_unlikely() != static_key_enabled(&sk_conc);
 		bad += conc_likely() != static_key_enabled(&sk_conc);
 		bad += conc_refined() != 1 + static_key_enabled(&sk_conc);
+		bad += conc_likely_refined() != 1 + static_key_enabled(&sk_conc);
 		if (static_key_enabled(&sk_conc))
 			static_branch_disable(&sk_conc);
 		else
@@ -494,7 +517,10 @@ static void run_concurrency(unsigned long n, bool with_fork, int blockers)
 	conc_seq = 0;
 	conc_stop = 0;
 	conc_progress = 0;
-	/* The refined site's outer key stays on: the toggles move it JMP <-> JMP. */
+	/*
+	 * The refined sites' outer key stays on: the toggles move the
+	 * unlikely one JMP <-> JMP, the likely one NOP <-> JMP.
+	 */
 	static_branch_enable(&sk_conc_outer);
 	for (int i = 0; i < 4; i++) {
 		sp[i].block_sigtrap = i < blockers;
@@ -525,6 +551,7 @@ static void run_concurrency(unsigned long n, bool with_fork, int blockers)
 	ck_assert_int_eq(static_key_enabled(&sk_conc), (int)(n & 1));
 	ck_assert_int_eq(conc_unlikely(), (int)(n & 1));
 	ck_assert_int_eq(conc_refined(), 1 + (int)(n & 1));
+	ck_assert_int_eq(conc_likely_refined(), 1 + (int)(n & 1));
 	static_branch_disable(&sk_conc_outer);
 }
 

@@ -1,7 +1,7 @@
 /*
  * Static keys on another architecture (aarch64 under qemu-user), without
  * the Check framework (which is not installed for the target): toggling,
- * refcounts, the bytes of every site (a site of two keys too), and a
+ * refcounts, the bytes of every site (sites of two keys too), and a
  * concurrency run in which spinning threads must take the new side once a
  * toggle has returned.
  * Exits 0 when all pass, 1 otherwise, printing what failed.
@@ -27,6 +27,11 @@ __attribute__((noinline)) static int refined(void)
 {
 	return static_branch_unlikely_refined(&arch_outer, &arch_false);
 }
+/* The same keys, the "1" side falling through: B, NOP, B. */
+__attribute__((noinline)) static int likely_refined(void)
+{
+	return static_branch_likely_refined(&arch_outer, &arch_false);
+}
 
 static int failures;
 
@@ -41,6 +46,7 @@ static void check_agree(void)
 	CHECK(true_likely() == static_key_enabled(&arch_true));
 	CHECK(refined() == (!static_key_enabled(&arch_outer) ? 0 :
 			    static_key_enabled(&arch_false) ? 2 : 1));
+	CHECK(likely_refined() == refined());
 }
 
 /* In patched mode every site is a NOP or a branch to its yes side. */
@@ -49,16 +55,19 @@ static void check_sites(void)
 	unsigned int count, size = static_keys_site_size();
 	const struct jump_entry *tab = static_keys_table(&count);
 
-	CHECK(count == 6);	/* 4 sites, and one site of two entries */
+	CHECK(count == 8);	/* 4 sites, and two sites of two entries */
 	for (unsigned int i = 0; i < count && size == 4; i++) {
 		/* A refined site: its first entry decides NOP/B, the second where to. */
 		const struct jump_entry *base = tab[i].refines == 1 ? &tab[i - 1] : &tab[i];
 		const struct jump_entry *inner = tab[i].refines == 1 ? &tab[i] :
 			i + 1 < count && tab[i + 1].refines == 1 ? &tab[i + 1] : NULL;
-		const struct jump_entry *to = inner && static_key_enabled(jump_entry_key(inner)) ?
-			inner : base;
+		/* The second entry applies while the first one's key is on. */
+		bool refined_now = inner && static_key_enabled(jump_entry_key(base)) &&
+				   static_key_enabled(jump_entry_key(inner));
+		const struct jump_entry *to = refined_now ? inner : base;
 		uint32_t insn;
-		bool jump = static_key_enabled(jump_entry_key(base)) != jump_entry_branch(base);
+		bool jump = refined_now ||
+			    static_key_enabled(jump_entry_key(base)) != jump_entry_branch(base);
 
 		memcpy(&insn, (const void *)jump_entry_code(&tab[i]), 4);
 		if (!jump) {
@@ -81,12 +90,13 @@ struct spin_result {
 	unsigned long stale;	/* the old side once, the new one on the retry */
 };
 
-/* How many of the two sites disagree with toggle state s (even: none in flight). */
+/* How many of the three sites disagree with toggle state s (even: none in flight). */
 static int mismatches(unsigned long s)
 {
 	bool want = (s / 2) & 1;
 
-	return (false_unlikely() != want) + (refined() != 1 + (int)want);
+	return (false_unlikely() != want) + (refined() != 1 + (int)want) +
+	       (likely_refined() != 1 + (int)want);
 }
 
 static void *spin(void *arg)
@@ -181,6 +191,8 @@ int main(int argc, char **argv)
 	CHECK(res[0].wrong == 0 && res[1].wrong == 0);
 	CHECK(res[0].stale + res[1].stale <= (emulated ? 4u : 0u));
 	check_agree();
+	if (mode == STATIC_KEYS_PATCHED)
+		check_sites();	/* outer on, arch_false off: the likely site a NOP */
 	if (failures)
 		return 1;
 	printf("test_static_key_arch: all passed\n");

@@ -122,13 +122,18 @@ l_yes:
 }
 
 /*
- * A site governed by two false keys (static_branch_unlikely_refined()):
- * NOP while @outer is off, JMP l_yes while only @outer is on, JMP
- * l_refined while both are.  Two table entries share the site; the second
- * says it refines the first.  The fallback tests outer, then inner.
+ * A site governed by two false keys (static_branch_*_refined()).  Two
+ * table entries share the site; the second says it refines the first and
+ * applies while @outer is on.  The fallback tests outer, then inner.
+ *  - @likely false: NOP while @outer is off, JMP l_other (the "1" side)
+ *    while only @outer is on, JMP l_refined while both are.
+ *  - @likely true: the "1" side falls through: JMP l_other (the "0" side)
+ *    while @outer is off, NOP while only @outer is on, JMP l_refined
+ *    while both are.  The base entry has branch 1: it jumps while @outer
+ *    is false.
  */
 static inline __attribute__((always_inline)) int
-arch_static_branch_refined(struct static_key *outer, struct static_key *inner)
+arch_static_branch_refined(struct static_key *outer, struct static_key *inner, bool likely)
 {
 	__asm__ goto(
 		"1:	.byte 0xe9\n\t"
@@ -136,17 +141,25 @@ arch_static_branch_refined(struct static_key *outer, struct static_key *inner)
 		"2:\n\t"
 		".pushsection .text.cgm_static_key, \"ax\"\n"
 		"3:	cmpl $0, %c0(%%rip)\n\t"
+		"	.if %c2\n\t"
+		"	je %l[l_other]\n\t"
+		"	.else\n\t"
 		"	je 2b\n\t"
+		"	.endif\n\t"
 		"	cmpl $0, %c1(%%rip)\n\t"
 		"	jne %l[l_refined]\n\t"
-		"	jmp %l[l_yes]\n\t"
+		"	.if %c2\n\t"
+		"	jmp 2b\n\t"
+		"	.else\n\t"
+		"	jmp %l[l_other]\n\t"
+		"	.endif\n\t"
 		".popsection\n\t"
-		SK_TABLE_ENTRY("%l[l_yes]", "0", "%c0")
+		SK_TABLE_ENTRY("%l[l_other]", "0", "%c0 + %c2")
 		SK_TABLE_ENTRY("%l[l_refined]", "1", "%c1")
-		: : "i"(outer), "i"(inner) : "cc" : l_yes, l_refined);
-	return 0;
-l_yes:
-	return 1;
+		: : "i"(outer), "i"(inner), "i"(likely) : "cc" : l_other, l_refined);
+	return likely ? 1 : 0;
+l_other:
+	return likely ? 0 : 1;
 l_refined:
 	return 2;
 }
@@ -186,7 +199,7 @@ l_yes:
 
 /* Two keys on one site: see the x86-64 version. */
 static inline __attribute__((always_inline)) int
-arch_static_branch_refined(struct static_key *outer, struct static_key *inner)
+arch_static_branch_refined(struct static_key *outer, struct static_key *inner, bool likely)
 {
 	__asm__ goto(
 		"1:	b 3f\n"
@@ -195,21 +208,30 @@ arch_static_branch_refined(struct static_key *outer, struct static_key *inner)
 		"3:	adrp x16, %c0\n\t"
 		"	ldr w16, [x16, #:lo12:%c0]\n\t"
 		"	cmp w16, #0\n\t"
+		"	.if %c2\n\t"
+		"	b.eq 6f\n\t"
+		"	.else\n\t"
 		"	b.ne 4f\n\t"
-		"	b 2b\n"
+		"	b 2b\n\t"
+		"	.endif\n"
 		"4:	adrp x16, %c1\n\t"
 		"	ldr w16, [x16, #:lo12:%c1]\n\t"
 		"	cmp w16, #0\n\t"
 		"	b.ne 5f\n\t"
-		"	b %l[l_yes]\n"
-		"5:	b %l[l_refined]\n\t"
+		"	.if %c2\n\t"
+		"	b 2b\n\t"
+		"	.else\n\t"
+		"	b %l[l_other]\n\t"
+		"	.endif\n"
+		"5:	b %l[l_refined]\n"
+		"6:	b %l[l_other]\n\t"
 		".popsection\n\t"
-		SK_TABLE_ENTRY("%l[l_yes]", "0", "%c0")
+		SK_TABLE_ENTRY("%l[l_other]", "0", "%c0 + %c2")
 		SK_TABLE_ENTRY("%l[l_refined]", "1", "%c1")
-		: : "S"(outer), "S"(inner) : "cc", "x16" : l_yes, l_refined);
-	return 0;
-l_yes:
-	return 1;
+		: : "S"(outer), "S"(inner), "i"(likely) : "cc", "x16" : l_other, l_refined);
+	return likely ? 1 : 0;
+l_other:
+	return likely ? 0 : 1;
 l_refined:
 	return 2;
 }
@@ -223,8 +245,9 @@ arch_static_branch(struct static_key *key, bool branch)
 }
 
 static inline __attribute__((always_inline)) int
-arch_static_branch_refined(struct static_key *outer, struct static_key *inner)
+arch_static_branch_refined(struct static_key *outer, struct static_key *inner, bool likely)
 {
+	(void)likely;
 	if (__atomic_load_n(&outer->enabled, __ATOMIC_RELAXED) <= 0)
 		return 0;
 	return __atomic_load_n(&inner->enabled, __ATOMIC_RELAXED) > 0 ? 2 : 1;
@@ -247,6 +270,7 @@ arch_static_branch_refined(struct static_key *outer, struct static_key *inner)
 #define static_branch_likely(x) (sizeof((x)->key) ? 1 : 1)
 #define static_branch_unlikely(x) (sizeof((x)->key) ? 0 : 0)
 #define static_branch_unlikely_refined(x, y) (sizeof((x)->key) + sizeof((y)->key) ? 0 : 0)
+#define static_branch_likely_refined(x, y) (sizeof((x)->key) + sizeof((y)->key) ? 0 : 0)
 #else
 #define static_branch_likely(x) __extension__ ({			\
 	STATIC_KEY_CHECK_TYPE(x);					\
@@ -268,11 +292,23 @@ arch_static_branch_refined(struct static_key *outer, struct static_key *inner)
 #define STATIC_KEY_CHECK_FALSE(x)					\
 	_Static_assert(__builtin_types_compatible_p(__typeof__(*(x)),	\
 						    struct static_key_false), \
-		       "static_branch_unlikely_refined() needs static_key_false keys")
+		       "static_branch_*_refined() needs static_key_false keys")
 #define static_branch_unlikely_refined(x, y) __extension__ ({		\
 	STATIC_KEY_CHECK_FALSE(x);					\
 	STATIC_KEY_CHECK_FALSE(y);					\
-	arch_static_branch_refined(&(x)->key, &(y)->key);		\
+	arch_static_branch_refined(&(x)->key, &(y)->key, false);	\
+})
+
+/*
+ * The same values, with the "1" side the one that falls through: a NOP
+ * while @x is on and @y off, a jump to the "0" side while @x is off.  For
+ * a feature that is on by default (accounting): its code is inline after
+ * the site, not one jump away, and turning it off costs the jump.
+ */
+#define static_branch_likely_refined(x, y) __extension__ ({		\
+	STATIC_KEY_CHECK_FALSE(x);					\
+	STATIC_KEY_CHECK_FALSE(y);					\
+	arch_static_branch_refined(&(x)->key, &(y)->key, true);	\
 })
 #endif
 
