@@ -152,40 +152,36 @@ static int install_trap_handler(void)
 /*
  * This image's RELRO range: the loader makes it read-only once it has
  * relocated the image, so a GOT slot in it holds its final value (the
- * library's calls into mimalloc go through such slots, -fno-plt).
+ * library's calls into mimalloc go through such slots, -fno-plt).  Read
+ * from the image's own program headers (the linker's __ehdr_start), not
+ * dl_iterate_phdr(): its callback would be one more function at start-up,
+ * outside the code the library keeps together (tests/test_text_rss.c).
  */
+extern const ElfW(Ehdr) __ehdr_start __attribute__((visibility("hidden")));
 static uintptr_t relro_lo, relro_hi;
 
-static int find_relro(struct dl_phdr_info *info, size_t size, void *self)
+static inline void find_relro(void)
 {
-	bool mine = false;
+	const ElfW(Phdr) *ph = (const ElfW(Phdr) *)((const char *)&__ehdr_start + __ehdr_start.e_phoff);
 
-	(void)size;
-	for (unsigned int i = 0; i < info->dlpi_phnum; i++) {
-		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-		uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
-
-		if (ph->p_type == PT_LOAD && (uintptr_t)self - lo < ph->p_memsz)
-			mine = true;
-	}
-	if (!mine)
-		return 0;
-	for (unsigned int i = 0; i < info->dlpi_phnum; i++) {
-		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-
-		if (ph->p_type == PT_GNU_RELRO) {
-			relro_lo = info->dlpi_addr + ph->p_vaddr;
-			relro_hi = relro_lo + ph->p_memsz;
+	/*
+	 * The header is at the image's address 0 in a shared object or a PIE,
+	 * so its address is the load bias.  (In an executable linked at a
+	 * fixed address the range comes out beyond the image: no slot is in
+	 * it, and sites are threaded through none.)
+	 */
+	for (unsigned int i = 0; i < __ehdr_start.e_phnum; i++)
+		if (ph[i].p_type == PT_GNU_RELRO) {
+			relro_lo = (uintptr_t)&__ehdr_start + ph[i].p_vaddr;
+			relro_hi = relro_lo + ph[i].p_memsz;
 		}
-	}
-	return 1;
 }
 
 int sk_arch_init(const char **reason)
 {
 	if (sk_sync_register(reason) < 0)
 		return -ENOSYS;
-	dl_iterate_phdr(find_relro, (void *)(uintptr_t)&find_relro);
+	find_relro();
 	return 0;
 }
 
