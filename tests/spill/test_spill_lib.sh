@@ -638,8 +638,17 @@ print(len(data))' >"$T/out" 2>"$T/err" || fail "python3 under memory.max=$lim: $
 	out=$(value /max$w$3 memory.stat zswpout)
 	peak=$(value /max$w$3 memory.peak)
 	[ "$out" -gt 0 ] || fail "$what: nothing spilled"
-	[ "$peak" -le $((${lim%M} * MIB)) ] || fail "$what: memory.peak $(mib "$peak")"
-	echo "$TEST_NAME: $what: $out pages spilled, memory.peak $(mib "$peak")"
+	# Only what the library charges ahead whatever the limits may pass
+	# memory.max (README): 16 KiB for each of the spiller's two threads
+	# and 64 KiB for the pool's libraries, where the first reclaim is at
+	# the limit itself: on a machine whose page faults cost 2.4 us, perl's
+	# background reclaim started the handler thread there in about 1 run
+	# of 10 (memory.peak 16 KiB over).
+	over=$((peak - ${lim%M} * MIB))
+	[ "$over" -le $(((2 * 16 + 64) * 1024)) ] ||
+		fail "$what: memory.peak $(mib "$peak"), $over bytes over memory.max"
+	[ "$over" -gt 0 ] || over=0
+	echo "$TEST_NAME: $what: $out pages spilled, memory.peak $(mib "$peak") ($over bytes over)"
 	CHECKS=$((CHECKS + 1))
 done
 
@@ -922,7 +931,8 @@ print(len(data))' >"$T/out" 2>"$T/err" ||
 	[ "$ST" = 0 ] && grep -qx 150000 "$T/bg.out" || fail "the idle process: status $ST, $(cat "$T/bg.out")"
 	[ "$a_after" -le $((a_before - 10 * MIB)) ] ||
 		fail "memory.$lim=96M: the idle process gave nothing: $(mib "$a_before") -> $(mib "$a_after")"
-	[ "$lim" = high ] || [ "$peak" -le $((96 * MIB)) ] ||
+	# Past it by what is charged ahead at a first reclaim there, no more (as /atmax).
+	[ "$lim" = high ] || [ "$peak" -le $((96 * MIB + 96 * 1024)) ] ||
 		fail "two processes under memory.max=96M: memory.peak $(mib "$peak")"
 	[ "$thr" -lt 2000000 ] || fail "memory.$lim=96M: the allocating process was throttled $thr us"
 	echo "$TEST_NAME: two processes under memory.$lim=96M: the idle one $(mib "$a_before") -> $(mib "$a_after") for the allocating one, throttled $thr us"
