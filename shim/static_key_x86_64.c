@@ -48,6 +48,10 @@
 #define INSN_SIZE 5
 #define OP_INT3 0xcc
 #define OP_JMP32 0xe9
+/* jmp *rel32(%rip): ff 25 <rel32 to the slot>, 6 bytes */
+#define OP_JMP_IND0 0xff
+#define OP_JMP_IND1 0x25
+#define JMP_IND_SIZE 6
 
 static const unsigned char nop5[INSN_SIZE] = { 0x0f, 0x1f, 0x44, 0x00, 0x00 };
 static const unsigned char jmp_self[2] = { 0xeb, 0xfe };
@@ -145,11 +149,6 @@ static int install_trap_handler(void)
 }
 
 /*
- * The SIGTRAP handler is installed by the first batch that needs the trap
- * protocol (another thread may run the sites), not here: a program that
- * never has two threads when a key changes makes no sigaction call.
- */
-/*
  * This image's RELRO range: the loader makes it read-only once it has
  * relocated the image, so a GOT slot in it holds its final value (the
  * library's calls into mimalloc go through such slots, -fno-plt).  Read
@@ -177,6 +176,11 @@ static inline void find_relro(void)
 		}
 }
 
+/*
+ * The SIGTRAP handler is installed by the first batch that needs the trap
+ * protocol (another thread may run the sites), not here: a program that
+ * never has two threads when a key changes makes no sigaction call.
+ */
 int sk_arch_init(const char **reason)
 {
 	if (sk_sync_register(reason) < 0)
@@ -189,7 +193,7 @@ int sk_arch_init(const char **reason)
  * Where a jump from @code to @target ends up: when the yes side of a site
  * is only a tail call, the site jumps straight to its destination and the
  * enabled path saves an instruction.  That is a jmp rel32, or a jmp
- * through a GOT slot of this image (ff 25 <rel32 to the slot>), such as
+ * through a GOT slot of this image (jmp *rel32(%rip)), such as
  * accounting off's tail call into mimalloc, when the slot is read-only
  * and its destination within a jmp rel32's reach of the site.
  */
@@ -202,12 +206,12 @@ static uintptr_t thread_jump(uintptr_t code, uintptr_t target)
 		memcpy(&rel, t + 1, sizeof(rel));
 		return target + INSN_SIZE + (uintptr_t)(intptr_t)rel;
 	}
-	if (t[0] == 0xff && t[1] == 0x25) {
+	if (t[0] == OP_JMP_IND0 && t[1] == OP_JMP_IND1) {
 		uintptr_t slot, dest;
 		int64_t reach;
 
 		memcpy(&rel, t + 2, sizeof(rel));
-		slot = target + 6 + (uintptr_t)(intptr_t)rel;
+		slot = target + JMP_IND_SIZE + (uintptr_t)(intptr_t)rel;
 		if (slot - relro_lo >= relro_hi - relro_lo || relro_hi - slot < sizeof(dest))
 			return target;
 		memcpy(&dest, (const void *)slot, sizeof(dest));

@@ -28,6 +28,12 @@ CHECKS=$((CHECKS + 1))
 pre "scope=/probe,spill=1" /bin/true 2>"$T/probe" || true
 grep -q "spill=1 refused" "$T/probe" && skip "no userfaultfd for system calls: $(head -1 "$T/probe")"
 
+# What the library charges ahead whatever the limits, at a process's first
+# reclaim (README): the loader's stock for the pool's libraries
+# (LOADER_STOCK, 64 KiB) and the start of the spiller's two threads
+# (RAW_THREAD_STOCK, 16 KiB each).  Only that may pass memory.max.
+AHEAD=$(((64 + 2 * 16) * 1024))
+
 # memory.reclaim from cgmctl while the program idles in its loop.  Before
 # its checks the program closes every descriptor above stderr (close() of
 # each, closefrom, close_range): the engine's stay open, and the spilled
@@ -442,13 +448,12 @@ for _ in 1 2 3; do
 	within 30 pre "group=/atmax,spill=1" /bin/true
 	[ "$ST" = 0 ] || fail "/bin/true exec'd at memory.max with the background reclaim: status $ST, $(head -2 "$T/err")"
 done
-# Past memory.max by what is charged ahead there, and no more: the
-# loader's stock (LOADER_STOCK, 64 KiB; 256 before, all of it past the
-# limit) and the start of a thread or two (RAW_THREAD_STOCK, 16 KiB each).
+# Past memory.max by what is charged ahead there ($AHEAD; the loader's
+# stock was 256 KiB before, all of it past the limit), and no more.
 ok ctl cat /atmax memory.peak
 peak=$(cat "$T/out")
 ok ctl cat /atmax memory.max
-[ "$peak" -le $(($(cat "$T/out") + 96 * 1024)) ] ||
+[ "$peak" -le $(($(cat "$T/out") + AHEAD)) ] ||
 	fail "spilling started at memory.max took the group $((peak - $(cat "$T/out"))) bytes past it"
 touch "$T/go-atmax"
 finish
@@ -638,14 +643,12 @@ print(len(data))' >"$T/out" 2>"$T/err" || fail "python3 under memory.max=$lim: $
 	out=$(value /max$w$3 memory.stat zswpout)
 	peak=$(value /max$w$3 memory.peak)
 	[ "$out" -gt 0 ] || fail "$what: nothing spilled"
-	# Only what the library charges ahead whatever the limits may pass
-	# memory.max (README): 16 KiB for each of the spiller's two threads
-	# and 64 KiB for the pool's libraries, where the first reclaim is at
-	# the limit itself: on a machine whose page faults cost 2.4 us, perl's
+	# Only $AHEAD may pass it, where the first reclaim is at the limit
+	# itself: on a machine whose page faults cost 2.4 us, perl's
 	# background reclaim started the handler thread there in about 1 run
 	# of 10 (memory.peak 16 KiB over).
 	over=$((peak - ${lim%M} * MIB))
-	[ "$over" -le $(((2 * 16 + 64) * 1024)) ] ||
+	[ "$over" -le "$AHEAD" ] ||
 		fail "$what: memory.peak $(mib "$peak"), $over bytes over memory.max"
 	[ "$over" -gt 0 ] || over=0
 	echo "$TEST_NAME: $what: $out pages spilled, memory.peak $(mib "$peak") ($over bytes over)"
@@ -931,8 +934,8 @@ print(len(data))' >"$T/out" 2>"$T/err" ||
 	[ "$ST" = 0 ] && grep -qx 150000 "$T/bg.out" || fail "the idle process: status $ST, $(cat "$T/bg.out")"
 	[ "$a_after" -le $((a_before - 10 * MIB)) ] ||
 		fail "memory.$lim=96M: the idle process gave nothing: $(mib "$a_before") -> $(mib "$a_after")"
-	# Past it by what is charged ahead at a first reclaim there, no more (as /atmax).
-	[ "$lim" = high ] || [ "$peak" -le $((96 * MIB + 96 * 1024)) ] ||
+	# Past it by $AHEAD at most, as above.
+	[ "$lim" = high ] || [ "$peak" -le $((96 * MIB + AHEAD)) ] ||
 		fail "two processes under memory.max=96M: memory.peak $(mib "$peak")"
 	[ "$thr" -lt 2000000 ] || fail "memory.$lim=96M: the allocating process was throttled $thr us"
 	echo "$TEST_NAME: two processes under memory.$lim=96M: the idle one $(mib "$a_before") -> $(mib "$a_after") for the allocating one, throttled $thr us"
