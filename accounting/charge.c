@@ -127,7 +127,7 @@ static int64_t high_excess(const struct cgm_hier *h, uint32_t group)
  */
 #define HIGH_RECLAIM_RETRIES 16
 
-CGM_TLS bool acct_exempt_from_high;
+CGM_TLS unsigned char acct_exempt;
 
 /*
  * The part that runs once a group is over its high: cold, out of the
@@ -197,7 +197,7 @@ static CGM_COLD void reclaim_over_high(struct cgm_acct *a, struct cgm_thread_slo
 static void handle_over_high(struct cgm_acct *a, struct cgm_thread_slot *t,
 			     uint32_t group, int64_t nr_pages)
 {
-	if (acct_exempt_from_high || !group_over_high(&a->h, group))
+	if (acct_exempt || !group_over_high(&a->h, group))
 		return;
 	reclaim_over_high(a, t, group, nr_pages);
 }
@@ -357,15 +357,26 @@ struct charge_retry {
  * Group @over refused a charge of exactly what @t lacks (@nr_pages).
  * Reclaim and let the caller retry while retries last, then apply the OOM
  * policy once.  Returns 1 to retry, 0 when @t's stock no longer lacks
- * anything, or -ENOMEM when the allocation must fail.
+ * anything, or -ENOMEM when the allocation must fail.  Cold, out of the
+ * charge's hot text: a refusal is followed by reclaim.
  */
-static int charge_refused(struct cgm_acct *a, struct cgm_thread_slot *t,
-			  struct cgm_group *over, int64_t nr_pages, struct charge_retry *r)
+static CGM_COLD int charge_refused(struct cgm_acct *a, struct cgm_thread_slot *t,
+				   struct cgm_group *over, int64_t nr_pages,
+				   struct charge_retry *r)
 {
 	struct cgm_hier *h = &a->h;
 	uint32_t idx = hier_group_index(h, over);
 
 	group_event(h, idx, CGM_EV_MAX);
+	/*
+	 * A charge that must not fail (ACCT_EXEMPT_MAX): past the limit, the
+	 * pages it lacks and no more, and no reclaim (the caller may be
+	 * setting up the reclaim itself).
+	 */
+	if (acct_exempt & ACCT_EXEMPT_MAX) {
+		acct_force_charge(a, t, 0);
+		return 0;
+	}
 	if (r->reclaims_left-- > 0) {
 		/* Reclaim: every process in the limited subtree returns its frees. */
 		acct_harvest_subtree(h, idx);

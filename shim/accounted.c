@@ -171,22 +171,20 @@ void cgm_thread_register(void)
 	thread_slot();
 }
 
-void cgm_stock_ahead(int64_t bytes)
+unsigned char cgm_charge_nofail_begin(void)
 {
-	struct cgm_thread_slot *t = thread_slot();
+	unsigned char was = acct_exempt;
 
-	if (!t)
-		return;
-	/* Charged as used, whatever the limits, then handed to the stock. */
-	acct_force_charge(&cgm_acct, t, bytes);
-	cgm_owner_add(t->stock, bytes);
+	acct_exempt = was | ACCT_EXEMPT_HIGH | ACCT_EXEMPT_MAX;
+	return was;
 }
 
-void cgm_stock_give_back(void)
+void cgm_charge_nofail_end(unsigned char was)
 {
 	struct cgm_thread_slot *t = thread_slot();
 
-	/* All of it: a trim would leave two batches precharged past the limit. */
+	acct_exempt = was;
+	/* All of it: a trim would leave two batches precharged, maybe past the limit. */
 	if (t)
 		acct_stock_drain(&cgm_acct, t);
 }

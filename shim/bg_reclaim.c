@@ -55,8 +55,8 @@
 #define BG_NEAR_SHIFT	4	/* looks every BG_POLL_NS above limit - limit/16 */
 /*
  * Loads the spill pool's libraries above limit - limit/4, before the
- * first reclaim needs them.  The loader's allocations are charged ahead
- * past the limits (shim/lazy_libs.c, 256 KiB): loaded at the limit, they
+ * first reclaim needs them.  The loader's allocations are charged past
+ * the limits (shim/lazy_libs.c; 256 KiB ahead then): loaded at the limit, they
  * took perl under memory.max=30M (test_spill_lib) past it, which their
  * load in the constructor never had.
  */

@@ -53,17 +53,6 @@ static const struct {
 	[URING] = { "liburing.so.2", "liburing2", "LIBURING_2.0" },
 };
 
-/*
- * What the loader may allocate for the three libraries, charged ahead
- * past the limits and given back as soon as they are loaded: the most a
- * group passes memory.max by for them.  The loader of Debian 12 takes
- * 12,480 bytes of it (a debugger at cgm_stock_give_back, in /bin/true
- * and in a python3 with sqlite3, ssl and decimal loaded); 64 KiB leaves
- * five times that.  It was 256 KiB, all of it past memory.max for a
- * moment at a first reclaim at the limit.
- */
-#define LOADER_STOCK	(64 * 1024)
-
 /* A ZSTD_isError() code: what a zstd wrapper returns without its library. */
 #define ZSTD_FAILED	((size_t)-1)
 
@@ -188,6 +177,7 @@ int cgm_lazy_libs_load(void)
 	static bool loaded;
 	enum lazy_lib lib;
 	const char *why;
+	unsigned char was;
 
 	if (loaded)
 		return 0;
@@ -195,17 +185,20 @@ int cgm_lazy_libs_load(void)
 	 * A program exec'd into a group at its memory.max had the loader's
 	 * allocations for these refused ("cannot allocate address lookup
 	 * data") and never spilled, though spilling is what would have made
-	 * room.  They are charged past the limits instead: some kilobytes,
-	 * once (LOADER_STOCK covers the three with room to spare).
+	 * room.  They are charged past the limits instead, what they take
+	 * and no more: the loader of Debian 12 allocated 12,480 bytes for the
+	 * three (a debugger at the end of the loads, in /bin/true and in a
+	 * python3 with sqlite3, ssl and decimal loaded).  It was 64 KiB
+	 * charged ahead, all of it past memory.max for a moment.
 	 */
-	cgm_stock_ahead(LOADER_STOCK);
+	was = cgm_charge_nofail_begin();
 	for (lib = 0; lib < NR_LAZY_LIBS; lib++) {
 		if (!handles[lib])
 			handles[lib] = dlopen(libs[lib].soname, RTLD_NOW | RTLD_LOCAL);
 		if (!handles[lib])
 			break;
 	}
-	cgm_stock_give_back();
+	cgm_charge_nofail_end(was);
 	if (lib < NR_LAZY_LIBS)
 		goto fail;
 	/*

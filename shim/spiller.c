@@ -147,7 +147,7 @@ static CGM_TLS bool on_background;
 void cgm_spill_background_thread(void)
 {
 	on_background = true;
-	acct_exempt_from_high = true;
+	acct_exempt |= ACCT_EXEMPT_HIGH;
 }
 
 bool cgm_spill_on(void)

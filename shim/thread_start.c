@@ -45,26 +45,25 @@ void cgm_thread_start_init(void)
 }
 
 /*
- * What glibc allocates for a new thread (its TLS vector, with calloc),
- * with room to spare: charged ahead past the limits, as the loader's
- * allocations are (shim/lazy_libs.c).  The library's threads start where
- * its reclaim needs them, often at memory.max: refused there, the calloc
- * failed the handler's creation and spilling was off for good, and for
- * the background reclaim's it reclaimed, which asked for that thread
- * again, until the stack ran out (a process exec'd at memory.max).
+ * The library's threads start where its reclaim needs them, often at
+ * memory.max: what glibc allocates for one (its TLS vector, with calloc)
+ * is charged past the limits, as the loader's allocations are
+ * (shim/lazy_libs.c).  Refused there, the calloc failed the handler's
+ * creation and spilling was off for good, and for the background
+ * reclaim's it reclaimed, which asked for that thread again, until the
+ * stack ran out (a process exec'd at memory.max).
  */
-#define RAW_THREAD_STOCK	(16 * 1024)
-
 int cgm_pthread_create_raw(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *),
 			   void *arg)
 {
+	unsigned char was;
 	int err;
 
 	if (!real_pthread_create)
 		return EAGAIN;
-	cgm_stock_ahead(RAW_THREAD_STOCK);
+	was = cgm_charge_nofail_begin();
 	err = real_pthread_create(th, attr, fn, arg);
-	cgm_stock_give_back();
+	cgm_charge_nofail_end(was);
 	return err;
 }
 

@@ -668,6 +668,52 @@ START_TEST(test_max_drains_precharge)
 END_TEST
 
 /*
+ * A charge that must not fail (ACCT_EXEMPT_MAX, the shim's
+ * cgm_charge_nofail_begin) is charged past memory.max: the pages it lacks
+ * and no more, a max event and no oom; once the exemption ends, memory.max
+ * refuses again.
+ */
+START_TEST(test_nofail_charges_past_max)
+{
+	uint32_t slot;
+	struct cgm_thread_slot *t;
+	int64_t sz, usage, max_pages = 256, oom;
+	int64_t max_events;
+
+	ck_assert_int_eq(acct_attach(&ac, "/nf"), 0);
+	set_limit("/nf", "memory.max", "1M");
+	slot = acct_thread_register(&ac, gettid_());
+	t = &ac.h.threads[slot];
+	while ((sz = sim_malloc(&ac, t, 5000, true)) > 0)
+		;
+	ck_assert_int_eq(sz, -ENOMEM);
+	usage = usage_of("/nf");
+	ck_assert_int_le(usage, max_pages);
+	max_events = event_of("/nf", "memory.events", "max");
+	oom = event_of("/nf", "memory.events", "oom");
+
+	acct_exempt = ACCT_EXEMPT_MAX | ACCT_EXEMPT_HIGH;
+	for (int i = 1; i <= 3; i++) {
+		ck_assert_int_eq(sim_malloc(&ac, t, 5000, true), sim_block_size(5000));
+		/* Past the limit by what the blocks take, rounded up to pages, no batch. */
+		ck_assert_int_gt(usage_of("/nf"), max_pages);
+		ck_assert_int_le(usage_of("/nf"),
+				 usage + (i * sim_block_size(5000) + PAGE - 1) / PAGE);
+	}
+	acct_exempt = 0;
+	ck_assert_int_gt(event_of("/nf", "memory.events", "max"), max_events);
+	ck_assert_int_eq(event_of("/nf", "memory.events", "oom"), oom);
+	ck_assert_int_gt(group_at("/nf")->memory.watermark, max_pages);
+	check_usage_held("after charges past the limit");
+
+	/* The exemption over: refused again, usage where it was. */
+	usage = usage_of("/nf");
+	ck_assert_int_eq(sim_malloc(&ac, t, 5000, true), -ENOMEM);
+	ck_assert_int_eq(usage_of("/nf"), usage);
+}
+END_TEST
+
+/*
  * A thread's first refill of a bin starts where the last thread to exit
  * left that bin (cgm_acct.first_refill), not at 8 blocks; a bin that
  * thread never used starts at 8, and so does a bin whose refills were
@@ -1104,6 +1150,7 @@ static void add_tests(TCase *tc, bool regressions)
 	tcase_add_test(tc, test_untracked_frees_never_negative);
 	tcase_add_test(tc, test_limit_holds_and_refuses_cleanly);
 	tcase_add_test(tc, test_max_drains_precharge);
+	tcase_add_test(tc, test_nofail_charges_past_max);
 	tcase_add_test(tc, test_limit_threads);
 	tcase_add_test(tc, test_move_carries_charge);
 	tcase_add_test(tc, test_fork_child_slot);

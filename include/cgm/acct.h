@@ -269,13 +269,20 @@ int acct_over_max(struct cgm_acct *a);
  */
 void acct_handle_high(struct cgm_acct *a, struct cgm_thread_slot *t, int64_t nr_pages);
 /*
- * Set on the library's own reclaim thread: its charges over memory.high
- * neither reclaim nor sleep, as the kernel never throttles kswapd.  It is
- * the thread that makes room, and it was found asleep in a throttle
- * inside dlopen (loading the spill pool's libraries), the loader's lock
- * held, while the program waited for it to spill.
+ * What the calling thread's charges are exempt from (ACCT_EXEMPT_*).
+ *  - HIGH, set for good on the library's own reclaim thread: its charges
+ *    over memory.high neither reclaim nor sleep, as the kernel never
+ *    throttles kswapd.  It is the thread that makes room, and it was found
+ *    asleep in a throttle inside dlopen (loading the spill pool's
+ *    libraries), the loader's lock held, while the program waited for it
+ *    to spill.
+ *  - MAX, for a moment (cgm_charge_nofail_begin): a charge memory.max
+ *    refuses is charged past it, exactly what it lacks, with no reclaim,
+ *    as the kernel forces a __GFP_NOFAIL charge.
  */
-extern CGM_TLS bool acct_exempt_from_high;
+#define ACCT_EXEMPT_HIGH	1u
+#define ACCT_EXEMPT_MAX		2u
+extern CGM_TLS unsigned char acct_exempt;
 
 /* ---- sample.c: residency samples ---- */
 

@@ -64,7 +64,7 @@ void cgm_numa_split(int64_t anon, int64_t out[CGM_MAX_NODES]);
  * pthread_create without the wrapper (shim/thread_start.c): no argument
  * block on the heap, no accounting slot -- for the library's own threads,
  * which must not touch memory that can be spilled.  What glibc allocates
- * for the thread is charged ahead past the limits.
+ * for the thread is charged past the limits (cgm_charge_nofail_begin).
  */
 int cgm_pthread_create_raw(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *),
 			   void *arg);
@@ -105,16 +105,17 @@ void cgm_epoch_changed(void);
 void cgm_epoch_fork_child(void);
 
 /*
- * Charge @bytes into the calling thread's stock past memory.max and
- * memory.high, as the kernel charges past them what must not fail
- * (__GFP_NOFAIL): the allocations that follow take from the stock and are
- * not refused until it runs dry.  cgm_stock_give_back() then gives back
- * all that is left in the thread's stock and allowances.  For the
- * dynamic loader's allocations when the spill pool's libraries load
- * (shim/lazy_libs.c).
+ * Until cgm_charge_nofail_end(), the calling thread's charges are not
+ * refused: what memory.max refuses is charged past it, exactly the pages
+ * it lacks, and nothing reclaims or sleeps over memory.high, as the kernel
+ * forces what must not fail (__GFP_NOFAIL).  The end restores what
+ * begin returned and gives back all that is left in the thread's stock
+ * and allowances.  For the dynamic loader's allocations when the spill
+ * pool's libraries load (shim/lazy_libs.c) and a thread of the library's
+ * starting (shim/thread_start.c), both often at memory.max.
  */
-void cgm_stock_ahead(int64_t bytes);
-void cgm_stock_give_back(void);
+unsigned char cgm_charge_nofail_begin(void);
+void cgm_charge_nofail_end(unsigned char was);
 
 /* ---- resident.c: residency samples ---- */
 
