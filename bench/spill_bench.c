@@ -711,26 +711,36 @@ static void step_moved(double *us, int round)
  *  - spinning: between faults the thread reads the uffd without sleeping
  *    until BARE_SPIN_US pass without one (the engine's SP_SPIN_BURST_NS),
  *    then sleeps in poll() until the next walk;
+ *  - two spinning: two such threads read the one uffd, for 1, 2 and 4
+ *    walking threads as the spill rows have: what a second handler thread
+ *    could give the engine when several threads fault at once (and what
+ *    it takes from one thread faulting alone);
  *  - same CPU: the thread and the walking one are bound to one CPU and
  *    the thread sleeps in read() between faults, so that a fault switches
  *    to it on that CPU and no CPU wakes another (the least two system
  *    calls a fault; a design with a handler for each CPU could come no
  *    closer).  A fault on the page after the area stops it.
+ * The spinning kinds are walked by 1, 2 and 4 threads, as the spill rows
+ * are; the same-CPU one by one.
  */
+#define BARE_SERVERS_MAX	2
 #define BARE_SPIN_US	200.0
 
 struct bare {
 	bool same_cpu;
+	int servers;			/* serving threads: 1 or BARE_SERVERS_MAX */
 	const char *key;
 	int uffd, stop, cpu;
 	unsigned char *area, *src;
-	pthread_t thread;
+	pthread_t thread[BARE_SERVERS_MAX];
 	atomic_bool quit;
-	struct lat lat;
+	struct lat lat[NR_THREAD_COUNTS];	/* by walking threads; same CPU: [0] */
 };
 
-static struct bare bare_spin = { .same_cpu = false, .key = "bare-uffd", .uffd = -1 };
-static struct bare bare_same = { .same_cpu = true, .key = "bare-uffd-same-cpu", .uffd = -1 };
+static struct bare bare_spin = { .servers = 1, .key = "bare-uffd", .uffd = -1 };
+static struct bare bare_two = { .servers = 2, .key = "bare-uffd-two", .uffd = -1 };
+static struct bare bare_same = { .same_cpu = true, .servers = 1, .key = "bare-uffd-same-cpu",
+				 .uffd = -1 };
 
 /* Serve the fault @msg; false when it was not one. */
 static bool bare_serve(struct bare *b, const struct uffd_msg *msg)
@@ -829,10 +839,12 @@ static void bare_open(struct bare *b)
 		if (err)
 			die("pthread_attr_setaffinity_np", err);
 	}
-	err = pthread_create(&b->thread, &attr, bare_handler, b);
+	for (int i = 0; i < b->servers; i++) {
+		err = pthread_create(&b->thread[i], &attr, bare_handler, b);
+		if (err)
+			die("pthread_create", err);
+	}
 	pthread_attr_destroy(&attr);
-	if (err)
-		die("pthread_create", err);
 }
 
 static void bare_close(struct bare *b)
@@ -845,13 +857,15 @@ static void bare_close(struct bare *b)
 	} else if (eventfd_write(b->stop, 1)) {
 		die("eventfd_write", errno);
 	}
-	pthread_join(b->thread, NULL);
+	for (int i = 0; i < b->servers; i++)
+		pthread_join(b->thread[i], NULL);
 	if (b->stop >= 0)
 		close(b->stop);
 	close(b->uffd);
 }
 
-static void step_bare(struct bare *b, double *us)
+/* Walk @b's area with thread_counts[@k] threads. */
+static void step_bare(struct bare *b, size_t k, double *us)
 {
 	cpu_set_t was, one;
 
@@ -863,10 +877,13 @@ static void step_bare(struct bare *b, double *us)
 		if (sched_setaffinity(0, sizeof(one), &one))
 			die("sched_setaffinity", errno);
 	}
-	walk_timed(b->area, npages, us, TOUCH_READ);
+	if (thread_counts[k] == 1)
+		walk_timed(b->area, npages, us, TOUCH_READ);
+	else
+		walk_threads(b->area, npages, thread_counts[k], us);
 	if (b->same_cpu && sched_setaffinity(0, sizeof(was), &was))
 		die("sched_setaffinity", errno);
-	lat_add(&b->lat, us, npages);
+	lat_add(&b->lat[k], us, npages);
 	for (size_t i = 0; i < npages; i++)
 		if (b->area[i * PG + TOUCH_AT] != 0x5a)
 			mismatches++;
@@ -885,7 +902,7 @@ static void step_resident(double *us)
 enum step_kind {
 	STEP_SPILL_LATENCY, STEP_SPILL_THROUGHPUT, STEP_SPILL_SCATTERED, STEP_RAW,
 	STEP_PAGECACHE, STEP_SWAPIN, STEP_ZEROFILL, STEP_RESIDENT, STEP_MOVED, STEP_BARE,
-	STEP_BARE_SAME_CPU,
+	STEP_BARE_TWO, STEP_BARE_SAME_CPU,
 };
 
 struct step {
@@ -934,8 +951,12 @@ static size_t make_steps(struct step *steps)
 	steps[n++] = (struct step){ STEP_RESIDENT, NULL, 0 };
 	if (move_uffd >= 0)
 		steps[n++] = (struct step){ STEP_MOVED, NULL, 0 };
-	if (bare_spin.uffd >= 0)
-		steps[n++] = (struct step){ STEP_BARE, NULL, 0 };
+	for (size_t k = 0; k < NR_THREAD_COUNTS; k++) {
+		if (bare_spin.uffd >= 0)
+			steps[n++] = (struct step){ STEP_BARE, NULL, k };
+		if (bare_two.uffd >= 0)
+			steps[n++] = (struct step){ STEP_BARE_TWO, NULL, k };
+	}
 	if (bare_same.uffd >= 0)
 		steps[n++] = (struct step){ STEP_BARE_SAME_CPU, NULL, 0 };
 	return n;
@@ -972,10 +993,13 @@ static void run_step(const struct step *st, int round, double *us)
 		step_moved(us, round);
 		break;
 	case STEP_BARE:
-		step_bare(&bare_spin, us);
+		step_bare(&bare_spin, st->k, us);
+		break;
+	case STEP_BARE_TWO:
+		step_bare(&bare_two, st->k, us);
 		break;
 	case STEP_BARE_SAME_CPU:
-		step_bare(&bare_same, us);
+		step_bare(&bare_same, 0, us);
 		break;
 	}
 }
@@ -1033,8 +1057,11 @@ static void report(void)
 	lat_print(&lat_zerofill, "kernel-zerofill", 1);
 	lat_print(&lat_resident, "resident", 1);
 	lat_print(&lat_moved, "moved", 1);
-	lat_print(&bare_spin.lat, bare_spin.key, 1);
-	lat_print(&bare_same.lat, bare_same.key, 1);
+	for (size_t k = 0; k < NR_THREAD_COUNTS; k++) {
+		lat_print(&bare_spin.lat[k], bare_spin.key, thread_counts[k]);
+		lat_print(&bare_two.lat[k], bare_two.key, thread_counts[k]);
+	}
+	lat_print(&bare_same.lat[0], bare_same.key, 1);
 
 	for (size_t s = 0; s < NR_SIDES; s++) {
 		struct codec_side *c = &sides[s];
@@ -1070,7 +1097,7 @@ static void report(void)
 
 int main(int argc, char **argv)
 {
-	struct step steps[32];
+	struct step steps[48];
 	const char *source;
 	size_t nsteps;
 	double *us;
@@ -1121,11 +1148,15 @@ int main(int argc, char **argv)
 	lat_init(&lat_zerofill);
 	lat_init(&lat_resident);
 	lat_init(&lat_moved);
-	lat_init(&bare_spin.lat);
-	lat_init(&bare_same.lat);
+	for (size_t k = 0; k < NR_THREAD_COUNTS; k++) {
+		lat_init(&bare_spin.lat[k]);
+		lat_init(&bare_two.lat[k]);
+	}
+	lat_init(&bare_same.lat[0]);
 	moved_open();
 	if (!scattered_only && !halting_only) {
 		bare_open(&bare_spin);
+		bare_open(&bare_two);
 		bare_open(&bare_same);
 	}
 
@@ -1136,6 +1167,7 @@ int main(int argc, char **argv)
 	report();
 
 	bare_close(&bare_spin);
+	bare_close(&bare_two);
 	bare_close(&bare_same);
 	for (size_t s = 0; s < NR_SIDES; s++) {
 		spill_close(sides[s].eng);

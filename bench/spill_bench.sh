@@ -127,16 +127,26 @@ fi
 	lat_row "no fault: read of a resident page (the timing's own cost)" resident 1
 	[ "$(lat moved 1 4)" != 0 ] &&
 		lat_row "no fault: first read of a page UFFDIO_MOVE just moved (a new page-table entry; what a spill reading its page where it landed pays)" moved 1
-	[ "$(lat bare-uffd 1 4)" != 0 ] &&
-		lat_row "bare userfaultfd round trip: a thread of the benchmark serves each fault with UFFDIO_COPY of a ready page, spinning between faults as the engine's handler does (no lookup, decompression or accounting)" bare-uffd 1
+	for t in 1 2 4; do
+		[ "$(lat bare-uffd $t 4)" != 0 ] &&
+			lat_row "bare userfaultfd round trip: a thread of the benchmark serves each fault with UFFDIO_COPY of a ready page, spinning between faults as the engine's handler does (no lookup, decompression or accounting)" bare-uffd $t
+	done
+	for t in 1 2 4; do
+		[ "$(lat bare-uffd-two $t 4)" != 0 ] &&
+			lat_row "bare userfaultfd round trip, two such serving threads reading the one userfaultfd (what a second handler thread could give)" bare-uffd-two $t
+	done
 	[ "$(lat bare-uffd-same-cpu 1 4)" != 0 ] &&
 		lat_row "bare userfaultfd round trip, the serving thread and the faulting one bound to one CPU, the serving thread asleep in read() between faults (a fault switches to it on that CPU: what a handler for each CPU could reach at best)" bare-uffd-same-cpu 1
 	echo
-	echo "The first bare userfaultfd row is the floor under every spill row: the"
-	echo "faulting thread's trap, the handler reading the fault, UFFDIO_COPY"
-	echo "and the wake-up, and the faulting thread's return and second touch,"
-	echo "with nothing of the engine.  A spill row's p50 less the bare one is"
-	echo "what the engine adds (lookup, decompression, the group's accounting)."
+	echo "The first bare userfaultfd rows are the floor under the spill rows of"
+	echo "as many threads: the faulting thread's trap, the handler reading the"
+	echo "fault, UFFDIO_COPY and the wake-up, and the faulting thread's return"
+	echo "and second touch, with nothing of the engine.  A spill row's p50 less"
+	echo "the bare one is what the engine adds (lookup, decompression, the"
+	echo "group's accounting).  With 2 and 4 threads the faults queue for the"
+	echo "one serving thread, as they do for the engine's one handler; the"
+	echo "two-server rows are what a second handler would change, on this"
+	echo "machine's $(nproc) CPUs."
 	echo "The same-CPU row is the least that one costs in any design here: no"
 	echo "CPU wakes another, and the fault's trap, two switches between the"
 	echo "threads and two system calls of the serving thread remain."
