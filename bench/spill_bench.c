@@ -714,7 +714,8 @@ static void step_moved(double *us, int round)
  *  - two spinning: two such threads read the one uffd, for 1, 2 and 4
  *    walking threads as the spill rows have: what a second handler thread
  *    could give the engine when several threads fault at once (and what
- *    it takes from one thread faulting alone);
+ *    it takes from one thread faulting alone); and again with the second
+ *    of them asleep in poll() between faults instead of spinning;
  *  - same CPU: the thread and the walking one are bound to one CPU and
  *    the thread sleeps in read() between faults, so that a fault switches
  *    to it on that CPU and no CPU wakes another (the least two system
@@ -729,6 +730,8 @@ static void step_moved(double *us, int round)
 struct bare {
 	bool same_cpu;
 	int servers;			/* serving threads: 1 or BARE_SERVERS_MAX */
+	bool second_asleep;		/* the second never spins */
+	atomic_int started;		/* serving threads so far: each one's index */
 	const char *key;
 	int uffd, stop, cpu;
 	unsigned char *area, *src;
@@ -739,6 +742,8 @@ struct bare {
 
 static struct bare bare_spin = { .servers = 1, .key = "bare-uffd", .uffd = -1 };
 static struct bare bare_two = { .servers = 2, .key = "bare-uffd-two", .uffd = -1 };
+static struct bare bare_two_asleep = { .servers = 2, .second_asleep = true,
+				       .key = "bare-uffd-two-asleep", .uffd = -1 };
 static struct bare bare_same = { .same_cpu = true, .servers = 1, .key = "bare-uffd-same-cpu",
 				 .uffd = -1 };
 
@@ -759,6 +764,7 @@ static void *bare_handler(void *arg)
 {
 	struct bare *b = arg;
 	struct uffd_msg msg;
+	bool asleep = b->second_asleep && atomic_fetch_add(&b->started, 1) > 0;
 
 	while (b->same_cpu) {
 		if (read(b->uffd, &msg, sizeof(msg)) != (ssize_t)sizeof(msg)) {
@@ -779,6 +785,11 @@ static void *bare_handler(void *arg)
 			die("poll", errno);
 		if (pf[1].revents)
 			return NULL;
+		if (asleep) {
+			while (read(b->uffd, &msg, sizeof(msg)) == (ssize_t)sizeof(msg))
+				bare_serve(b, &msg);
+			continue;
+		}
 		while (now_us() - idle_since < BARE_SPIN_US) {
 			if (read(b->uffd, &msg, sizeof(msg)) != (ssize_t)sizeof(msg) ||
 			    !bare_serve(b, &msg)) {
@@ -902,7 +913,7 @@ static void step_resident(double *us)
 enum step_kind {
 	STEP_SPILL_LATENCY, STEP_SPILL_THROUGHPUT, STEP_SPILL_SCATTERED, STEP_RAW,
 	STEP_PAGECACHE, STEP_SWAPIN, STEP_ZEROFILL, STEP_RESIDENT, STEP_MOVED, STEP_BARE,
-	STEP_BARE_TWO, STEP_BARE_SAME_CPU,
+	STEP_BARE_TWO, STEP_BARE_TWO_ASLEEP, STEP_BARE_SAME_CPU,
 };
 
 struct step {
@@ -956,6 +967,8 @@ static size_t make_steps(struct step *steps)
 			steps[n++] = (struct step){ STEP_BARE, NULL, k };
 		if (bare_two.uffd >= 0)
 			steps[n++] = (struct step){ STEP_BARE_TWO, NULL, k };
+		if (bare_two_asleep.uffd >= 0)
+			steps[n++] = (struct step){ STEP_BARE_TWO_ASLEEP, NULL, k };
 	}
 	if (bare_same.uffd >= 0)
 		steps[n++] = (struct step){ STEP_BARE_SAME_CPU, NULL, 0 };
@@ -997,6 +1010,9 @@ static void run_step(const struct step *st, int round, double *us)
 		break;
 	case STEP_BARE_TWO:
 		step_bare(&bare_two, st->k, us);
+		break;
+	case STEP_BARE_TWO_ASLEEP:
+		step_bare(&bare_two_asleep, st->k, us);
 		break;
 	case STEP_BARE_SAME_CPU:
 		step_bare(&bare_same, 0, us);
@@ -1060,6 +1076,7 @@ static void report(void)
 	for (size_t k = 0; k < NR_THREAD_COUNTS; k++) {
 		lat_print(&bare_spin.lat[k], bare_spin.key, thread_counts[k]);
 		lat_print(&bare_two.lat[k], bare_two.key, thread_counts[k]);
+		lat_print(&bare_two_asleep.lat[k], bare_two_asleep.key, thread_counts[k]);
 	}
 	lat_print(&bare_same.lat[0], bare_same.key, 1);
 
@@ -1151,12 +1168,14 @@ int main(int argc, char **argv)
 	for (size_t k = 0; k < NR_THREAD_COUNTS; k++) {
 		lat_init(&bare_spin.lat[k]);
 		lat_init(&bare_two.lat[k]);
+		lat_init(&bare_two_asleep.lat[k]);
 	}
 	lat_init(&bare_same.lat[0]);
 	moved_open();
 	if (!scattered_only && !halting_only) {
 		bare_open(&bare_spin);
 		bare_open(&bare_two);
+		bare_open(&bare_two_asleep);
 		bare_open(&bare_same);
 	}
 
@@ -1168,6 +1187,7 @@ int main(int argc, char **argv)
 
 	bare_close(&bare_spin);
 	bare_close(&bare_two);
+	bare_close(&bare_two_asleep);
 	bare_close(&bare_same);
 	for (size_t s = 0; s < NR_SIDES; s++) {
 		spill_close(sides[s].eng);

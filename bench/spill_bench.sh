@@ -135,6 +135,10 @@ fi
 		[ "$(lat bare-uffd-two $t 4)" != 0 ] &&
 			lat_row "bare userfaultfd round trip, two such serving threads reading the one userfaultfd (what a second handler thread could give)" bare-uffd-two $t
 	done
+	for t in 1 2 4; do
+		[ "$(lat bare-uffd-two-asleep $t 4)" != 0 ] &&
+			lat_row "bare userfaultfd round trip, two serving threads, the second asleep in poll() between faults instead of spinning" bare-uffd-two-asleep $t
+	done
 	[ "$(lat bare-uffd-same-cpu 1 4)" != 0 ] &&
 		lat_row "bare userfaultfd round trip, the serving thread and the faulting one bound to one CPU, the serving thread asleep in read() between faults (a fault switches to it on that CPU: what a handler for each CPU could reach at best)" bare-uffd-same-cpu 1
 	echo
