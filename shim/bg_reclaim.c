@@ -56,9 +56,9 @@
 /*
  * Loads the spill pool's libraries above limit - limit/4, before the
  * first reclaim needs them.  The loader's allocations are charged past
- * the limits (shim/lazy_libs.c; 256 KiB ahead then): loaded at the limit, they
- * took perl under memory.max=30M (test_spill_lib) past it, which their
- * load in the constructor never had.
+ * the limits (shim/lazy_libs.c): loaded at the limit, they took perl under
+ * memory.max=30M (test_spill_lib) past it, by 256 KiB when they were
+ * charged ahead, which their load in the constructor never had.
  */
 #define BG_LOAD_SHIFT	ACCT_SPILL_LOAD_SHIFT
 #define BG_POLL_NS	(10 * 1000000L)

@@ -58,8 +58,12 @@ int main(int argc, char **argv)
 {
 	static char buf[1 << 16];
 
-	if (argc > 1 && strcmp(argv[1], "--entries") == 0)
-		return print_entry("malloc", "mi_malloc") | print_entry("free", "mi_free");
+	if (argc > 1 && strcmp(argv[1], "--entries") == 0) {
+		/* In this order: tests/check-entry-sites compares the lines as printed. */
+		int bad = print_entry("malloc", "mi_malloc");
+
+		return bad | print_entry("free", "mi_free");
+	}
 	cgm_static_keys_report(buf, sizeof(buf));
 	fputs(buf, stdout);
 	return 0;

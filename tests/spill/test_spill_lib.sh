@@ -35,7 +35,7 @@ grep -q "spill=1 refused" "$T/probe" && skip "no userfaultfd for system calls: $
 # room for another loader.  Only that may pass memory.max.  It was 96 KiB,
 # charged ahead (64 KiB for the loader, 16 for each thread): /bin/true
 # exec'd at memory.max then took the group 80 KiB past it, now 12 KiB.
-AHEAD=$((32 * 1024))
+FORCED=$((32 * 1024))
 
 # memory.reclaim from cgmctl while the program idles in its loop.  Before
 # its checks the program closes every descriptor above stderr (close() of
@@ -451,13 +451,13 @@ for _ in 1 2 3; do
 	within 30 pre "group=/atmax,spill=1" /bin/true
 	[ "$ST" = 0 ] || fail "/bin/true exec'd at memory.max with the background reclaim: status $ST, $(head -2 "$T/err")"
 done
-# Past memory.max by what the library must charge there ($AHEAD; the
+# Past memory.max by what the library must charge there ($FORCED; the
 # loader's stock was 256 KiB before, then 64 KiB, all of it past the
 # limit), and no more.
 ok ctl cat /atmax memory.peak
 peak=$(cat "$T/out")
 ok ctl cat /atmax memory.max
-[ "$peak" -le $(($(cat "$T/out") + AHEAD)) ] ||
+[ "$peak" -le $(($(cat "$T/out") + FORCED)) ] ||
 	fail "spilling started at memory.max took the group $((peak - $(cat "$T/out"))) bytes past it"
 touch "$T/go-atmax"
 finish
@@ -647,13 +647,13 @@ print(len(data))' >"$T/out" 2>"$T/err" || fail "python3 under memory.max=$lim: $
 	out=$(value /max$w$3 memory.stat zswpout)
 	peak=$(value /max$w$3 memory.peak)
 	[ "$out" -gt 0 ] || fail "$what: nothing spilled"
-	# Only $AHEAD may pass it, where the first reclaim is at the limit
+	# Only $FORCED may pass it, where the first reclaim is at the limit
 	# itself: on a machine whose page faults cost 2.4 us, perl's
 	# background reclaim started the handler thread there in about 1 run
 	# of 10 (memory.peak 16 KiB over while a thread's start was charged
 	# ahead).
 	over=$((peak - ${lim%M} * MIB))
-	[ "$over" -le "$AHEAD" ] ||
+	[ "$over" -le "$FORCED" ] ||
 		fail "$what: memory.peak $(mib "$peak"), $over bytes over memory.max"
 	[ "$over" -gt 0 ] || over=0
 	echo "$TEST_NAME: $what: $out pages spilled, memory.peak $(mib "$peak") ($over bytes over)"
@@ -939,8 +939,8 @@ print(len(data))' >"$T/out" 2>"$T/err" ||
 	[ "$ST" = 0 ] && grep -qx 150000 "$T/bg.out" || fail "the idle process: status $ST, $(cat "$T/bg.out")"
 	[ "$a_after" -le $((a_before - 10 * MIB)) ] ||
 		fail "memory.$lim=96M: the idle process gave nothing: $(mib "$a_before") -> $(mib "$a_after")"
-	# Past it by $AHEAD at most, as above.
-	[ "$lim" = high ] || [ "$peak" -le $((96 * MIB + AHEAD)) ] ||
+	# Past it by $FORCED at most, as above.
+	[ "$lim" = high ] || [ "$peak" -le $((96 * MIB + FORCED)) ] ||
 		fail "two processes under memory.max=96M: memory.peak $(mib "$peak")"
 	[ "$thr" -lt 2000000 ] || fail "memory.$lim=96M: the allocating process was throttled $thr us"
 	echo "$TEST_NAME: two processes under memory.$lim=96M: the idle one $(mib "$a_before") -> $(mib "$a_after") for the allocating one, throttled $thr us"
