@@ -43,6 +43,19 @@ bench-fork: $(BENCH_BIN)/forks $(LIB)
 BENCH_TARGETS += bench-fork
 .PHONY: bench-fork
 
+# What counting a mapping's resident pages costs by mincore and by
+# PAGEMAP_SCAN (shim/regions.c takes the scan for sparse regions).
+$(BENCH_BIN)/resident_scan: bench/resident_scan.c include/cgm/uffd_abi.h
+	@mkdir -p $(BENCH_BIN)
+	$(CC) $(BENCH_CFLAGS) $(CFLAGS) -o $@ $<
+
+bench-resident: $(BENCH_BIN)/resident_scan
+	{ $(BENCH_BIN)/resident_scan || [ $$? = 77 ]; } > bench/RESULTS-resident.md
+	cat bench/RESULTS-resident.md
+
+BENCH_TARGETS += bench-resident
+.PHONY: bench-resident
+
 # cgmalloc's memory.current against the kernel's memcg, workload by
 # workload (cgmctl compare; skipped where no kernel memory cgroup is
 # writable).

@@ -193,7 +193,7 @@ static CGM_NOINLINE int64_t bg_spill_round(struct cgm_proc *p, int64_t *win_spil
 		round += got;
 		*win_spilled += got;
 		__atomic_add_fetch(&reclaimed, (uint64_t)got, __ATOMIC_RELAXED);
-		cgm_resident_sample();
+		cgm_resident_charge(false);
 	}
 	return round;
 }

@@ -135,6 +135,51 @@ int64_t cgm_resident_sample(void)
 }
 
 /*
+ * Under reclaim a sample followed every batch spilled (the background
+ * reclaim's, each round of a program thread's, the handler's looks while
+ * pages come back), and each walked the process's regions for the split
+ * of memory.stat, which the charge does not need: node building a Map of
+ * a million strings under spill=1,high=100M walked them 694 times, 4.1 s
+ * of its threads' time (308 and 1.2 s now, sparse regions counted by
+ * PAGEMAP_SCAN too).  The charge itself is statm's anon.  So those read
+ * the anon alone, and the regions are walked only once a sample is due by
+ * its interval, as from a slow path.  (Not from cgm_resident_refuse():
+ * an ordinary program with limits runs that, and this function lies
+ * outside the code that shim/hot-text.ld keeps together.)
+ */
+int64_t cgm_resident_charge(bool split)
+{
+	struct cgm_proc *p;
+	int64_t delta = 0, anon;
+	int nc;
+
+	if (cgm_acct.proc == CGM_NONE || sampling)
+		return 0;
+	/* vmpressure's listeners are told the heap's free pages a reclaim purged: from the split. */
+	if (split || static_key_enabled(&cgm_vmpressure_key) ||
+	    cgm_now_ns() >= __atomic_load_n(&next_sample_ns, __ATOMIC_RELAXED))
+		return cgm_resident_sample();
+	sampling = true;
+	atomic_signal_fence(memory_order_seq_cst);
+	nc = cgm_nocancel_begin();
+	pthread_mutex_lock(&sample_lock);
+	p = hier_proc(&cgm_acct.h, cgm_acct.proc);
+	anon = p ? acct_read_anon(0) : -1;
+	if (anon >= 0) {
+		/* statm sees what was touched in the blocks and mappings made since the last sample. */
+		__atomic_store_n(&unsampled_bytes, 0, __ATOMIC_RELAXED);
+		/* What is in the pool leaves the charge here too (no engine: a return). */
+		cgm_spill_publish();
+		delta = acct_sample_set(&cgm_acct, cgm_conf.charge == CGM_CHARGE_RESIDENT, anon, -1, -1);
+	}
+	pthread_mutex_unlock(&sample_lock);
+	cgm_nocancel_end(nc);
+	atomic_signal_fence(memory_order_seq_cst);
+	sampling = false;
+	return delta;
+}
+
+/*
  * A sample charged @delta pages: memory found in use that takes the
  * group over memory.high is reclaimed, then throttled, as a charge is.
  */
@@ -272,8 +317,12 @@ static CGM_KEYED void reclaim_self(bool force, int64_t need, bool deep)
 		collect_now();
 		__atomic_store_n(&last_collect_ns, cgm_now_ns(), __ATOMIC_RELAXED);
 	}
-	/* What went back to the system leaves the charge now. */
-	cgm_resident_sample();
+	/*
+	 * What went back to the system leaves the charge now; the split of
+	 * memory.stat too when asked (memory.reclaim, a limit written: its
+	 * waits read heap_free).
+	 */
+	cgm_resident_charge(force);
 	/*
 	 * spill=1: what is still over the limit, or what memory.reclaim
 	 * asked of this process, or the room a refused charge needs, is

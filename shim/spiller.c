@@ -310,7 +310,7 @@ static CGM_KEYED void spill_served(uint64_t pages)
 		return;
 	}
 	since_sample = 0;
-	cgm_resident_sample();
+	cgm_resident_charge(false);
 	excess = cgm_conf.spill_hold_max ? acct_sample_short(&cgm_acct) : 0;
 	/* At memory.max every page read ahead displaces one the program may want next. */
 	spill_pause_readahead(engine, excess > 0);
@@ -322,7 +322,7 @@ static CGM_KEYED void spill_served(uint64_t pages)
 	on_handler = true;
 	__atomic_store_n(&handler_reclaiming, true, __ATOMIC_RELAXED);
 	if (cgm_spill_reclaim(excess, NULL, false) > 0)
-		cgm_resident_sample();
+		cgm_resident_charge(false);
 	__atomic_store_n(&handler_reclaiming, false, __ATOMIC_RELAXED);
 }
 
@@ -1255,7 +1255,7 @@ int64_t cgm_spill_over_limit(int64_t want, int64_t need, uint64_t *looked, bool 
 		 * what had been over before it.)
 		 */
 		if (!thorough && spill_wait_background())
-			cgm_resident_sample();
+			cgm_resident_charge(false);
 		excess = acct_reclaim_excess(&cgm_acct);
 		if (need > 0) {
 			int64_t lack = acct_max_lack(&cgm_acct, need, NULL);
@@ -1270,7 +1270,7 @@ int64_t cgm_spill_over_limit(int64_t want, int64_t need, uint64_t *looked, bool 
 		if (want <= 0 || (got = cgm_spill_reclaim(want, looked, thorough)) <= 0)
 			break;
 		total += got;
-		cgm_resident_sample();
+		cgm_resident_charge(false);
 		want = 0;
 	}
 	return total;

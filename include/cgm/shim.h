@@ -128,6 +128,14 @@ void cgm_resident_tick(bool large);
 /* Sample now; returns the pages it charged (negative: uncharged). */
 int64_t cgm_resident_sample(void);
 /*
+ * Charge the process's resident memory as of now, for reclaim that has
+ * just spilled or purged: the charge from /proc/self/statm, the split of
+ * memory.stat (the walk of the regions, milliseconds in a large process)
+ * only when a sample is due anyway, or @split asks for it.  Returns as
+ * cgm_resident_sample().
+ */
+int64_t cgm_resident_charge(bool split);
+/*
  * charge=resident: must this allocation of @bytes, not charged by its
  * bytes, fail?  True when the group is over its memory.max after reclaim
  * and the OOM policy.  Near a limit it samples first: the blocks made

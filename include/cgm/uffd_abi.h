@@ -56,6 +56,7 @@ struct pm_scan_arg {
 #define PM_SCAN_WP_MATCHING		(1 << 0)
 #define PM_SCAN_CHECK_WPASYNC		(1 << 1)
 #define PAGE_IS_WRITTEN			(1 << 1)
+#define PAGE_IS_PRESENT			(1 << 3)
 #endif
 #ifndef USERFAULTFD_IOC_NEW
 #define USERFAULTFD_IOC_NEW		_IO(0xAA, 0x00)

@@ -10,6 +10,8 @@
  *					move), touch the rest, shrink it back to SIZE/4
  *	fid_prog brk SIZE		sbrk SIZE, touch it all, give it back
  *	fid_prog shared SIZE		mmap SIZE shared anonymous, touch it all
+ *	fid_prog sparse SIZE STEP	mmap SIZE private anonymous, touch a page in every
+ *					STEP ("peak"), then a page in every STEP/8 ("more")
  *	fid_prog small SIZE		objects of 16..512 bytes, SIZE in all
  *	fid_prog mixed SIZE TOUCHED	blocks of 4 KiB..8 MiB, SIZE in all, TOUCHED of it touched
  *	fid_prog threads SIZE N		N threads of small objects, SIZE in all
@@ -190,12 +192,14 @@ int main(int argc, char **argv)
 
 	if (!strcmp(mode, "bigtouch") || !strcmp(mode, "mixed") || !strcmp(mode, "threads"))
 		nargs = 2;
+	else if (!strcmp(mode, "sparse"))
+		nargs = 2;
 	else if (!strcmp(mode, "mmap") || !strcmp(mode, "small") || !strcmp(mode, "freeall") ||
 		 !strcmp(mode, "mremap") || !strcmp(mode, "brk") || !strcmp(mode, "shared"))
 		nargs = 1;
 	else {
-		fprintf(stderr, "usage: fid_prog bigtouch|mmap|mremap|brk|shared|small|mixed|threads|"
-			"freeall ARGS "
+		fprintf(stderr, "usage: fid_prog bigtouch|mmap|mremap|brk|shared|sparse|small|mixed|"
+			"threads|freeall ARGS "
 			"[hold=MS] [busy] [reclaim]\n");
 		return 2;
 	}
@@ -223,6 +227,21 @@ int main(int argc, char **argv)
 	} else if (!strcmp(mode, "mmap") || !strcmp(mode, "shared")) {
 		if (map_touch_hold(parse_size(argv[2]), !strcmp(mode, "shared")) < 0)
 			return 1;
+	} else if (!strcmp(mode, "sparse")) {
+		size_t n = parse_size(argv[2]), step = (size_t)atol(argv[3]) * 4096;
+		char *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		if (p == MAP_FAILED || step < 8 * 4096) {
+			perror("fid_prog: mmap");
+			return 1;
+		}
+		for (size_t i = 0; i < n; i += step)
+			p[i] = 1;
+		hold("peak");
+		for (size_t i = 0; i < n; i += step / 8)
+			p[i] = 1;
+		hold("more");
+		munmap(p, n);
 	} else if (!strcmp(mode, "mremap")) {
 		size_t n = parse_size(argv[2]);
 		char *p = mmap(NULL, n / 2, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

@@ -37,6 +37,21 @@ finish
 [ "$ST" = 0 ] || fail "mmap exited $ST"
 CHECKS=$((CHECKS + 1))
 
+# A large mapping with few pages in it (node's reservations): counted with
+# PAGEMAP_SCAN once a sample has found it sparse (shim/regions.c), in runs
+# of 64 ranges a call -- 8,192 ranges here, then 65,536.
+start "scope=/sparse" "$FID_PROG" sparse 512M 64 hold=1500 busy
+reach peak
+sleep 0.3	# past the samples of the mapping's first moments (mincore's)
+settle /sparse mapped_anon -ge $((8 * MIB)) || fail "512M, a page in 64 touched: mapped_anon $(mib "$V")"
+[ "$V" -le $((10 * MIB)) ] || fail "512M, a page in 64 touched: mapped_anon $(mib "$V"), not 8 MiB"
+reach more
+settle /sparse mapped_anon -ge $((64 * MIB)) || fail "512M, a page in 8 touched: mapped_anon $(mib "$V")"
+[ "$V" -le $((66 * MIB)) ] || fail "512M, a page in 8 touched: mapped_anon $(mib "$V"), not 64 MiB"
+finish
+[ "$ST" = 0 ] || fail "sparse exited $ST: $(head -3 "$T/bg.err")"
+CHECKS=$((CHECKS + 1))
+
 # mremap: grown (it may move) and touched, then shrunk to a quarter; sbrk;
 # and a shared mapping, which is not charged (the kernel counts it as
 # shmem, which cgmalloc does not model).
