@@ -1,6 +1,6 @@
 /*
  * stats=exit: the group's memory.stat and memory.events at exit, to
- * stderr or to stats_file=.
+ * stderr or to stats_file= (%p in it: the pid).
  *
  * "stderr" is the file descriptor 2 was when the program started.  Many
  * programs close it on their way out -- every coreutils program (sort's
@@ -38,13 +38,45 @@ void cgm_exit_report_prepare(void)
 		cgm_log_keep_stderr_copy(cgm_fd_move_high(fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 0)));
 }
 
+/*
+ * stats_file with each %p replaced by the process's pid, and %% by %, into
+ * @out: a run of several processes (a shell and what it starts, make -j)
+ * then writes a report each, where one name had the last of them to exit
+ * overwrite the others' (the program's own report lost under its shell's
+ * or timeout's).  False if the name does not fit.
+ */
+static bool stats_path(char *out, size_t len)
+{
+	size_t n = 0;
+
+	for (const char *s = cgm_conf.stats_file; *s; s++) {
+		char pid[24];
+		const char *add = s;
+		size_t k = 1;
+
+		if (s[0] == '%' && s[1] == 'p') {
+			k = (size_t)snprintf(pid, sizeof(pid), "%d", (int)getpid());
+			add = pid;
+			s++;
+		} else if (s[0] == '%' && s[1] == '%') {
+			add = ++s;
+		}
+		if (n + k >= len)
+			return false;
+		memcpy(out + n, add, k);
+		n += k;
+	}
+	out[n] = '\0';
+	return true;
+}
+
 void cgm_exit_report(void)
 {
 	CGM_BIG_BSS static char buf[16384];
 	struct cgm_proc *p = hier_proc(&cgm_acct.h, cgm_acct.proc);
 	static const char *const files[] = { "memory.current", "memory.peak",
 					     "memory.stat", "memory.events" };
-	char path[CGM_PATH_MAX];
+	char path[CGM_PATH_MAX], file[CGM_CONF_STR_MAX + 32];
 	size_t n = 0;
 	bool opened;
 	int fd = -1;
@@ -72,10 +104,12 @@ void cgm_exit_report(void)
 			n += (size_t)len < sizeof(buf) - n ? (size_t)len : sizeof(buf) - n - 1;
 	}
 	if (cgm_conf.stats_file[0]) {
-		fd = open(cgm_conf.stats_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-		if (fd < 0)
+		if (!stats_path(file, sizeof(file)))
+			cgm_log("stats_file: %s with %%p expanded is too long; the report goes to "
+				"stderr", cgm_conf.stats_file);
+		else if ((fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
 			cgm_log("stats_file: cannot open %s (%s); the report goes to stderr",
-				cgm_conf.stats_file, cgm_strerror(errno));
+				file, cgm_strerror(errno));
 	}
 	opened = fd >= 0;
 	/* -1: nowhere -- whatever has number 2 now is the program's. */
@@ -87,7 +121,7 @@ void cgm_exit_report(void)
 	 */
 	if (cgm_write_quiet(fd, buf, n) < 0 && (opened || fd == STDERR_FILENO))
 		cgm_log("stats: cannot write the exit report to %s: %s",
-			opened ? cgm_conf.stats_file : "stderr", cgm_strerror(errno));
+			opened ? file : "stderr", cgm_strerror(errno));
 	if (opened)
 		close(fd);
 }

@@ -150,4 +150,19 @@ print(status("scope=/p1,stats=exit", ["/bin/true"]),
 out_is "0 1 0 -13"
 CHECKS=$((CHECKS + 1))
 
+# stats_file=NAME.%p: each process of a run writes its own report (bash
+# and the two programs it starts), named by its pid; %% is a %.  With one
+# name for all, the last to exit overwrote the others' reports.
+within 30 pre "scope=/each,stats=exit,stats_file=$T/rep.%p.100%%" bash -c \
+	'/bin/true; "$0" -c "import os; print(os.getpid())"; echo "$$"' "$PY"
+[ "$ST" = 0 ] || fail "stats_file with %p: exit status $ST: $(cat "$T/err")"
+[ ! -s "$T/err" ] || fail "stats_file with %p: $(head -3 "$T/err")"
+set -- "$T"/rep.*.100%
+[ $# = 3 ] || fail "stats_file with %p: $# reports, not 3: $*"
+for pid in $(cat "$T/out"); do
+	grep -q "^cgmalloc: exit report of pid $pid, group /each$" "$T/rep.$pid.100%" ||
+		fail "stats_file with %p: no report of pid $pid in rep.$pid.100%: $(ls "$T")"
+done
+CHECKS=$((CHECKS + 1))
+
 echo "$TEST_NAME: $CHECKS checks passed"
