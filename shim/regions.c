@@ -536,9 +536,28 @@ static inline __attribute__((always_inline)) uint64_t resident_bytes(uintptr_t s
 }
 
 /*
+ * Below SPARSE_MIN a region is counted with mincore whatever its density:
+ * a call or two covers it, cheaper than opening pagemap for it.  And
+ * only a process that had SPARSE_PROCESS_MIN of regions at its last
+ * sample counts any by PAGEMAP_SCAN: an ordinary small process never
+ * runs sparse_bytes(), which lies outside the code shim/hot-text.ld keeps
+ * together (check-text-rss).
+ */
+#define SPARSE_MIN		(4UL << 20)
+#define SPARSE_PROCESS_MIN	(256UL << 20)
+static uint64_t last_reserved;
+
+/*
+ * PAGEMAP_SCAN failed once (a kernel before 6.7, or pagemap closed to
+ * us): mincore from then on.
+ */
+static bool scan_refused;
+
+/*
  * Resident bytes of [start, end) by PAGEMAP_SCAN on /proc/self/pagemap
- * (*@fd, opened here if it is not yet; Linux 6.7), or -1 if it cannot be
- * opened or the kernel has no such ioctl.  The kernel returns the present
+ * (*@fd, opened here if it is not yet; Linux 6.7), or -1 for a range below
+ * SPARSE_MIN, or if pagemap cannot be opened or the kernel has no such
+ * ioctl (then mincore from then on).  The kernel returns the present
  * pages as ranges and steps over a stretch with no page table in one go,
  * where mincore fills in a byte for every page: of 1 GiB with nothing in
  * it, 3 us against 620; with a page in 64, 0.6 ms against 2.9.  But each
@@ -556,10 +575,14 @@ static CGM_NOINLINE int64_t sparse_bytes(int *fd, uintptr_t start, uintptr_t end
 	struct page_region got[64];
 	uint64_t bytes = 0;
 
+	if (end - start < SPARSE_MIN || scan_refused)
+		return -1;
 	if (*fd < 0)
 		*fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
-	if (*fd < 0)
+	if (*fd < 0) {
+		scan_refused = true;
 		return -1;
+	}
 
 	while (start < end) {
 		struct pm_scan_arg a = {
@@ -572,8 +595,10 @@ static CGM_NOINLINE int64_t sparse_bytes(int *fd, uintptr_t start, uintptr_t end
 		/* Defined for valgrind, which knows nothing of what this ioctl writes there. */
 		memset(got, 0, sizeof(got));
 		n = syscall(SYS_ioctl, *fd, PAGEMAP_SCAN, &a);
-		if (n < 0)
+		if (n < 0) {
+			scan_refused = true;
 			return -1;
+		}
 		for (long i = 0; i < n; i++)
 			bytes += got[i].end - got[i].start;
 		if (a.walk_end <= start || a.walk_end > end)
@@ -604,23 +629,7 @@ static uint64_t exclusive_bytes(int fd, uintptr_t start, uintptr_t end)
 	return pages * PAGE;
 }
 
-/*
- * Below SPARSE_MIN a region is counted with mincore whatever its density:
- * a call or two covers it, cheaper than opening pagemap for it.  And
- * only a process that had SPARSE_PROCESS_MIN of regions at its last
- * sample counts any by PAGEMAP_SCAN: an ordinary small process never
- * runs sparse_bytes(), which lies outside the code shim/hot-text.ld keeps
- * together (check-text-rss).
- */
-#define SPARSE_MIN		(4UL << 20)
-#define SPARSE_PROCESS_MIN	(256UL << 20)
-static uint64_t last_reserved;
 
-/*
- * PAGEMAP_SCAN failed once (a kernel before 6.7, or pagemap closed to
- * us): mincore from then on.
- */
-static bool scan_refused;
 
 /*
  * Resident bytes of @r, by whichever way costs less for it; its density
@@ -632,8 +641,8 @@ static inline __attribute__((always_inline)) uint64_t region_resident(struct reg
 	uint64_t size = r->end - r->start, bytes;
 	int64_t sparse = -1;
 
-	if (!r->dense && size >= SPARSE_MIN && last_reserved >= SPARSE_PROCESS_MIN && !scan_refused)
-		scan_refused = (sparse = sparse_bytes(scan_fd, r->start, r->end)) < 0;
+	if (!r->dense && last_reserved >= SPARSE_PROCESS_MIN)
+		sparse = sparse_bytes(scan_fd, r->start, r->end);
 	bytes = sparse >= 0 ? (uint64_t)sparse : resident_bytes(r->start, r->end);
 	r->dense = bytes >= size / 4;
 	return bytes;
