@@ -76,7 +76,7 @@ CGM_EXPORT int cgm_read(const char *group, const char *file, char *buf, size_t l
 	if (idx < 0)
 		return (int)idx;
 	/* Our own residency as of now; other processes' are refreshed by the read if stale. */
-	cgm_resident_sample();
+	cgm_resident_sample(false);
 	n = cgm_file_read(&cgm_acct.h, (uint32_t)idx, file, buf, len);
 	if (n < 0)
 		return n;

@@ -242,7 +242,7 @@ static void *bg_main(void *arg)
 		if (p && acct_reclaim_pending(p))
 			bg_answer(p);
 		/* Usage as of now: the pages that came back since the last slow path included. */
-		cgm_resident_sample();
+		cgm_resident_sample(false);
 		/* Asked for by a program thread, or the group near its limit (a no-op once loaded). */
 		if (__atomic_exchange_n(&load_wanted, false, __ATOMIC_ACQUIRE) ||
 		    acct_reclaim_excess_below(&cgm_acct, BG_LOAD_SHIFT) > 0)

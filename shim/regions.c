@@ -545,7 +545,7 @@ static inline __attribute__((always_inline)) uint64_t resident_bytes(uintptr_t s
  */
 #define SPARSE_MIN		(4UL << 20)
 #define SPARSE_PROCESS_MIN	(256UL << 20)
-static uint64_t last_reserved;
+uint64_t cgm_regions_reserved;
 
 /*
  * PAGEMAP_SCAN failed once (a kernel before 6.7, or pagemap closed to
@@ -641,7 +641,7 @@ static inline __attribute__((always_inline)) uint64_t region_resident(struct reg
 	uint64_t size = r->end - r->start, bytes;
 	int64_t sparse = -1;
 
-	if (!r->dense && last_reserved >= SPARSE_PROCESS_MIN)
+	if (!r->dense && cgm_regions_reserved >= SPARSE_PROCESS_MIN)
 		sparse = sparse_bytes(scan_fd, r->start, r->end);
 	bytes = sparse >= 0 ? (uint64_t)sparse : resident_bytes(r->start, r->end);
 	r->dense = bytes >= size / 4;
@@ -677,7 +677,7 @@ int cgm_regions_usage(struct cgm_regions_usage *u, bool exclusive)
 		u->resident[r->owner] += fd >= 0 ? exclusive_bytes(fd, r->start, r->end) :
 					 region_resident(r, &scan_fd);
 	}
-	last_reserved = u->reserved[CGM_REGION_HEAP] + u->reserved[CGM_REGION_PROGRAM];
+	cgm_regions_reserved = u->reserved[CGM_REGION_HEAP] + u->reserved[CGM_REGION_PROGRAM];
 	table_unlock();
 	if (fd >= 0)
 		syscall(SYS_close, fd);

@@ -64,11 +64,41 @@ static struct cgm_thread_slot *own_slot(void)
 	return hier_thread_index(&cgm_acct.h, t) == CGM_NONE ? NULL : t;
 }
 
-/* Take a sample and charge it.  sample_lock held.  Returns the pages charged. */
-static CGM_KEYED int64_t sample_locked(void)
+/* memory.stat's split of the anon as the last walk of the regions found it. */
+static int64_t walked_heap_free, walked_mapped;
+/*
+ * A process with fewer bytes of regions than this walks them at every
+ * sample (a walk then costs it 0.2 ms at most): a small process never
+ * runs the function below, and its code stays out of the pages such a
+ * process has resident (check-text-rss).  By size, not by the time a
+ * walk took: on a loaded machine a small process's walk, preempted, took
+ * longer than 0.2 ms, and its code was resident after all.
+ */
+#define LAZY_WALK_BYTES	(256ULL << 20)
+
+/* Charge @anon (@own of it the process's), the split kept from the last walk.  sample_lock held. */
+static CGM_NOINLINE int64_t sample_split_kept(int64_t anon, int64_t own)
+{
+	int64_t heap, mapped;
+
+	own = own > 0 ? own : 0;
+	heap = walked_heap_free < own ? walked_heap_free : own;
+	mapped = walked_mapped < own - heap ? walked_mapped : own - heap;
+	return acct_sample_set(&cgm_acct, cgm_conf.charge == CGM_CHARGE_RESIDENT, anon, heap,
+			       mapped);
+}
+
+/*
+ * Take a sample and charge it.  memory.stat's split of the anon comes
+ * from a walk of the regions, unless @lazy_split, a walk is costly
+ * (LAZY_WALK_BYTES) and no sample is due yet by its interval: then it is
+ * the last walk's, within the anon (cgm_resident_charge() says why).
+ * sample_lock held.  Returns the pages charged.
+ */
+static CGM_KEYED int64_t sample_locked(bool lazy_split)
 {
 	struct cgm_proc *p = hier_proc(&cgm_acct.h, cgm_acct.proc);
-	int64_t start = cgm_now_ns(), anon, heap, mapped, live, delta, cost, numa[CGM_MAX_NODES];
+	int64_t start = cgm_now_ns(), anon, own, heap, live, delta, cost, numa[CGM_MAX_NODES];
 	struct cgm_regions_usage u;
 	static int warned;
 
@@ -84,19 +114,25 @@ static CGM_KEYED int64_t sample_locked(void)
 	/* What is in the pool leaves the charge at this sample. */
 	if (static_branch_unlikely(&cgm_spill_key))
 		cgm_spill_publish();
+	/* (What a forked child shares with its parent is not its.) */
+	own = anon - __atomic_load_n(&p->anon_base, __ATOMIC_RELAXED);
+	cgm_numa_split(own, numa);
+	acct_numa_publish(&cgm_acct, numa);
+	if (lazy_split && cgm_regions_reserved >= LAZY_WALK_BYTES &&
+	    start < __atomic_load_n(&next_sample_ns, __ATOMIC_RELAXED))
+		return sample_split_kept(anon, own);
 	/* The split between heap and the program's mappings, which only we can see. */
 	if (cgm_regions_usage(&u, exclusive_only) < 0 && (!exclusive_only ||
 	    (exclusive_only = false, cgm_regions_usage(&u, false) < 0)))
 		memset(&u, 0, sizeof(u));
 	heap = (int64_t)u.resident[CGM_REGION_HEAP];
-	mapped = (int64_t)u.resident[CGM_REGION_PROGRAM];
-	cgm_numa_split(anon - __atomic_load_n(&p->anon_base, __ATOMIC_RELAXED), numa);
-	acct_numa_publish(&cgm_acct, numa);
+	walked_mapped = (int64_t)u.resident[CGM_REGION_PROGRAM];
 	/* The live bytes as of now, not as of the last flush. */
 	rstat_flush_proc(&cgm_acct.h, cgm_acct.proc);
 	live = __atomic_load_n(&p->heap_live, __ATOMIC_RELAXED);
+	walked_heap_free = heap > live ? heap - live : 0;
 	delta = acct_sample_set(&cgm_acct, cgm_conf.charge == CGM_CHARGE_RESIDENT, anon,
-				heap > live ? heap - live : 0, mapped);
+				walked_heap_free, walked_mapped);
 	cost = cgm_now_ns() - start;
 	__atomic_store_n(&next_sample_ns, start + cost +
 			 (cost * SAMPLE_COST_SHARE > SAMPLE_MIN_NS ? cost * SAMPLE_COST_SHARE :
@@ -115,7 +151,7 @@ static void collect_now(void)
 	pthread_mutex_unlock(&collect_lock);
 }
 
-int64_t cgm_resident_sample(void)
+CGM_NOINLINE int64_t cgm_resident_sample(bool lazy_split)
 {
 	int64_t delta;
 	int nc;
@@ -126,7 +162,7 @@ int64_t cgm_resident_sample(void)
 	atomic_signal_fence(memory_order_seq_cst);
 	nc = cgm_nocancel_begin();
 	pthread_mutex_lock(&sample_lock);
-	delta = sample_locked();
+	delta = sample_locked(lazy_split);
 	pthread_mutex_unlock(&sample_lock);
 	cgm_nocancel_end(nc);
 	atomic_signal_fence(memory_order_seq_cst);
@@ -136,47 +172,19 @@ int64_t cgm_resident_sample(void)
 
 /*
  * Under reclaim a sample followed every batch spilled (the background
- * reclaim's, each round of a program thread's, the handler's looks while
- * pages come back), and each walked the process's regions for the split
- * of memory.stat, which the charge does not need: node building a Map of
- * a million strings under spill=1,high=100M walked them 694 times, 4.1 s
- * of its threads' time (308 and 1.2 s now, sparse regions counted by
- * PAGEMAP_SCAN too).  The charge itself is statm's anon.  So those read
- * the anon alone, and the regions are walked only once a sample is due by
- * its interval, as from a slow path.  (Not from cgm_resident_refuse():
- * an ordinary program with limits runs that, and this function lies
- * outside the code that shim/hot-text.ld keeps together.)
+ * reclaim's, each round of a program thread's), and each walked the
+ * process's regions for the split of memory.stat, which the charge does
+ * not need: node building a Map of a million strings under
+ * spill=1,high=100M walked them 694 times, 4.1 s of its threads' time.  The charge itself is statm's anon.  So those
+ * read the anon alone, and the regions are walked only once a sample is
+ * due by its interval, as from a slow path.  cgm_resident_refuse()
+ * samples so too: node maps often near its limit (220 of the 290 walks
+ * left).  Now 86-92 walks, 0.27 s.
  */
 int64_t cgm_resident_charge(bool split)
 {
-	struct cgm_proc *p;
-	int64_t delta = 0, anon;
-	int nc;
-
-	if (cgm_acct.proc == CGM_NONE || sampling)
-		return 0;
 	/* vmpressure's listeners are told the heap's free pages a reclaim purged: from the split. */
-	if (split || static_key_enabled(&cgm_vmpressure_key) ||
-	    cgm_now_ns() >= __atomic_load_n(&next_sample_ns, __ATOMIC_RELAXED))
-		return cgm_resident_sample();
-	sampling = true;
-	atomic_signal_fence(memory_order_seq_cst);
-	nc = cgm_nocancel_begin();
-	pthread_mutex_lock(&sample_lock);
-	p = hier_proc(&cgm_acct.h, cgm_acct.proc);
-	anon = p ? acct_read_anon(0) : -1;
-	if (anon >= 0) {
-		/* statm sees what was touched in the blocks and mappings made since the last sample. */
-		__atomic_store_n(&unsampled_bytes, 0, __ATOMIC_RELAXED);
-		/* What is in the pool leaves the charge here too (no engine: a return). */
-		cgm_spill_publish();
-		delta = acct_sample_set(&cgm_acct, cgm_conf.charge == CGM_CHARGE_RESIDENT, anon, -1, -1);
-	}
-	pthread_mutex_unlock(&sample_lock);
-	cgm_nocancel_end(nc);
-	atomic_signal_fence(memory_order_seq_cst);
-	sampling = false;
-	return delta;
+	return cgm_resident_sample(!split && !static_key_enabled(&cgm_vmpressure_key));
 }
 
 /*
@@ -237,7 +245,7 @@ void cgm_resident_tick(bool large)
 		return;
 	}
 	nc = cgm_nocancel_begin();
-	delta = sample_locked();
+	delta = sample_locked(false);
 	pthread_mutex_unlock(&sample_lock);
 	cgm_nocancel_end(nc);
 	atomic_signal_fence(memory_order_seq_cst);
@@ -259,7 +267,7 @@ CGM_KEYED bool cgm_resident_refuse(int64_t bytes)
 	 */
 	pending = __atomic_add_fetch(&unsampled_bytes, bytes, __ATOMIC_RELAXED);
 	if (acct_limit_near(&cgm_acct, pending / CGM_PAGE_SIZE))
-		found_in_use(cgm_resident_sample());
+		found_in_use(cgm_resident_sample(true));
 	return acct_over_max(&cgm_acct) < 0;
 }
 

@@ -299,10 +299,7 @@ int64_t acct_read_anon(int pid);
  * beyond the byte charges is charged -- the change since the last sample,
  * charged or uncharged whatever the limits: the memory is in use.  The
  * statistics are published for flushes to fold.  Returns the pages
- * charged (negative: uncharged).  A negative @heap_free leaves the split
- * (@heap_free, @mapped) as the last sample found it, bounded by @anon:
- * the charge needs only the anon, and the split costs the process a walk
- * of its regions.
+ * charged (negative: uncharged).
  */
 int64_t acct_sample_set(struct cgm_acct *a, bool charge, int64_t anon, int64_t heap_free,
 			int64_t mapped);

@@ -36,6 +36,8 @@ struct cgm_regions_usage {
  * -1 when pagemap cannot be read (then nothing is counted).
  */
 int cgm_regions_usage(struct cgm_regions_usage *u, bool exclusive);
+/* The bytes of regions the last cgm_regions_usage() summed up (read without the lock). */
+extern uint64_t cgm_regions_reserved;
 
 /*
  * Called by the mapping functions for the program's own private

@@ -125,8 +125,14 @@ void cgm_charge_nofail_end(unsigned char was);
  * throttle at memory.high for what it found.
  */
 void cgm_resident_tick(bool large);
-/* Sample now; returns the pages it charged (negative: uncharged). */
-int64_t cgm_resident_sample(void);
+/*
+ * Sample now; returns the pages it charged (negative: uncharged).  The
+ * charge is from /proc/self/statm; memory.stat's split of the anon
+ * (heap_free, mapped_anon), from a walk of the process's regions, is
+ * walked for too unless @lazy_split and no sample is due yet by its
+ * interval (then the split is the last walk's, within the anon).
+ */
+int64_t cgm_resident_sample(bool lazy_split);
 /*
  * Charge the process's resident memory as of now, for reclaim that has
  * just spilled or purged: the charge from /proc/self/statm, the split of

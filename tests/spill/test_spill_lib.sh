@@ -270,6 +270,53 @@ grep -q "^zswpin [1-9]" "$T/bg.err" || fail "the exit report shows no zswpin"
 grep -q "^== spill" "$T/bg.err" || fail "the exit report has no spill line"
 CHECKS=$((CHECKS + 1))
 
+# A process whose walk of its regions is costly (320 MiB mapped by the
+# program, 0.3 ms and more): after each batch spilled, the background
+# reclaim charges from statm alone and keeps memory.stat's split from the
+# last walk (shim/resident.c).  memory.current must still come down to
+# memory.high, the split stay within the anon, and every page come back.
+start "scope=/walk,spill=1,high=160M" /usr/bin/python3 -c '
+import mmap, os, sys, time
+n = 320 << 20
+m = mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+page = bytearray(b"cgmalloc" * 512)
+for i in range(n // 4096):
+    page[0:8] = i.to_bytes(8, "little")
+    m[i * 4096:(i + 1) * 4096] = page
+print("filled", flush=True)
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.05)
+for i in range(n // 4096):
+    page[0:8] = i.to_bytes(8, "little")
+    if m[i * 4096:(i + 1) * 4096] != page:
+        sys.exit("page %d differs" % i)
+print("ok", flush=True)' "$T/go_walk"
+reach filled
+# (The split is looked at while the spilling goes on too, when the anon
+# falls fastest below what the last walk found.)
+walk_split() {
+	value /walk memory.stat >"$T/walk.stat"
+	anon=$(awk '$1 == "anon" { print $2 }' "$T/walk.stat")
+	split=$(awk '$1 == "heap_free" || $1 == "mapped_anon" { s += $2 } END { print s }' "$T/walk.stat")
+	[ "$split" -le "$anon" ] || fail "heap_free + mapped_anon $(mib "$split") over anon $(mib "$anon")"
+}
+i=0
+while cur=$(value /walk memory.current) && [ "$cur" -gt $((168 * MIB)) ] && [ $i -lt 200 ]; do
+	walk_split
+	i=$((i + 1))
+	sleep 0.05
+done
+[ "$cur" -le $((168 * MIB)) ] || fail "320 MiB mapped under memory.high=160M: memory.current still $(mib "$cur")"
+walk_split
+[ "$(awk '$1 == "zswpout" { print $2 }' "$T/walk.stat")" -gt $((100 * MIB / 4096)) ] ||
+	fail "320 MiB under memory.high=160M: $(awk '$1 == "zswpout"' "$T/walk.stat") pages spilled"
+touch "$T/go_walk"
+reach ok
+finish
+[ "$ST" = 0 ] || fail "320 MiB under memory.high=160M: python3 exited $ST: $(head -3 "$T/bg.err")"
+echo "$TEST_NAME: 320 MiB mapped under memory.high=160M: memory.current $(mib "$cur")"
+CHECKS=$((CHECKS + 1))
+
 # The background tests' program: python3 making 100 MB of strings (then
 # what each test appends).
 STRINGS_PY='import os, sys, time
