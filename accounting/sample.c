@@ -250,7 +250,7 @@ int64_t acct_sample_set(struct cgm_acct *a, bool charge, int64_t anon, int64_t h
 	else
 		__atomic_and_fetch(&p->sample_flags, ~(uint32_t)CGM_SAMPLE_CHARGE, __ATOMIC_RELAXED);
 	return sample_apply(&a->h, a->proc, anon - __atomic_load_n(&p->anon_base, __ATOMIC_RELAXED),
-			    split);
+			    heap_free < 0 ? NULL : split);
 }
 
 void acct_set_anon_base(struct cgm_acct *a, int64_t base)

@@ -538,13 +538,12 @@ static inline __attribute__((always_inline)) uint64_t resident_bytes(uintptr_t s
 /*
  * Below SPARSE_MIN a region is counted with mincore whatever its density:
  * a call or two covers it, cheaper than opening pagemap for it.  And
- * only a process that had SPARSE_PROCESS_MIN of regions at its last
- * sample counts any by PAGEMAP_SCAN: an ordinary small process never
- * runs sparse_bytes(), which lies outside the code shim/hot-text.ld keeps
+ * only a process that had CGM_REGIONS_LARGE of regions at its last sample
+ * counts any by PAGEMAP_SCAN: an ordinary small process never runs
+ * sparse_bytes(), which lies outside the code shim/hot-text.ld keeps
  * together (check-text-rss).
  */
 #define SPARSE_MIN		(4UL << 20)
-#define SPARSE_PROCESS_MIN	(256UL << 20)
 uint64_t cgm_regions_reserved;
 
 /*
@@ -568,7 +567,7 @@ static bool scan_refused;
  * with nearly nothing in them) and mimalloc's nearly empty ones, of which
  * a sample under reclaim walked 2.2 GiB, 5.8 ms a sample.  Out of line
  * and outside shim/hot-text.ld's list: a small process never calls it
- * (SPARSE_PROCESS_MIN).  Lock held.
+ * (CGM_REGIONS_LARGE).  Lock held.
  */
 static CGM_NOINLINE int64_t sparse_bytes(int *fd, uintptr_t start, uintptr_t end)
 {
@@ -629,8 +628,6 @@ static uint64_t exclusive_bytes(int fd, uintptr_t start, uintptr_t end)
 	return pages * PAGE;
 }
 
-
-
 /*
  * Resident bytes of @r, by whichever way costs less for it; its density
  * noted.  Inlined into cgm_regions_usage(), on shim/hot-text.ld's list:
@@ -641,7 +638,7 @@ static inline __attribute__((always_inline)) uint64_t region_resident(struct reg
 	uint64_t size = r->end - r->start, bytes;
 	int64_t sparse = -1;
 
-	if (!r->dense && cgm_regions_reserved >= SPARSE_PROCESS_MIN)
+	if (!r->dense && cgm_regions_reserved >= CGM_REGIONS_LARGE)
 		sparse = sparse_bytes(scan_fd, r->start, r->end);
 	bytes = sparse >= 0 ? (uint64_t)sparse : resident_bytes(r->start, r->end);
 	r->dense = bytes >= size / 4;

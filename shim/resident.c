@@ -64,41 +64,32 @@ static struct cgm_thread_slot *own_slot(void)
 	return hier_thread_index(&cgm_acct.h, t) == CGM_NONE ? NULL : t;
 }
 
-/* memory.stat's split of the anon as the last walk of the regions found it. */
-static int64_t walked_heap_free, walked_mapped;
 /*
- * A process with fewer bytes of regions than this walks them at every
- * sample (a walk then costs it 0.2 ms at most): a small process never
- * runs the function below, and its code stays out of the pages such a
- * process has resident (check-text-rss).  By size, not by the time a
- * walk took: on a loaded machine a small process's walk, preempted, took
- * longer than 0.2 ms, and its code was resident after all.
+ * Charge @anon, memory.stat's split left as the last sample found it.  Out
+ * of line: sample_locked() lies in shim/hot-text.ld's window, which has
+ * no room for the call's arguments.
  */
-#define LAZY_WALK_BYTES	(256ULL << 20)
-
-/* Charge @anon (@own of it the process's), the split kept from the last walk.  sample_lock held. */
-static CGM_NOINLINE int64_t sample_split_kept(int64_t anon, int64_t own)
+static CGM_NOINLINE int64_t charge_split_kept(int64_t anon)
 {
-	int64_t heap, mapped;
-
-	own = own > 0 ? own : 0;
-	heap = walked_heap_free < own ? walked_heap_free : own;
-	mapped = walked_mapped < own - heap ? walked_mapped : own - heap;
-	return acct_sample_set(&cgm_acct, cgm_conf.charge == CGM_CHARGE_RESIDENT, anon, heap,
-			       mapped);
+	return acct_sample_set(&cgm_acct, cgm_conf.charge == CGM_CHARGE_RESIDENT, anon, -1, -1);
 }
 
 /*
  * Take a sample and charge it.  memory.stat's split of the anon comes
- * from a walk of the regions, unless @lazy_split, a walk is costly
- * (LAZY_WALK_BYTES) and no sample is due yet by its interval: then it is
- * the last walk's, within the anon (cgm_resident_charge() says why).
- * sample_lock held.  Returns the pages charged.
+ * from a walk of the regions, unless @lazy_split, the process has
+ * CGM_REGIONS_LARGE of them and no sample is due yet by its interval:
+ * then the last walk's split stays, within the anon (acct_sample_set;
+ * cgm_resident_charge() says why).  By size, not by the time a walk took:
+ * a small process never keeps the split, and the code that keeps it (the
+ * NUMA rescaling included) stays out of the pages such a process has
+ * resident (check-text-rss); on a loaded machine a small process's walk,
+ * preempted, took longer than 0.2 ms.  sample_lock held.  Returns the
+ * pages charged.
  */
 static CGM_KEYED int64_t sample_locked(bool lazy_split)
 {
 	struct cgm_proc *p = hier_proc(&cgm_acct.h, cgm_acct.proc);
-	int64_t start = cgm_now_ns(), anon, own, heap, live, delta, cost, numa[CGM_MAX_NODES];
+	int64_t start = cgm_now_ns(), anon, heap, mapped, live, delta, cost, numa[CGM_MAX_NODES];
 	struct cgm_regions_usage u;
 	static int warned;
 
@@ -114,25 +105,22 @@ static CGM_KEYED int64_t sample_locked(bool lazy_split)
 	/* What is in the pool leaves the charge at this sample. */
 	if (static_branch_unlikely(&cgm_spill_key))
 		cgm_spill_publish();
-	/* (What a forked child shares with its parent is not its.) */
-	own = anon - __atomic_load_n(&p->anon_base, __ATOMIC_RELAXED);
-	cgm_numa_split(own, numa);
-	acct_numa_publish(&cgm_acct, numa);
-	if (lazy_split && cgm_regions_reserved >= LAZY_WALK_BYTES &&
+	if (lazy_split && cgm_regions_reserved >= CGM_REGIONS_LARGE &&
 	    start < __atomic_load_n(&next_sample_ns, __ATOMIC_RELAXED))
-		return sample_split_kept(anon, own);
+		return charge_split_kept(anon);
 	/* The split between heap and the program's mappings, which only we can see. */
 	if (cgm_regions_usage(&u, exclusive_only) < 0 && (!exclusive_only ||
 	    (exclusive_only = false, cgm_regions_usage(&u, false) < 0)))
 		memset(&u, 0, sizeof(u));
 	heap = (int64_t)u.resident[CGM_REGION_HEAP];
-	walked_mapped = (int64_t)u.resident[CGM_REGION_PROGRAM];
+	mapped = (int64_t)u.resident[CGM_REGION_PROGRAM];
+	cgm_numa_split(anon - __atomic_load_n(&p->anon_base, __ATOMIC_RELAXED), numa);
+	acct_numa_publish(&cgm_acct, numa);
 	/* The live bytes as of now, not as of the last flush. */
 	rstat_flush_proc(&cgm_acct.h, cgm_acct.proc);
 	live = __atomic_load_n(&p->heap_live, __ATOMIC_RELAXED);
-	walked_heap_free = heap > live ? heap - live : 0;
 	delta = acct_sample_set(&cgm_acct, cgm_conf.charge == CGM_CHARGE_RESIDENT, anon,
-				walked_heap_free, walked_mapped);
+				heap > live ? heap - live : 0, mapped);
 	cost = cgm_now_ns() - start;
 	__atomic_store_n(&next_sample_ns, start + cost +
 			 (cost * SAMPLE_COST_SHARE > SAMPLE_MIN_NS ? cost * SAMPLE_COST_SHARE :
@@ -175,11 +163,12 @@ CGM_NOINLINE int64_t cgm_resident_sample(bool lazy_split)
  * reclaim's, each round of a program thread's), and each walked the
  * process's regions for the split of memory.stat, which the charge does
  * not need: node building a Map of a million strings under
- * spill=1,high=100M walked them 694 times, 4.1 s of its threads' time.  The charge itself is statm's anon.  So those
- * read the anon alone, and the regions are walked only once a sample is
- * due by its interval, as from a slow path.  cgm_resident_refuse()
- * samples so too: node maps often near its limit (220 of the 290 walks
- * left).  Now 86-92 walks, 0.27 s.
+ * spill=1,high=100M walked them 694 times, 4.1 s of its threads' time.
+ * The charge itself is statm's anon.  So those read the anon alone, and
+ * the regions are walked only once a sample is due by its interval, as
+ * from a slow path.  cgm_resident_refuse() samples so too: node maps
+ * often near its limit (220 of the 290 walks left).  Now 82-92 walks,
+ * 0.27 s.
  */
 int64_t cgm_resident_charge(bool split)
 {

@@ -135,6 +135,30 @@ START_TEST(test_sample_charges_beyond_held)
 }
 END_TEST
 
+/*
+ * A sample of the anon alone (heap_free < 0: reclaim's, shim/resident.c)
+ * charges as a full one and keeps the last split, bounded by the anon.
+ */
+START_TEST(test_sample_anon_keeps_split)
+{
+	int64_t held;
+
+	ck_assert_int_eq(acct_attach(&ac, "/k"), 0);
+	held = me()->held_pages;
+	acct_sample_set(&ac, true, held * PAGE + 10 * MIB, 3 * MIB, 5 * MIB);
+	ck_assert_int_eq(acct_sample_set(&ac, true, held * PAGE + 12 * MIB, -1, -1), 2 * MIB / PAGE);
+	ck_assert_int_eq(usage_of("/k"), held + 12 * MIB / PAGE);
+	ck_assert_int_eq(sampled_stat("/k", CGM_STAT_ANON), held * PAGE + 12 * MIB);
+	ck_assert_int_eq(sampled_stat("/k", CGM_STAT_HEAP_FREE), 3 * MIB);
+	ck_assert_int_eq(sampled_stat("/k", CGM_STAT_MAPPED_ANON), 5 * MIB);
+	/* Spilled down to 4 MiB of anon in all: the split cannot say more than that. */
+	acct_sample_set(&ac, true, 4 * MIB, -1, -1);
+	ck_assert_int_eq(usage_of("/k"), held > 4 * MIB / PAGE ? held : 4 * MIB / PAGE);
+	ck_assert_int_eq(sampled_stat("/k", CGM_STAT_HEAP_FREE), 3 * MIB);
+	ck_assert_int_eq(sampled_stat("/k", CGM_STAT_MAPPED_ANON), 1 * MIB);
+}
+END_TEST
+
 /* charge=alloc: the sample is published, nothing is charged by it. */
 START_TEST(test_sample_alloc_mode_publishes_only)
 {
@@ -416,6 +440,7 @@ static void add_tests(TCase *tc, bool regressions)
 {
 	(void)regressions;
 	tcase_add_test(tc, test_sample_charges_beyond_held);
+	tcase_add_test(tc, test_sample_anon_keeps_split);
 	tcase_add_test(tc, test_sample_alloc_mode_publishes_only);
 	tcase_add_test(tc, test_sample_base_not_charged);
 	tcase_add_test(tc, test_sample_max_reclaims_then_refuses);

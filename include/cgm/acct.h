@@ -299,11 +299,13 @@ int64_t acct_read_anon(int pid);
  * beyond the byte charges is charged -- the change since the last sample,
  * charged or uncharged whatever the limits: the memory is in use.  The
  * statistics are published for flushes to fold.  Returns the pages
- * charged (negative: uncharged).
+ * charged (negative: uncharged).  A negative @heap_free leaves the split
+ * (@heap_free, @mapped) as the last sample found it, bounded by @anon, as
+ * a reader's refresh does: the charge needs only the anon, and the split
+ * costs the process a walk of its regions.
  */
 int64_t acct_sample_set(struct cgm_acct *a, bool charge, int64_t anon, int64_t heap_free,
 			int64_t mapped);
-
 
 /*
  * spill=1: the process's pool as of now, and its spill counts (totals).

@@ -38,6 +38,14 @@ struct cgm_regions_usage {
 int cgm_regions_usage(struct cgm_regions_usage *u, bool exclusive);
 /* The bytes of regions the last cgm_regions_usage() summed up (read without the lock). */
 extern uint64_t cgm_regions_reserved;
+/*
+ * A process with this much of regions or more is large: a walk of them
+ * costs it 0.2 ms and more, so sparse regions are counted with
+ * PAGEMAP_SCAN (shim/regions.c) and reclaim's samples keep the split
+ * between walks (shim/resident.c).  Below it neither code runs, and it
+ * stays out of the pages an ordinary small process has resident.
+ */
+#define CGM_REGIONS_LARGE	(256ULL << 20)
 
 /*
  * Called by the mapping functions for the program's own private

@@ -190,9 +190,8 @@ int main(int argc, char **argv)
 	int nargs = 0;
 	int do_reclaim = 0;
 
-	if (!strcmp(mode, "bigtouch") || !strcmp(mode, "mixed") || !strcmp(mode, "threads"))
-		nargs = 2;
-	else if (!strcmp(mode, "sparse"))
+	if (!strcmp(mode, "bigtouch") || !strcmp(mode, "mixed") || !strcmp(mode, "threads") ||
+	    !strcmp(mode, "sparse"))
 		nargs = 2;
 	else if (!strcmp(mode, "mmap") || !strcmp(mode, "small") || !strcmp(mode, "freeall") ||
 		 !strcmp(mode, "mremap") || !strcmp(mode, "brk") || !strcmp(mode, "shared"))
@@ -231,7 +230,11 @@ int main(int argc, char **argv)
 		size_t n = parse_size(argv[2]), step = (size_t)atol(argv[3]) * 4096;
 		char *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
-		if (p == MAP_FAILED || step < 8 * 4096) {
+		if (step < 8 * 4096) {
+			fprintf(stderr, "fid_prog: sparse: STEP must be 8 pages or more\n");
+			return 2;
+		}
+		if (p == MAP_FAILED) {
 			perror("fid_prog: mmap");
 			return 1;
 		}
