@@ -372,24 +372,44 @@ static int64_t group_limit(const struct cgm_group *g)
 	return high < max ? high : max;
 }
 
-int64_t acct_reclaim_excess_below(struct cgm_acct *a, unsigned int shift)
+/*
+ * By how many pages the process's group or an ancestor is over its mark
+ * (the limit less a 2^-@shift part of it), at most: negative when every
+ * one is below, INT64_MIN without a group.  Inlined into both callers:
+ * acct_reclaim_excess_below() lies in shim/warm-text.ld's window, the
+ * signed one (a watch's, out of it) must not bring itself in.
+ */
+static inline __attribute__((always_inline)) int64_t reclaim_margin(struct cgm_acct *a,
+								    unsigned int shift)
 {
 	struct cgm_proc *p = hier_proc(&a->h, a->proc);
 	const struct cgm_group *g;
-	int64_t excess = 0;
+	int64_t most = INT64_MIN;
 	uint32_t idx;
 
 	if (!p)
-		return 0;
+		return INT64_MIN;
 	idx = __atomic_load_n(&p->group, __ATOMIC_RELAXED);
 	for_each_ancestor(&a->h, idx, g) {
 		int64_t limit = group_limit(g);
 		int64_t over = page_counter_read(&g->memory) - (limit - (shift ? limit >> shift : 0));
 
-		if (over > excess)
-			excess = over;
+		if (over > most)
+			most = over;
 	}
-	return excess;
+	return most;
+}
+
+int64_t acct_reclaim_excess_below(struct cgm_acct *a, unsigned int shift)
+{
+	int64_t over = reclaim_margin(a, shift);
+
+	return over > 0 ? over : 0;
+}
+
+int64_t acct_reclaim_margin(struct cgm_acct *a, unsigned int shift)
+{
+	return reclaim_margin(a, shift);
 }
 
 int64_t acct_limit_pages(struct cgm_acct *a)

@@ -17,9 +17,13 @@
  * find nothing to spill); below it, it sleeps until an allocation
  * path's sample wakes it, or for half a second while the group has a
  * limit (a sample of its own then: memory touched without an
- * allocation).  When the pages it spills come back as fast as it spills
- * them, the program's working set does not fit below its target: it
- * stops for half a second rather than make the program thrash.
+ * allocation).  A block made that, filled, could take the group to its
+ * limit starts a watch of the group's growth (bg_watch_wait()): a block
+ * written after its malloc is charged at no allocation path, and half a
+ * second is long enough to fill 256 MiB.  When the pages it spills come
+ * back as fast as it spills them, the program's working set does not fit
+ * below its target: it stops for half a second rather than make the
+ * program thrash.
  *
  * A memory.reclaim, or a limit written below usage, is asked of each
  * process of the group through its slot in the hierarchy; the writer
@@ -100,6 +104,11 @@ static int64_t last_verbose_ns;
 static uint32_t no_slot_word;
 /* A program thread's reclaim asks for the pool's libraries. */
 static bool load_wanted;
+/*
+ * A block that could take the group to its limit was made (watch_wanted:
+ * since the last look); the thread watches how fast the group grows.
+ */
+static bool watching, watch_wanted;
 /* A forked child's thread is to be made at its next allocation slow path. */
 bool cgm_bg_start_wanted;
 
@@ -208,6 +217,88 @@ static CGM_COLD void bg_say_round(int64_t round, bool stopped)
 		(long long)round, stopped ? "; stopped: nothing more could go" : "");
 }
 
+/*
+ * Watching a group that may grow without allocating: the next look, in
+ * ns, from how fast it neared its mark since the last (0: stop watching).
+ * Half the time the group would take at that pace to reach the mark, 10
+ * ms at least, and doubling while it does not grow; once that passes
+ * BG_IDLE_LOOK_NS the watch ends.  fid_prog bigtouch 256M 100 under
+ * spill=1,high=64M filled its block between two looks of half a second:
+ * memory.peak 256 MiB, the thread spilling it only after.
+ */
+static CGM_NOINLINE long bg_watch_wait(bool fresh)
+{
+	static int64_t last_margin, last_ns;
+	static long last_wait;
+	int64_t margin = acct_reclaim_margin(&cgm_acct, BG_NEAR_SHIFT), now = cgm_now_ns(), wait;
+
+	/* (No group: the process is exiting.) */
+	if (margin == INT64_MIN)
+		wait = BG_IDLE_LOOK_NS;
+	else if (fresh || !last_wait)
+		wait = BG_POLL_NS;
+	else if (margin > last_margin)
+		wait = margin >= 0 ? BG_POLL_NS :
+		       (int64_t)((double)(now - last_ns) * (double)-margin /
+				 (double)(margin - last_margin) / 2);
+	else
+		wait = last_wait * 2;
+	if (wait < BG_POLL_NS)
+		wait = BG_POLL_NS;
+	if (wait >= BG_IDLE_LOOK_NS) {
+		__atomic_store_n(&watching, false, __ATOMIC_RELAXED);
+		wait = 0;
+	}
+	last_margin = margin;
+	last_ns = now;
+	last_wait = (long)wait;
+	return (long)wait;
+}
+
+/*
+ * What a look does when the group is near a mark, a load is asked for or
+ * a watch is on: load the pool's libraries, spill down to the target,
+ * and say when to look next (0: at the idle interval; -1: the libraries
+ * failed to load, nothing will spill).  Out of bg_main, whose idle loop
+ * lies in shim/warm-text.ld's window: this runs only when there is work.
+ */
+static CGM_NOINLINE long bg_look(struct cgm_proc *p, int64_t *win_spilled, long *poll_ns)
+{
+	/* Taken now, whatever this look does: the thread's wait skips while it is set. */
+	bool fresh = __atomic_exchange_n(&watch_wanted, false, __ATOMIC_ACQUIRE);
+	long wait_ns = 0;
+	int64_t round = 0;
+
+	/*
+	 * Asked for by a program thread, the group near its limit or
+	 * watched: it may reach the limit faster than the load (a no-op once
+	 * loaded).
+	 */
+	if (__atomic_exchange_n(&load_wanted, false, __ATOMIC_ACQUIRE) ||
+	    __atomic_load_n(&watching, __ATOMIC_RELAXED) ||
+	    acct_reclaim_excess_below(&cgm_acct, BG_LOAD_SHIFT) > 0)
+		cgm_spill_load();
+	if (cgm_spill_load_failed())
+		return -1;
+	if (!*win_spilled)
+		cgm_spill_mark_refaults();
+	if (acct_reclaim_excess_below(&cgm_acct, BG_TARGET_SHIFT) > 0)
+		round = bg_spill_round(p, win_spilled, &wait_ns);
+	/* At the target: whatever came back, the group fits; judge afresh next time. */
+	if (!wait_ns)
+		*win_spilled = 0;
+	if (cgm_conf.verbose && round)
+		bg_say_round(round, wait_ns == BG_BACKOFF_NS);
+	if (!wait_ns && acct_reclaim_excess_below(&cgm_acct, BG_NEAR_SHIFT) > 0) {
+		wait_ns = *poll_ns;
+		*poll_ns = round ? BG_POLL_NS :
+			   *poll_ns * 2 < BG_POLL_MAX_NS ? *poll_ns * 2 : BG_POLL_MAX_NS;
+	} else if (!wait_ns && __atomic_load_n(&watching, __ATOMIC_RELAXED)) {
+		wait_ns = bg_watch_wait(fresh);
+	}
+	return wait_ns;
+}
+
 static void *bg_main(void *arg)
 {
 	long wait_ns = 0, poll_ns = BG_POLL_NS;
@@ -221,7 +312,6 @@ static void *bg_main(void *arg)
 		struct cgm_proc *p = hier_proc(&cgm_acct.h, cgm_acct.proc);
 		uint32_t *word = p ? &p->wake : &no_slot_word;
 		uint32_t seen = __atomic_load_n(word, __ATOMIC_ACQUIRE);
-		int64_t round = 0;
 
 		/* Not at the end of a round: the first wait, from the start, needs it too. */
 		if (!wait_ns && static_key_enabled(&cgm_limits_key))
@@ -233,38 +323,33 @@ static void *bg_main(void *arg)
 		 * limit set, for good -- while memory.reclaim, written by a
 		 * program that did so within its first milliseconds, waited
 		 * 2 s for the libraries and spilled nothing (spill_stale, 1
-		 * run in 25 on a machine whose faults cost 2.4 us).
+		 * run in 25 on a machine whose faults cost 2.4 us).  A watch
+		 * likewise: a program that fills a block as it starts asked
+		 * for it before the thread's first wait.
 		 */
 		if ((!p || !acct_reclaim_pending(p)) &&
-		    !__atomic_load_n(&load_wanted, __ATOMIC_ACQUIRE))
+		    !__atomic_load_n(&load_wanted, __ATOMIC_ACQUIRE) &&
+		    !__atomic_load_n(&watch_wanted, __ATOMIC_ACQUIRE))
 			bg_wait(word, seen, wait_ns);
 		__atomic_store_n(&awake, true, __ATOMIC_RELAXED);
 		if (p && acct_reclaim_pending(p))
 			bg_answer(p);
-		/* Usage as of now: the pages that came back since the last slow path included. */
-		cgm_resident_sample(false);
-		/* Asked for by a program thread, or the group near its limit (a no-op once loaded). */
-		if (__atomic_exchange_n(&load_wanted, false, __ATOMIC_ACQUIRE) ||
-		    acct_reclaim_excess_below(&cgm_acct, BG_LOAD_SHIFT) > 0)
-			cgm_spill_load();
-		/* Without them nothing will spill: the thread has nothing left to do. */
-		if (cgm_spill_load_failed())
-			break;
+		/*
+		 * Usage as of now: the pages that came back since the last
+		 * slow path included.  A watch's frequent looks need the
+		 * charge alone (the regions are walked when a sample is due).
+		 */
+		cgm_resident_sample(__atomic_load_n(&watching, __ATOMIC_RELAXED));
 		wait_ns = 0;
-		if (!win_spilled)
-			cgm_spill_mark_refaults();
-		if (acct_reclaim_excess_below(&cgm_acct, BG_TARGET_SHIFT) > 0)
-			round = bg_spill_round(p, &win_spilled, &wait_ns);
-		/* At the target: whatever came back, the group fits; judge afresh next time. */
-		if (!wait_ns)
+		/* Far below every mark, nothing asked: an idle look ends here. */
+		if (__atomic_load_n(&load_wanted, __ATOMIC_RELAXED) ||
+		    __atomic_load_n(&watching, __ATOMIC_RELAXED) ||
+		    acct_reclaim_excess_below(&cgm_acct, BG_LOAD_SHIFT) > 0)
+			wait_ns = bg_look(p, &win_spilled, &poll_ns);
+		else
 			win_spilled = 0;
-		if (cgm_conf.verbose && round)
-			bg_say_round(round, wait_ns == BG_BACKOFF_NS);
-		if (!wait_ns && acct_reclaim_excess_below(&cgm_acct, BG_NEAR_SHIFT) > 0) {
-			wait_ns = poll_ns;
-			poll_ns = round ? BG_POLL_NS :
-				  poll_ns * 2 < BG_POLL_MAX_NS ? poll_ns * 2 : BG_POLL_MAX_NS;
-		}
+		if (wait_ns < 0)
+			break;
 		__atomic_store_n(&awake, false, __ATOMIC_RELAXED);
 	}
 	__atomic_store_n(&awake, false, __ATOMIC_RELAXED);
@@ -319,6 +404,19 @@ void cgm_bg_reclaim_kick(void)
 	bg_wake(p);
 }
 
+void cgm_bg_reclaim_watch(void)
+{
+	struct cgm_proc *p;
+
+	if (!__atomic_load_n(&started, __ATOMIC_RELAXED) ||
+	    !(p = hier_proc(&cgm_acct.h, cgm_acct.proc)))
+		return;
+	__atomic_store_n(&watching, true, __ATOMIC_RELAXED);
+	/* Watched already: it looks again soon, on a fresh start of the pace. */
+	if (!__atomic_exchange_n(&watch_wanted, true, __ATOMIC_RELEASE))
+		bg_wake(p);
+}
+
 bool cgm_bg_reclaim_load_kick(void)
 {
 	struct cgm_proc *p = hier_proc(&cgm_acct.h, cgm_acct.proc);
@@ -356,6 +454,8 @@ void cgm_bg_reclaim_forked(void)
 	started = false;
 	awake = false;
 	load_wanted = false;
+	watching = false;
+	watch_wanted = false;
 	cgm_bg_start_wanted = false;
 }
 

@@ -255,8 +255,16 @@ CGM_KEYED bool cgm_resident_refuse(int64_t bytes)
 	 * made since the last sample could reach a limit, look now.
 	 */
 	pending = __atomic_add_fetch(&unsampled_bytes, bytes, __ATOMIC_RELAXED);
-	if (acct_limit_near(&cgm_acct, pending / CGM_PAGE_SIZE))
+	if (acct_limit_near(&cgm_acct, pending / CGM_PAGE_SIZE)) {
 		found_in_use(cgm_resident_sample(true));
+		/*
+		 * Filled later, with no allocation to sample it: the
+		 * background reclaim watches (out of shim/hot-text.ld's
+		 * window, as its spilling: not called without spill=1).
+		 */
+		if (cgm_spill_on())
+			cgm_bg_reclaim_watch();
+	}
 	return acct_over_max(&cgm_acct) < 0;
 }
 

@@ -260,6 +260,39 @@ START_TEST(test_limit_pages_lowest_up_the_tree)
 END_TEST
 
 /*
+ * The background reclaim's marks (acct_reclaim_excess_below) and how far
+ * below one the group is (acct_reclaim_margin): the nearest of the group
+ * and its ancestors counts, signed, with no limit far below, and the
+ * excess is the margin once it is positive.
+ */
+START_TEST(test_reclaim_margin_signed_up_the_tree)
+{
+	int64_t held, mark = 64 * MIB / PAGE - 64 * MIB / PAGE / 16;
+
+	ck_assert_int_eq(acct_attach(&ac, "/w/a"), 0);
+	held = me()->held_pages;
+	acct_sample_set(&ac, true, held * PAGE + 20 * MIB, 0, 0);
+	ck_assert_int_lt(acct_reclaim_margin(&ac, 4), -(PAGE_COUNTER_MAX / 2));
+	ck_assert_int_eq(acct_reclaim_excess_below(&ac, 4), 0);
+	set_file("/w", "memory.high", "64M");
+	set_file("/w/a", "memory.max", "256M");
+	ck_assert_int_eq(acct_reclaim_margin(&ac, 4), usage_of("/w") - mark);
+	ck_assert_int_lt(acct_reclaim_margin(&ac, 4), 0);
+	ck_assert_int_eq(acct_reclaim_excess_below(&ac, 4), 0);
+	/* Against the limit itself (shift 0), further below. */
+	ck_assert_int_eq(acct_reclaim_margin(&ac, 0), usage_of("/w") - 64 * MIB / PAGE);
+	/* Past the mark: the excess is the margin. */
+	acct_sample_set(&ac, true, held * PAGE + 62 * MIB, 0, 0);
+	ck_assert_int_gt(acct_reclaim_margin(&ac, 4), 0);
+	ck_assert_int_eq(acct_reclaim_excess_below(&ac, 4), acct_reclaim_margin(&ac, 4));
+	/* A lower limit in the group itself is the nearer one. */
+	set_file("/w/a", "memory.max", "32M");
+	ck_assert_int_eq(acct_reclaim_margin(&ac, 4),
+			 usage_of("/w/a") - (32 * MIB / PAGE - 32 * MIB / PAGE / 16));
+}
+END_TEST
+
+/*
  * memory.zswap.max's room counts what this process published of its pool
  * even while no flush has folded it into the groups: the fold after a
  * publish only tries the flush lock, and with another process flushing
@@ -445,6 +478,7 @@ static void add_tests(TCase *tc, bool regressions)
 	tcase_add_test(tc, test_sample_base_not_charged);
 	tcase_add_test(tc, test_sample_max_reclaims_then_refuses);
 	tcase_add_test(tc, test_limit_pages_lowest_up_the_tree);
+	tcase_add_test(tc, test_reclaim_margin_signed_up_the_tree);
 	tcase_add_test(tc, test_zswap_room_counts_unfolded);
 	tcase_add_test(tc, test_refused_charge_reclaims_its_pages);
 	tcase_add_test(tc, test_sample_high_reclaims_first);

@@ -343,6 +343,12 @@ int64_t acct_reclaim_excess(struct cgm_acct *a);
  */
 int64_t acct_reclaim_excess_below(struct cgm_acct *a, unsigned int shift);
 /*
+ * The same, signed: how far below that mark the nearest group is
+ * (negative pages), INT64_MIN for a process with no group.  How fast a
+ * group nears its limit (shim/bg_reclaim.c's watch).
+ */
+int64_t acct_reclaim_margin(struct cgm_acct *a, unsigned int shift);
+/*
  * The lowest memory.high or memory.max of the process's group and its
  * ancestors, in pages: PAGE_COUNTER_MAX when none is set.
  */

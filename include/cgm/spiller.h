@@ -140,6 +140,12 @@ void cgm_spill_release(void);
  */
 void cgm_bg_reclaim_start(void);
 void cgm_bg_reclaim_kick(void);
+/*
+ * A block or mapping was just made that, touched, could take the group
+ * to its limit: the background reclaim looks at the group's growth often
+ * until it stops growing.
+ */
+void cgm_bg_reclaim_watch(void);
 /* Ask it to load the pool's libraries (cgm_spill_load); false if there is no thread. */
 bool cgm_bg_reclaim_load_kick(void);
 bool cgm_bg_reclaim_busy(void);
