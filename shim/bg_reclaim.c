@@ -20,7 +20,10 @@
  * allocation).  A block made that, filled, could take the group to its
  * limit starts a watch of the group's growth (bg_watch_wait()): a block
  * written after its malloc is charged at no allocation path, and half a
- * second is long enough to fill 256 MiB.  When the pages it spills come
+ * second is long enough to fill 256 MiB.  So is one written long after:
+ * while what the process could fill without allocating could take the
+ * group to its limit (cgm_untouched_bytes), it looks every 0.1 s and
+ * watches once the group grows.  When the pages it spills come
  * back as fast as it spills them, the program's working set does not fit
  * below its target: it stops for half a second rather than make the
  * program thrash.
@@ -77,6 +80,11 @@
  * group.  (Below 1 s: it is a timespec's nanoseconds.)
  */
 #define BG_IDLE_LOOK_NS	(500 * 1000000L)
+/*
+ * While what the process mapped and has not touched could take the group
+ * to its limit, it looks this often at least (a watch, bg_watch_wait()).
+ */
+#define BG_THREAT_LOOK_NS	(100 * 1000000L)
 /* A batch got nothing (every page hot or written): wait before the next. */
 #define BG_BACKOFF_NS	(20 * 1000000L)
 /*
@@ -111,6 +119,16 @@ static bool load_wanted;
 static bool watching, watch_wanted;
 /* A forked child's thread is to be made at its next allocation slow path. */
 bool cgm_bg_start_wanted;
+
+/*
+ * Could the process fill, without allocating, what takes its group to its
+ * limit: the bytes of its regions not resident at its last sample?  Inline:
+ * bg_main's idle look asks, in shim/warm-text.ld's window.
+ */
+static inline bool bg_untouched_threat(void)
+{
+	return acct_limit_near(&cgm_acct, cgm_untouched_bytes / CGM_PAGE_SIZE);
+}
 
 static void bg_wait(uint32_t *word, uint32_t seen, long ns)
 {
@@ -219,40 +237,50 @@ static CGM_COLD void bg_say_round(int64_t round, bool stopped)
 
 /*
  * Watching a group that may grow without allocating: the next look, in
- * ns, from how fast it neared its mark since the last (0: stop watching).
- * Half the time the group would take at that pace to reach the mark, 10
- * ms at least, and doubling while it does not grow; once that passes
- * BG_IDLE_LOOK_NS the watch ends.  fid_prog bigtouch 256M 100 under
- * spill=1,high=64M filled its block between two looks of half a second:
- * memory.peak 256 MiB, the thread spilling it only after.
+ * ns (0: the watch ends, the idle interval again).  @fresh: a block that
+ * could take the group to its limit was just made; @threat: what the
+ * process could fill without allocating could (cgm_untouched_bytes: in a
+ * forked child, the pages it shares count, which only makes it look more
+ * often).  From how fast the group
+ * neared its mark since the last look, half the time it would take at
+ * that pace to reach it, 10 ms at least; doubling while it does not
+ * grow, and the watch ends once that passes BG_IDLE_LOOK_NS -- but
+ * every BG_THREAT_LOOK_NS at most while the threat lasts.  A group above
+ * three quarters of its limit that grew fast between two idle looks is
+ * watched too.  fid_prog bigtouch 256M 100 under spill=1,high=64M filled
+ * its block between two looks of half a second: memory.peak 256 MiB, the
+ * thread spilling it only after.
  */
-static CGM_NOINLINE long bg_watch_wait(bool fresh)
+static CGM_NOINLINE long bg_watch_wait(bool fresh, bool threat)
 {
 	static int64_t last_margin, last_ns;
 	static long last_wait;
 	int64_t margin = acct_reclaim_margin(&cgm_acct, BG_NEAR_SHIFT), now = cgm_now_ns(), wait;
+	/* A pace needs a look not long before (the last watch may be long over). */
+	bool paced = !fresh && last_ns && now - last_ns < 2 * BG_IDLE_LOOK_NS &&
+		     margin != INT64_MIN && margin > last_margin;
+	bool watched = __atomic_load_n(&watching, __ATOMIC_RELAXED);
 
-	/* (No group: the process is exiting.) */
 	if (margin == INT64_MIN)
-		wait = BG_IDLE_LOOK_NS;
-	else if (fresh || !last_wait)
+		wait = BG_IDLE_LOOK_NS;		/* no group: the process is exiting */
+	else if (fresh)
 		wait = BG_POLL_NS;
-	else if (margin > last_margin)
+	else if (paced)
 		wait = margin >= 0 ? BG_POLL_NS :
 		       (int64_t)((double)(now - last_ns) * (double)-margin /
 				 (double)(margin - last_margin) / 2);
 	else
-		wait = last_wait * 2;
+		wait = watched && last_wait ? last_wait * 2 : BG_IDLE_LOOK_NS;
+	if (threat && wait > BG_THREAT_LOOK_NS)
+		wait = BG_THREAT_LOOK_NS;
 	if (wait < BG_POLL_NS)
 		wait = BG_POLL_NS;
-	if (wait >= BG_IDLE_LOOK_NS) {
-		__atomic_store_n(&watching, false, __ATOMIC_RELAXED);
-		wait = 0;
-	}
+	watched = wait < BG_IDLE_LOOK_NS;
+	__atomic_store_n(&watching, watched, __ATOMIC_RELAXED);
 	last_margin = margin;
 	last_ns = now;
-	last_wait = (long)wait;
-	return (long)wait;
+	last_wait = watched ? (long)wait : 0;
+	return watched ? (long)wait : 0;
 }
 
 /*
@@ -266,16 +294,16 @@ static CGM_NOINLINE long bg_look(struct cgm_proc *p, int64_t *win_spilled, long 
 {
 	/* Taken now, whatever this look does: the thread's wait skips while it is set. */
 	bool fresh = __atomic_exchange_n(&watch_wanted, false, __ATOMIC_ACQUIRE);
+	bool threat = bg_untouched_threat();
 	long wait_ns = 0;
 	int64_t round = 0;
 
 	/*
-	 * Asked for by a program thread, the group near its limit or
-	 * watched: it may reach the limit faster than the load (a no-op once
-	 * loaded).
+	 * Asked for by a program thread, the group near its limit, or a
+	 * block just made that could take it there faster than the load (a
+	 * no-op once loaded).
 	 */
-	if (__atomic_exchange_n(&load_wanted, false, __ATOMIC_ACQUIRE) ||
-	    __atomic_load_n(&watching, __ATOMIC_RELAXED) ||
+	if (__atomic_exchange_n(&load_wanted, false, __ATOMIC_ACQUIRE) || fresh ||
 	    acct_reclaim_excess_below(&cgm_acct, BG_LOAD_SHIFT) > 0)
 		cgm_spill_load();
 	if (cgm_spill_load_failed())
@@ -293,8 +321,11 @@ static CGM_NOINLINE long bg_look(struct cgm_proc *p, int64_t *win_spilled, long 
 		wait_ns = *poll_ns;
 		*poll_ns = round ? BG_POLL_NS :
 			   *poll_ns * 2 < BG_POLL_MAX_NS ? *poll_ns * 2 : BG_POLL_MAX_NS;
-	} else if (!wait_ns && __atomic_load_n(&watching, __ATOMIC_RELAXED)) {
-		wait_ns = bg_watch_wait(fresh);
+	} else if (!wait_ns) {
+		wait_ns = bg_watch_wait(fresh, threat);
+		/* Nearing the mark fast: the spilling will not wait for the libraries. */
+		if (wait_ns && wait_ns < BG_THREAT_LOOK_NS)
+			cgm_spill_load();
 	}
 	return wait_ns;
 }
@@ -341,10 +372,10 @@ static void *bg_main(void *arg)
 		 */
 		cgm_resident_sample(__atomic_load_n(&watching, __ATOMIC_RELAXED));
 		wait_ns = 0;
-		/* Far below every mark, nothing asked: an idle look ends here. */
+		/* Far below every mark, nothing asked or to watch: an idle look ends here. */
 		if (__atomic_load_n(&load_wanted, __ATOMIC_RELAXED) ||
 		    __atomic_load_n(&watching, __ATOMIC_RELAXED) ||
-		    acct_reclaim_excess_below(&cgm_acct, BG_LOAD_SHIFT) > 0)
+		    acct_reclaim_excess_below(&cgm_acct, BG_LOAD_SHIFT) > 0 || bg_untouched_threat())
 			wait_ns = bg_look(p, &win_spilled, &poll_ns);
 		else
 			win_spilled = 0;

@@ -47,6 +47,13 @@ static int64_t next_sample_ns;
 static int64_t small_sample_after_ns;
 /* Bytes of large blocks and mappings made since the last sample. */
 static int64_t unsampled_bytes;
+/*
+ * What the process could fill without allocating, as of its last walk of
+ * its regions: its own mappings' pages not resident, and the live heap
+ * bytes beyond the heap's resident ones (large blocks not yet touched;
+ * mimalloc's free space is not the program's to fill).
+ */
+int64_t cgm_untouched_bytes;
 static int64_t last_collect_ns;
 /* Until then, every sample collects first: a reclaim asked by another process goes on. */
 static int64_t collect_until_ns;
@@ -114,11 +121,14 @@ static CGM_KEYED int64_t sample_locked(bool lazy_split)
 		memset(&u, 0, sizeof(u));
 	heap = (int64_t)u.resident[CGM_REGION_HEAP];
 	mapped = (int64_t)u.resident[CGM_REGION_PROGRAM];
+	cgm_untouched_bytes = (int64_t)u.reserved[CGM_REGION_PROGRAM] - mapped;
 	cgm_numa_split(anon - __atomic_load_n(&p->anon_base, __ATOMIC_RELAXED), numa);
 	acct_numa_publish(&cgm_acct, numa);
 	/* The live bytes as of now, not as of the last flush. */
 	rstat_flush_proc(&cgm_acct.h, cgm_acct.proc);
 	live = __atomic_load_n(&p->heap_live, __ATOMIC_RELAXED);
+	if (live > heap)
+		cgm_untouched_bytes += live - heap;
 	delta = acct_sample_set(&cgm_acct, cgm_conf.charge == CGM_CHARGE_RESIDENT, anon,
 				heap > live ? heap - live : 0, mapped);
 	cost = cgm_now_ns() - start;

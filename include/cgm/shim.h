@@ -134,6 +134,12 @@ void cgm_resident_tick(bool large);
  */
 int64_t cgm_resident_sample(bool lazy_split);
 /*
+ * What the process could fill without allocating, at its last sample
+ * that walked its regions (bytes): its mappings' pages not resident, and
+ * live heap bytes beyond the heap's resident ones (shim/resident.c).
+ */
+extern int64_t cgm_untouched_bytes;
+/*
  * Charge the process's resident memory as of now, for reclaim that has
  * just spilled or purged: the charge from /proc/self/statm, the split of
  * memory.stat (the walk of the regions, milliseconds in a large process)

@@ -17,7 +17,9 @@
  *	fid_prog threads SIZE N		N threads of small objects, SIZE in all
  *	fid_prog freeall SIZE		small and large blocks, SIZE in all, then all freed
  *
- * Options after the mode's arguments: hold=MS (default 300); busy (while
+ * Options after the mode's arguments: hold=MS (default 300); late=MS
+ * (bigtouch: wait MS between the malloc and the touch, printing "made");
+ * busy (while
  * holding, map and unmap 64 KiB every millisecond, so that the program
  * keeps reaching the library's slow path, where it answers requests from
  * other processes); and, for freeall, reclaim (write
@@ -36,6 +38,7 @@
 #include <dlfcn.h>
 
 static long hold_ms = 300;
+static long late_ms;
 static int busy;
 static long busy_failed;	/* busy allocations that returned NULL */
 
@@ -199,7 +202,7 @@ int main(int argc, char **argv)
 	else {
 		fprintf(stderr, "usage: fid_prog bigtouch|mmap|mremap|brk|shared|sparse|small|mixed|"
 			"threads|freeall ARGS "
-			"[hold=MS] [busy] [reclaim]\n");
+			"[hold=MS] [late=MS] [busy] [reclaim]\n");
 		return 2;
 	}
 	if (argc < 2 + nargs)
@@ -207,6 +210,8 @@ int main(int argc, char **argv)
 	for (int i = 2 + nargs; i < argc; i++) {
 		if (!strncmp(argv[i], "hold=", 5))
 			hold_ms = atol(argv[i] + 5);
+		else if (!strncmp(argv[i], "late=", 5))
+			late_ms = atol(argv[i] + 5);
 		else if (!strcmp(argv[i], "reclaim"))
 			do_reclaim = 1;
 		else if (!strcmp(argv[i], "busy"))
@@ -219,6 +224,12 @@ int main(int argc, char **argv)
 		if (!p) {
 			perror("fid_prog: malloc");
 			return 1;
+		}
+		if (late_ms) {
+			struct timespec ts = { late_ms / 1000, late_ms % 1000 * 1000000L };
+
+			fprintf(stderr, "fid_prog: made\n");
+			nanosleep(&ts, NULL);
 		}
 		touch(p, n / 100 * (size_t)atoi(argv[3]));
 		hold("peak");
