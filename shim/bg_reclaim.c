@@ -127,7 +127,8 @@ bool cgm_bg_start_wanted;
  */
 static inline bool bg_untouched_threat(void)
 {
-	return acct_limit_near(&cgm_acct, cgm_untouched_bytes / CGM_PAGE_SIZE);
+	return acct_limit_near(&cgm_acct,
+			       __atomic_load_n(&cgm_untouched_bytes, __ATOMIC_RELAXED) / CGM_PAGE_SIZE);
 }
 
 static void bg_wait(uint32_t *word, uint32_t seen, long ns)

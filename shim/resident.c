@@ -121,14 +121,14 @@ static CGM_KEYED int64_t sample_locked(bool lazy_split)
 		memset(&u, 0, sizeof(u));
 	heap = (int64_t)u.resident[CGM_REGION_HEAP];
 	mapped = (int64_t)u.resident[CGM_REGION_PROGRAM];
-	cgm_untouched_bytes = (int64_t)u.reserved[CGM_REGION_PROGRAM] - mapped;
 	cgm_numa_split(anon - __atomic_load_n(&p->anon_base, __ATOMIC_RELAXED), numa);
 	acct_numa_publish(&cgm_acct, numa);
 	/* The live bytes as of now, not as of the last flush. */
 	rstat_flush_proc(&cgm_acct.h, cgm_acct.proc);
 	live = __atomic_load_n(&p->heap_live, __ATOMIC_RELAXED);
-	if (live > heap)
-		cgm_untouched_bytes += live - heap;
+	/* (Read by the background reclaim without the lock.) */
+	__atomic_store_n(&cgm_untouched_bytes, (int64_t)u.reserved[CGM_REGION_PROGRAM] - mapped +
+			 (live > heap ? live - heap : 0), __ATOMIC_RELAXED);
 	delta = acct_sample_set(&cgm_acct, cgm_conf.charge == CGM_CHARGE_RESIDENT, anon,
 				heap > live ? heap - live : 0, mapped);
 	cost = cgm_now_ns() - start;
