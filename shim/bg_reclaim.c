@@ -81,8 +81,9 @@
  */
 #define BG_IDLE_LOOK_NS	(500 * 1000000L)
 /*
- * While what the process mapped and has not touched could take the group
- * to its limit, it looks this often at least (a watch, bg_watch_wait()).
+ * While what the process could fill without allocating could take the
+ * group to its limit (cgm_untouched_bytes), it looks this often at least
+ * (a watch, bg_watch_wait()).
  */
 #define BG_THREAT_LOOK_NS	(100 * 1000000L)
 /*
@@ -121,17 +122,18 @@ static uint32_t no_slot_word;
 /* A program thread's reclaim asks for the pool's libraries. */
 static bool load_wanted;
 /*
- * A block that could take the group to its limit was made (watch_wanted:
- * since the last look); the thread watches how fast the group grows.
+ * The thread watches how fast the group grows (bg_watch_wait()); a block
+ * that could take the group to its limit was made since its last look
+ * (watch_wanted).
  */
 static bool watching, watch_wanted;
 /* A forked child's thread is to be made at its next allocation slow path. */
 bool cgm_bg_start_wanted;
 
 /*
- * Could the process fill, without allocating, what takes its group to its
- * limit: the bytes of its regions not resident at its last sample?  Inline:
- * bg_main's idle look asks, in shim/warm-text.ld's window.
+ * Could what the process can fill without allocating (cgm_untouched_bytes,
+ * as of its last walk of its regions) take its group to its limit?
+ * Inline: bg_main's idle look asks, in shim/warm-text.ld's window.
  */
 static inline bool bg_untouched_threat(void)
 {
@@ -253,11 +255,11 @@ static CGM_COLD void bg_say_round(int64_t round, bool stopped)
  * could take the group to its limit was just made; @threat: what the
  * process could fill without allocating could (cgm_untouched_bytes: in a
  * forked child, the pages it shares count, which only makes it look more
- * often).  From how fast the group
- * neared its mark since the last look, half the time it would take at
- * that pace to reach it, 10 ms at least; doubling while it does not
- * grow, and the watch ends once that passes BG_IDLE_LOOK_NS -- but
- * every BG_THREAT_LOOK_NS at most while the threat lasts.  A group above
+ * often).  From how fast the group neared its mark since the last look,
+ * half the time it would take at that pace to reach it, 10 ms at least;
+ * doubling while it does not grow, and the watch ends once that passes
+ * BG_IDLE_LOOK_NS -- but every BG_THREAT_LOOK_NS at most while the
+ * threat lasts.  A group above
  * three quarters of its limit that grew fast between two idle looks is
  * watched too.  fid_prog bigtouch 256M 100 under spill=1,high=64M filled
  * its block between two looks of half a second: memory.peak 256 MiB, the
@@ -296,8 +298,9 @@ static CGM_NOINLINE long bg_watch_wait(bool fresh, bool threat)
 }
 
 /*
- * What a look does when the group is near a mark, a load is asked for or
- * a watch is on: load the pool's libraries, spill down to the target,
+ * What a look does when the group is near a mark, a load is asked for, a
+ * watch is on or the process could fill what takes the group to its
+ * limit: load the pool's libraries, spill down to the target,
  * and say when to look next (0: at the idle interval; -1: the libraries
  * failed to load, nothing will spill).  Out of bg_main, whose idle loop
  * lies in shim/warm-text.ld's window: this runs only when there is work.
