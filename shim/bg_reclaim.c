@@ -272,7 +272,7 @@ static CGM_NOINLINE long bg_watch_wait(bool fresh, bool threat)
 	int64_t margin = acct_reclaim_margin(&cgm_acct, BG_NEAR_SHIFT), now = cgm_now_ns(), wait;
 	/* A pace needs a look not long before (the last watch may be long over). */
 	bool paced = !fresh && last_ns && now - last_ns < 2 * BG_IDLE_LOOK_NS &&
-		     margin != INT64_MIN && margin > last_margin;
+		     margin > last_margin;
 	bool watched = __atomic_load_n(&watching, __ATOMIC_RELAXED);
 
 	if (margin == INT64_MIN)

@@ -63,16 +63,16 @@ int zp_arena_init(struct zp_pool *pool, size_t bytes)
 		pages = 16;
 	if (pages > UINT32_MAX / 2)
 		pages = UINT32_MAX / 2;
-	pool->arena = zp_map(pages << ZP_PAGE_SHIFT, true);
+	bytes = pages << ZP_PAGE_SHIFT;
+	pool->arena = zp_map(bytes, true);
 	pool->desc = zp_map(pages * sizeof(struct zp_zspage), true);
 	if (!pool->arena || !pool->desc) {
 		zp_arena_destroy(pool);
 		return -ENOMEM;
 	}
 	pool->arena_pages = (uint32_t)pages;
-	if ((pages << ZP_PAGE_SHIFT) > ZP_ARENA_SMALL)
-		madvise((char *)pool->arena + ZP_ARENA_SMALL, (pages << ZP_PAGE_SHIFT) - ZP_ARENA_SMALL,
-			MADV_HUGEPAGE);
+	if (bytes > ZP_ARENA_SMALL)
+		madvise((char *)pool->arena + ZP_ARENA_SMALL, bytes - ZP_ARENA_SMALL, MADV_HUGEPAGE);
 	pool->arena_top = 1;
 	pthread_mutex_init(&pool->arena_lock, NULL);
 	return 0;
@@ -142,11 +142,6 @@ static uint32_t pending_pop(struct zp_pool *pool, unsigned nr_pages)
 }
 
 /*
- * Take a free run of @nr_pages pages; its first page in *page.  Returns 0,
- * -ENOSPC if the run would take the pool past its limit, or -ENOMEM if
- * the arena is full.
- */
-/*
  * Below ZP_ARENA_SMALL, fresh arena is made resident ZP_POPULATE_PAGES at
  * a time, in one system call, as the pool's top reaches each such chunk:
  * a fault a page made stores there 78% of raw lz4's speed instead of 93%
@@ -172,6 +167,11 @@ static void populate_chunk(struct zp_pool *pool, uint32_t first, uint32_t end)
 		__atomic_store_n(&populate_refused, true, __ATOMIC_RELAXED);
 }
 
+/*
+ * Take a free run of @nr_pages pages; its first page in *page.  Returns 0,
+ * -ENOSPC if the run would take the pool past its limit, or -ENOMEM if
+ * the arena is full.
+ */
 int zp_arena_alloc(struct zp_pool *pool, unsigned nr_pages, uint32_t *pagep)
 {
 	uint32_t page, fresh = 0;
