@@ -2125,6 +2125,81 @@ START_TEST(test_idle)
 }
 END_TEST
 
+/* Idle work left while set: the handler gives no scratch back. */
+static atomic_bool hold_scratch;
+
+static bool idle_holding(void)
+{
+	if (!atomic_load(&hold_scratch))
+		return false;
+	usleep(1000);
+	return true;
+}
+
+/*
+ * The engine's scratch (copy pages, staging slots, readahead span, the
+ * pool's zstd contexts) goes back once the handler is idle, and what it
+ * holds afterwards is still right: pages load and store again through
+ * contexts laid out anew.  The hot-page table uses as many slots as pages
+ * were spilled: 200 hot refaults among 256 pages spilled touch 16 KiB of
+ * it, not pages all over its 256 KiB.
+ */
+START_TEST(test_scratch_given_back_idle)
+{
+	enum { N = 256, BACK = 200 };
+	struct zp_options zo = { .codec = ZP_CODEC_ZSTD };
+	unsigned char *p = map_pages(N), *ref = malloc(N * PG);
+	struct spill_footprint before, after;
+	struct spill_stats st;
+	volatile unsigned char sink = 0;
+
+	atomic_store(&hold_scratch, true);
+	ck_assert_int_eq(zp_create_pool(&zo, &pool), 0);
+	ck_assert_int_eq(spill_open(&(struct spill_options){ .pool = pool, .idle = idle_holding,
+							      .idle_ms = 20 }, &eng), 0);
+	spill_set_hot_distance(eng, 1u << 20);
+	fill_keep(p, N, ref);
+	ck_assert_int_eq(spill_out(eng, p, N), N);
+	/* Scattered (37 is prime to 256): no stream to read ahead. */
+	for (size_t i = 0; i < BACK; i++)
+		sink += p[(i * 37 % N) * PG];
+	settle(&st, N - BACK);
+	fprintf(stderr, "test_spill: %llu hot refaults, %llu read ahead\n",
+		(unsigned long long)st.refaulted_hot, (unsigned long long)st.readahead);
+	ck_assert_uint_eq(st.refaulted_hot, BACK);
+	spill_footprint(eng, &before);
+	fprintf(stderr, "test_spill: footprint held: tables %zu KiB (hot %zu), scratch %zu KiB\n",
+		before.tables / 1024, before.hot / 1024, before.scratch / 1024);
+	ck_assert_uint_le(before.hot, 16 * 1024);
+	/* A zstd context's state and a lane's copy pages at least. */
+	ck_assert_uint_ge(before.scratch, 96 * 1024);
+
+	atomic_store(&hold_scratch, false);
+	for (int i = 0; i < 200; i++) {
+		spill_footprint(eng, &after);
+		if (after.scratch <= 8 * 1024)
+			break;
+		usleep(10 * 1000);
+	}
+	fprintf(stderr, "test_spill: footprint idle: tables %zu KiB (hot %zu), scratch %zu KiB\n",
+		after.tables / 1024, after.hot / 1024, after.scratch / 1024);
+	/* The handler's bounce page may stay. */
+	ck_assert_uint_le(after.scratch, 8 * 1024);
+	ck_assert_uint_eq(after.hot, before.hot);
+
+	/* Loads and stores again, through contexts laid out anew. */
+	ck_assert_int_eq(memcmp(p, ref, N * PG), 0);
+	spill_set_hot_distance(eng, 0);
+	ck_assert_int_eq(spill_out(eng, p, N), N);
+	ck_assert_int_eq(spill_restore_range(eng, NULL, SIZE_MAX), N);
+	ck_assert_int_eq(memcmp(p, ref, N * PG), 0);
+	teardown();
+	munmap(p, N * PG);
+	free(ref);
+	(void)sink;
+}
+END_TEST
+
 START_TEST(test_idle_off)
 {
 	unsigned char *p = map_pages(1);
@@ -2764,6 +2839,7 @@ int main(void)
 
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_roundtrip);
+	tcase_add_test(tc, test_scratch_given_back_idle);
 	tcase_add_test(tc, test_spill_out_dense);
 	tcase_add_test(tc, test_table_grows);
 	tcase_add_test(tc, test_syscalls);

@@ -11,7 +11,7 @@
  * context too.  An lz4 pool made with recompress has zstd state as well,
  * for the entries zp_recompress() moves to zstd.
  *
- * zstd's state is made at the first use of zstd, for every context at
+ * zstd's memory is mapped at the first use of zstd, for every context at
  * once (a page compressed with one context loads with any other), and
  * the pool asks nothing of libzstd before: made with the pool, its
  * sizes and contexts cost a process with spill=1 and nothing to spill
@@ -21,9 +21,19 @@
  * and the next use tries again; a load never needs it first, since
  * only a page that zstd compressed loads with zstd.  lz4's state is the
  * size of its public type, and lz4 compresses into it from scratch.
+ *
+ * A context's zstd state is laid out in that memory when the context
+ * first uses zstd, not with the others: laying out all eight wrote 16
+ * KiB of each, 112 KiB a process for contexts that one thread spilling
+ * never takes.  And zp_trim() gives back the memory a context
+ * wrote (its scratch pages, its zstd state, 100 KiB once zstd has run),
+ * to be laid out again at its next use: the spill engine calls it once
+ * its handler has been idle a while, so that a process that spilled
+ * once does not keep that scratch charged to its group for good.
  */
 #include <errno.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include <lz4.h>
 #define ZSTD_STATIC_LINKING_ONLY
@@ -110,9 +120,7 @@ static int zstd_state(struct zp_pool *pool)
 		struct zp_cctx *c = &pool->ctx[i];
 
 		c->zstd_mem = zp_map(zc + zd, false);
-		c->zstd_c = c->zstd_mem ? ZSTD_initStaticCCtx(c->zstd_mem, zc) : NULL;
-		c->zstd_d = c->zstd_mem ? ZSTD_initStaticDCtx(c->zstd_mem + zc, zd) : NULL;
-		ok = c->zstd_c && c->zstd_d;
+		ok = c->zstd_mem != NULL;
 	}
 	if (!ok) {
 		/* The contexts tried, the last of them the one that failed. */
@@ -121,16 +129,74 @@ static int zstd_state(struct zp_pool *pool)
 
 			zp_unmap(c->zstd_mem, zc + zd);
 			c->zstd_mem = NULL;
-			c->zstd_c = c->zstd_d = NULL;
 		}
 		ret = -ENOMEM;
 		goto out;
 	}
+	pool->zstd_cbytes = zc;
 	pool->zstd_bytes = zc + zd;
 	atomic_store_explicit(&pool->zstd_ready, true, memory_order_release);
 out:
 	pthread_mutex_unlock(&pool->zstd_lock);
 	return ret;
+}
+
+/*
+ * @c's zstd state, laid out in its memory if it is not (@c held, zstd's
+ * memory mapped): 0, or -ENOMEM if zstd finds the memory too small.  It
+ * never does: the sizes are zstd's own estimates, and every context's
+ * memory is the same size and page-aligned.
+ */
+static int zstd_ctx_ready(const struct zp_pool *pool, struct zp_cctx *c)
+{
+	if (cgm_likely(c->zstd_c))
+		return 0;
+	c->zstd_c = ZSTD_initStaticCCtx(c->zstd_mem, pool->zstd_cbytes);
+	c->zstd_d = ZSTD_initStaticDCtx(c->zstd_mem + pool->zstd_cbytes,
+					pool->zstd_bytes - pool->zstd_cbytes);
+	if (c->zstd_c && c->zstd_d)
+		return 0;
+	c->zstd_c = c->zstd_d = NULL;
+	return -ENOMEM;
+}
+
+void zp_trim(struct zp_pool *pool)
+{
+	bool zstd = atomic_load_explicit(&pool->zstd_ready, memory_order_acquire);
+
+	if (!pool->ctx)
+		return;
+	for (unsigned i = 0; i < ZP_NR_CTX; i++) {
+		struct zp_cctx *c = &pool->ctx[i];
+
+		/* One in use is left: it is not idle, and the next call takes it. */
+		if (pthread_mutex_trylock(&c->lock))
+			continue;
+		if (c->used) {
+			madvise(c->buf, ZP_SCRATCH + lz4_bytes(pool), MADV_DONTNEED);
+			if (zstd && c->zstd_c) {
+				madvise(c->zstd_mem, pool->zstd_bytes, MADV_DONTNEED);
+				c->zstd_c = c->zstd_d = NULL;
+			}
+			c->used = false;
+		}
+		pthread_mutex_unlock(&c->lock);
+	}
+}
+
+size_t zp_scratch_resident(struct zp_pool *pool)
+{
+	bool zstd = atomic_load_explicit(&pool->zstd_ready, memory_order_acquire);
+	size_t bytes = 0;
+
+	if (!pool->ctx)
+		return 0;
+	for (unsigned i = 0; i < ZP_NR_CTX; i++) {
+		bytes += zp_resident_bytes(pool->ctx[i].buf, ZP_SCRATCH + lz4_bytes(pool));
+		if (zstd)
+			bytes += zp_resident_bytes(pool->ctx[i].zstd_mem, pool->zstd_bytes);
+	}
+	return bytes;
 }
 
 void zp_codec_destroy(struct zp_pool *pool)
@@ -163,10 +229,13 @@ struct zp_cctx *zp_cctx_get(struct zp_pool *pool)
 	for (unsigned i = 0; i < ZP_NR_CTX; i++) {
 		struct zp_cctx *c = &pool->ctx[(start + i) % ZP_NR_CTX];
 
-		if (pthread_mutex_trylock(&c->lock) == 0)
+		if (pthread_mutex_trylock(&c->lock) == 0) {
+			c->used = true;
 			return c;
+		}
 	}
 	pthread_mutex_lock(&pool->ctx[start % ZP_NR_CTX].lock);
+	pool->ctx[start % ZP_NR_CTX].used = true;
 	return &pool->ctx[start % ZP_NR_CTX];
 }
 
@@ -181,7 +250,7 @@ size_t zp_compress_zstd(struct zp_pool *pool, struct zp_cctx *c, const void *pag
 	size_t n;
 
 	*dict = false;
-	if (zstd_state(pool) < 0)
+	if (zstd_state(pool) < 0 || zstd_ctx_ready(pool, c) < 0)
 		return 0;
 	n = cdict ? ZSTD_compress_usingCDict(c->zstd_c, c->buf, ZP_SCRATCH, page, ZP_PAGE_SIZE,
 					     cdict) : 0;
@@ -206,6 +275,10 @@ int zp_decompress_zstd(struct zp_pool *pool, const void *src, size_t len, void *
 	if (zstd_state(pool) < 0)
 		return -EIO;
 	c = zp_cctx_get(pool);
+	if (zstd_ctx_ready(pool, c) < 0) {
+		zp_cctx_put(c);
+		return -EIO;
+	}
 	n = ddict ? ZSTD_decompress_usingDDict(c->zstd_d, dst, ZP_PAGE_SIZE, src, len, ddict) :
 		    ZSTD_decompressDCtx(c->zstd_d, dst, ZP_PAGE_SIZE, src, len);
 	zp_cctx_put(c);

@@ -188,9 +188,10 @@ struct zp_zdict {
 struct zp_cctx {
 	pthread_mutex_t lock;
 	void *lz4_state;
-	void *zstd_c, *zstd_d;		/* in zstd_mem, once the pool's zstd_ready */
-	unsigned char *zstd_mem;
+	void *zstd_c, *zstd_d;		/* in zstd_mem, laid out at the context's first use of zstd */
+	unsigned char *zstd_mem;	/* mapped once the pool's zstd_ready */
 	unsigned char *buf;		/* 2 pages: compression output */
+	bool used;			/* taken since zp_trim() (the lock's holder's) */
 } __attribute__((aligned(64)));
 
 struct zp_wb;
@@ -240,6 +241,7 @@ struct zp_pool {
 	pthread_mutex_t zstd_lock;
 	atomic_bool zstd_ready;
 	size_t zstd_bytes;		/* of each context's zstd mapping, once ready */
+	size_t zstd_cbytes;		/* of it, the compression state's (the rest: decompression's) */
 	struct zp_zdict zdict;
 	struct zp_wb *wb;
 

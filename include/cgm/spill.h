@@ -318,6 +318,20 @@ void spill_unshare_shared(struct spill_engine *e, bool copy);
 void spill_stats(struct spill_engine *e, struct spill_stats *st);
 
 /*
+ * What of the engine's own memory is resident in pages of the process's
+ * own (zp_resident_bytes()), the pool's compressed pages not included:
+ * charged to the group as anon that nothing can spill.  The engine's
+ * scratch goes back once its handler has been idle (spill_options'
+ * idle_ms, the idle work done); its tables grow with what is spilled.
+ */
+struct spill_footprint {
+	size_t tables;		/* the engine and its tables: entries, ranges, hot pages, ... */
+	size_t hot;		/* of them, the hot pages' */
+	size_t scratch;		/* staging slots, copy pages, readahead span, the pool's contexts */
+};
+void spill_footprint(struct spill_engine *e, struct spill_footprint *fp);
+
+/*
  * Bring every spilled page back into place (pages a program thread faults
  * meanwhile are served as usual), unregister every range, stop and join
  * the handler thread, close the uffds and unmap the engine.  A page the

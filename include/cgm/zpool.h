@@ -172,6 +172,26 @@ void zp_pool_forked(struct zp_pool *pool);
  */
 void zp_release_freed(struct zp_pool *pool);
 
+/*
+ * Give back the scratch memory the pool's compression contexts wrote
+ * since the last call (their output pages, zstd's state), to be faulted
+ * in and laid out again at their next use: for a pool idle a while.
+ * Contexts in use at the time are left.
+ */
+void zp_trim(struct zp_pool *pool);
+
+/* Resident bytes of that scratch memory (zp_resident_bytes), for reports and tests. */
+size_t zp_scratch_resident(struct zp_pool *pool);
+
+/*
+ * Bytes of [@p, @p + @bytes) in pages of this process's own: present and
+ * mapped by it alone (/proc/self/pagemap), not the shared zero page that
+ * reading untouched memory maps, which no group is charged for (mincore
+ * counts it).  0 if pagemap cannot be read.  For reports and tests: it
+ * opens the file at each call.
+ */
+size_t zp_resident_bytes(const void *p, size_t bytes);
+
 /* ---- object allocator (zsmalloc) ---- */
 
 /* Allocate an object of @size (1..ZP_PAGE_SIZE) bytes.  Returns its handle,
