@@ -724,11 +724,13 @@ uint64_t cgm_spill_refaults_since_mark(void)
 int cgm_spill_report(char *buf, size_t len)
 {
 	struct spill_stats ss;
+	struct spill_footprint fp;
 	struct zp_stats zs;
 
 	if (!engine)
 		return 0;
 	spill_stats(engine, &ss);
+	spill_footprint(engine, &fp);
 	zp_pool_stats(pool, &zs);
 	return snprintf(buf, len,
 			"== spill\nspilled %llu refaulted %llu (hot %llu) read ahead %llu restored %llu "
@@ -736,7 +738,7 @@ int cgm_spill_report(char *buf, size_t len)
 			"skipped %llu (hot %llu, written %llu, in chunks just back %llu) in_pool %llu pool_bytes %llu dict_stores %llu "
 			"written_back %llu recompressed %llu (by the program's threads %llu, "
 			"against the dictionary %llu) zstd_at_once %llu (against the dictionary %llu) "
-			"background %llu (stopped %llu)\n",
+			"engine_bytes %zu (scratch %zu) background %llu (stopped %llu)\n",
 			(unsigned long long)ss.spilled, (unsigned long long)ss.refaulted,
 			(unsigned long long)ss.refaulted_hot, (unsigned long long)ss.readahead,
 			(unsigned long long)ss.restored,
@@ -754,6 +756,7 @@ int cgm_spill_report(char *buf, size_t len)
 			(unsigned long long)zs.recompressed_dict,
 			(unsigned long long)zs.stored_dense,
 			(unsigned long long)zs.stored_dense_dict,
+			fp.tables + fp.scratch, fp.scratch,
 			(unsigned long long)cgm_bg_reclaim_pages(),
 			(unsigned long long)cgm_bg_reclaim_thrash_stops());
 }

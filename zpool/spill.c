@@ -680,16 +680,31 @@ static uint32_t sp_bucket_of(uintptr_t addr)
 	return sp_fib_slot(addr >> SP_BUCKET_SHIFT, SP_BUCKET_BITS);
 }
 
+/*
+ * A bucket holds its first range's id + 1, so that the table's untouched
+ * zeros are empty buckets (SP_NO_RANGE + 1 wraps to 0): filling it with
+ * SP_NO_RANGE made all 16 KiB of it resident in every process that spilled.
+ */
+static uint32_t sp_bucket_head(const struct spill_engine *e, uint32_t b)
+{
+	return e->bucket[b] - 1;
+}
+
+static void sp_bucket_set(struct spill_engine *e, uint32_t b, uint32_t id)
+{
+	e->bucket[b] = id + 1;
+}
+
 static void sp_bucket_add(struct spill_engine *e, uint32_t id)
 {
 	struct sp_range *r = &e->ranges[id];
-	uint32_t *head = &e->bucket[sp_bucket_of(r->start)];
+	uint32_t b = sp_bucket_of(r->start), head = sp_bucket_head(e, b);
 
 	r->bprev = SP_NO_RANGE;
-	r->bnext = *head;
-	if (*head != SP_NO_RANGE)
-		e->ranges[*head].bprev = id;
-	*head = id;
+	r->bnext = head;
+	if (head != SP_NO_RANGE)
+		e->ranges[head].bprev = id;
+	sp_bucket_set(e, b, id);
 	if (r->end - r->start > e->max_span)
 		e->max_span = r->end - r->start;
 }
@@ -701,7 +716,7 @@ static void sp_bucket_del(struct spill_engine *e, uint32_t id)
 	if (r->bprev != SP_NO_RANGE)
 		e->ranges[r->bprev].bnext = r->bnext;
 	else
-		e->bucket[sp_bucket_of(r->start)] = r->bnext;
+		sp_bucket_set(e, sp_bucket_of(r->start), r->bnext);
 	if (r->bnext != SP_NO_RANGE)
 		e->ranges[r->bnext].bprev = r->bprev;
 }
@@ -747,7 +762,7 @@ static void sp_ranges_at(struct spill_engine *e, uintptr_t cur, uintptr_t end,
 	for (uint64_t k = 0; k < w.n; k++) {
 		uint32_t b = sp_buckets_at(&w, k);
 
-		for (uint32_t i = e->bucket[b]; i != SP_NO_RANGE; i = e->ranges[i].bnext) {
+		for (uint32_t i = sp_bucket_head(e, b); i != SP_NO_RANGE; i = e->ranges[i].bnext) {
 			struct sp_range *r = &e->ranges[i];
 
 			if (!atomic_load_explicit(&r->live, memory_order_acquire))
@@ -775,7 +790,8 @@ static void sp_ranges_clip(struct spill_engine *e, uintptr_t lo, uintptr_t hi)
 	struct sp_buckets w = sp_buckets_near(e, lo, hi);
 
 	for (uint64_t k = 0; k < w.n; k++) {
-		for (uint32_t i = e->bucket[sp_buckets_at(&w, k)], next; i != SP_NO_RANGE; i = next) {
+		for (uint32_t i = sp_bucket_head(e, sp_buckets_at(&w, k)), next; i != SP_NO_RANGE;
+		     i = next) {
 			struct sp_range *r = &e->ranges[i];
 
 			next = r->bnext;
@@ -2136,8 +2152,12 @@ int spill_probe(void)
 	return 0;
 }
 
-/* Slots the table starts with: 96 KiB of address space, touched as used. */
-#define SP_TABLE_START	4096u
+/*
+ * Slots the table starts with: 24 KiB, all touched soon since the hash
+ * spreads pages over them (it started with 96 KiB, 44 of it resident in
+ * a small process that had spilled about a hundred pages).
+ */
+#define SP_TABLE_START	1024u
 
 static size_t sp_table_slots(size_t max_pages)
 {
@@ -2230,9 +2250,7 @@ int spill_open(const struct spill_options *opt, struct spill_engine **enginep)
 	e->free_range = SP_NO_RANGE;
 	e->slots = sp_map(nslots * sizeof(*e->slots));
 	e->ranges = sp_map((size_t)e->max_ranges * sizeof(*e->ranges));
-	e->bucket = sp_map(SP_BUCKETS * sizeof(*e->bucket));
-	if (e->bucket)
-		memset(e->bucket, 0xff, SP_BUCKETS * sizeof(*e->bucket));	/* SP_NO_RANGE */
+	e->bucket = sp_map(SP_BUCKETS * sizeof(*e->bucket));	/* all empty (sp_bucket_head) */
 	e->stage = sp_map(sp_stage_bytes());
 	e->copy = sp_map((size_t)SP_LANES * SP_COPY_PAGES * SP_PAGE);
 	e->bounce = sp_map(SP_PAGE);

@@ -379,8 +379,12 @@ while not os.path.exists(sys.argv[1]):
 	dic=$(sed -n "s/^spilled .*, against the dictionary \([0-9]*\)) .*/\1/p" "$T/bg.err")
 	zao=$(sed -n "s/^spilled .* zstd_at_once \([0-9]*\) (against the dictionary [0-9]*) .*/\1/p" "$T/bg.err")
 	zad=$(sed -n "s/^spilled .* zstd_at_once [0-9]* (against the dictionary \([0-9]*\)) .*/\1/p" "$T/bg.err")
+	eng=$(sed -n "s/^spilled .* engine_bytes \([0-9]*\) (scratch [0-9]*) .*/\1/p" "$T/bg.err")
 	[ -n "$spilled" ] && [ -n "$bgp" ] && [ -n "$rcd" ] && [ "$spilled" -gt 0 ] ||
 		fail "spill_background=$bg: no spill line in the exit report: $(grep -v '^[a-z_]* [0-9]*$' "$T/bg.err" | head -3)"
+	# The engine's own memory: its tables at least (an entry per page out).
+	[ -n "$eng" ] && [ "$eng" -gt 0 ] ||
+		fail "spill_background=$bg: the exit report has no engine_bytes, or 0: '$eng'"
 	# memory.stat's reclaim by whose thread: the library's (kswapd), the program's (direct).
 	reported() { sed -n "s/^$1 \([0-9]*\)$/\1/p" "$T/bg.err"; }
 	steal=$(reported pgsteal) skd=$(reported pgsteal_kswapd) sdi=$(reported pgsteal_direct)
