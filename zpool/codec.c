@@ -174,9 +174,14 @@ void zp_trim(struct zp_pool *pool)
 			continue;
 		if (c->used) {
 			madvise(c->buf, ZP_SCRATCH + lz4_bytes(pool), MADV_DONTNEED);
+			/*
+			 * The state forgotten before its memory goes: a child
+			 * forked in between (the engine's handler runs through
+			 * a fork) has either both or neither.
+			 */
 			if (zstd && c->zstd_c) {
-				madvise(c->zstd_mem, pool->zstd_bytes, MADV_DONTNEED);
 				c->zstd_c = c->zstd_d = NULL;
+				madvise(c->zstd_mem, pool->zstd_bytes, MADV_DONTNEED);
 			}
 			c->used = false;
 		}
