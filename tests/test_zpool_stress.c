@@ -2,9 +2,11 @@
  * Multithreaded stress of the pool: four threads store, load, invalidate
  * pages and allocate, read, free objects, while a fifth compacts and a
  * sixth forces writeback, under a pool limit that also writes back on its
- * own.  Every load and every object read is checked against the thread's
- * reference copy, and the fifth thread checks that the pool never passes
- * its limit.  Also built with ThreadSanitizer (check-tsan-zpool).
+ * own; the fifth also gives back the compression contexts' scratch
+ * (zp_trim), which the workers' next use lays out again.  Every load and
+ * every object read is checked against the thread's reference copy, and
+ * the fifth thread checks that the pool never passes its limit.  Also
+ * built with ThreadSanitizer (check-tsan-zpool).
  *
  * With "recompress" the pool has no backing file and the sixth thread
  * recompresses the oldest entries with zstd instead (zp_recompress),
@@ -167,6 +169,8 @@ static void *compactor_main(void *arg)
 		if (pages > atomic_load(&peak_pages))
 			atomic_store(&peak_pages, pages);
 		zp_compact(pool);
+		/* And the contexts' scratch given back under the workers' feet (zp_trim). */
+		zp_trim(pool);
 		atomic_fetch_add(&compactions, 1);
 		sched_yield();
 	}
