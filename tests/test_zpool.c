@@ -885,6 +885,68 @@ START_TEST(test_small_pool_footprint)
 }
 END_TEST
 
+/* Bytes of this process's mappings of no file that say MADV_NOHUGEPAGE (smaps' "nh"). */
+static size_t no_huge_bytes(void)
+{
+	FILE *f = fopen("/proc/self/smaps", "r");
+	char line[512];
+	size_t bytes = 0, size = 0;
+
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi;
+		char perms[8] = "", path[256] = "";
+
+		if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %255s", &lo, &hi, perms, path) >= 3)
+			size = path[0] ? 0 : hi - lo;
+		else if (!strncmp(line, "VmFlags:", 8) && strstr(line, " nh"))
+			bytes += size;
+	}
+	fclose(f);
+	return bytes;
+}
+
+/*
+ * A pool that grew past the arena's small bottom (16 MiB) and gave runs
+ * back asks for huge pages no more below its top: khugepaged would fill
+ * each 2 MB with a page left in it back into a whole huge page (a pool
+ * shrunk from 103 MB to 10 held 95 MB resident a minute later).  Checked
+ * by the mapping's flag, not by waiting for khugepaged; it says so
+ * wherever THP is on or off.
+ */
+START_TEST(test_shrunk_arena_no_huge)
+{
+	enum { N = 6000 };	/* incompressible: a page of arena each, 23 MiB */
+	static unsigned char page[ZPT_PAGE];
+	static zp_entry_t e[N];
+	struct zp_pool *pool = new_pool(NULL);
+	uint64_t rng = 13;
+	size_t before, grown, shrunk;
+
+	before = no_huge_bytes();
+	for (int i = 0; i < N; i++) {
+		zpt_page_random(&rng, page);
+		ck_assert_int_eq(zp_store(pool, page, &e[i]), 0);
+	}
+	ck_assert_uint_ge(zp_get_total_pages(pool), (16u << 20) / ZPT_PAGE + 1000);
+	grown = no_huge_bytes();
+	/* Growing alone changes nothing. */
+	ck_assert_uint_eq(grown, before);
+	for (int i = 0; i < N; i++)
+		if (i % 4)
+			ck_assert_int_eq(zp_invalidate(pool, e[i]), 0);
+	zp_release_freed(pool);
+	shrunk = no_huge_bytes();
+	fprintf(stderr, "test_shrunk_arena_no_huge: %zu KiB of the arena no longer asks for huge pages\n",
+		(shrunk - before) / 1024);
+	/* The arena used above 16 MiB: 1000 pages at least. */
+	ck_assert_uint_ge(shrunk - before, 1000u * ZPT_PAGE);
+	for (int i = 0; i < N; i += 4)
+		ck_assert_int_eq(zp_invalidate(pool, e[i]), 0);
+	zp_destroy_pool(pool);
+}
+END_TEST
+
 /*
  * A zspage freed and not yet given back is taken again as it is: a pool
  * that frees and creates zspages of one class in turn (a page stored and
@@ -1292,6 +1354,7 @@ int main(void)
 	tcase_add_test(tc, test_writeback_and_reuse);
 	tcase_add_test(tc, test_release_freed);
 	tcase_add_test(tc, test_small_pool_footprint);
+	tcase_add_test(tc, test_shrunk_arena_no_huge);
 	tcase_add_test(tc, test_pending_run_reused);
 	tcase_add_test(tc, test_writeback_leaves_no_cache);
 	tcase_add_test(tc, test_backing_in_memory_said);

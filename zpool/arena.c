@@ -29,12 +29,20 @@
  * under memory.high=7.5M (check-spill-programs) held 5.2 MB resident in
  * the arena for 1 MB of pool, charged to its group as anon, which then
  * could not get under its high and was throttled 25 s of a 27 s run; now
- * 0.6-0.9 s, never throttled.  (khugepaged, with max_ptes_none at 511,
- * may also fill a sparse 2 MB of the arena back in: a large pool that
- * shrank can hold more than it counts above ZP_ARENA_SMALL.)  Below it,
- * fresh arena is populated a chunk at a time (populate_chunk()).
- * Freeing 4 KB pieces of a huge page splits it; the kernel does that.
- * Without THP ("never") the hint is ignored.
+ * 0.6-0.9 s, never throttled.  Below it, fresh arena is populated a
+ * chunk at a time (populate_chunk()).  Freeing 4 KB pieces of a huge
+ * page splits it; the kernel does that.  Without THP ("never") the hint
+ * is ignored.
+ *
+ * And once runs above ZP_ARENA_SMALL go back to the OS, the arena below
+ * its top asks for huge pages no more (MADV_NOHUGEPAGE; fresh arena above
+ * the top still does): khugepaged, with max_ptes_none at 511 here,
+ * collapses any 2 MB of a huge-page mapping that has a page left in it
+ * into a whole huge page again.  A pool of 60,000 pages (103 MB) that
+ * shrank to 10 MB held 16 MB of the arena resident, and 95 MB a minute
+ * later, all of it huge pages -- charged to the group as anon for a pool
+ * that counts 10 (arena_keep_small()).  The kernel's own zsmalloc takes
+ * single pages.
  *
  * The pool's limit is enforced here, where every zspage gets its pages:
  * a run is charged to pages_allocated before it is taken, by a
@@ -235,10 +243,38 @@ static void runs_discard(struct zp_pool *pool, const struct zp_run *runs, unsign
 		madvise(iov[i].iov_base, iov[i].iov_len, MADV_DONTNEED);
 }
 
+/*
+ * Runs above ZP_ARENA_SMALL went back to the OS: no huge pages below the
+ * top from here on (above, the header says why).  One VMA flag change
+ * for all the arena used so far, made again only after it has grown:
+ * the arena stays at most three mappings (small, no huge pages below the
+ * top, huge pages above).
+ */
+static void arena_keep_small(struct zp_pool *pool, const struct zp_run *runs, unsigned n)
+{
+	uint32_t small = (uint32_t)(ZP_ARENA_SMALL >> ZP_PAGE_SHIFT), from, to;
+	bool above = false;
+
+	for (unsigned i = 0; i < n && !above; i++)
+		above = runs[i].page + runs[i].nr_pages > small;
+	if (!above)
+		return;
+	pthread_mutex_lock(&pool->arena_lock);
+	from = pool->no_huge_top > small ? pool->no_huge_top : small;
+	to = pool->arena_top;
+	if (to > from)
+		pool->no_huge_top = to;
+	pthread_mutex_unlock(&pool->arena_lock);
+	if (to > from)
+		madvise(zp_page_addr(pool, from), (size_t)(to - from) << ZP_PAGE_SHIFT,
+			MADV_NOHUGEPAGE);
+}
+
 /* Discard @runs and put them on the free lists. */
 static void runs_release(struct zp_pool *pool, const struct zp_run *runs, unsigned n)
 {
 	runs_discard(pool, runs, n);
+	arena_keep_small(pool, runs, n);
 	pthread_mutex_lock(&pool->arena_lock);
 	for (unsigned i = 0; i < n; i++)
 		run_push(pool, runs[i].page, runs[i].nr_pages);

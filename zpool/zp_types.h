@@ -208,6 +208,7 @@ struct zp_pool {
 	struct zp_zspage *desc;
 	pthread_mutex_t arena_lock;
 	uint32_t arena_top;		/* next never-used page */
+	uint32_t no_huge_top;		/* huge pages no longer asked for below (arena.c) */
 	uint32_t free_runs[ZP_MAX_PAGES_PER_ZSPAGE + 1];
 	/* Runs freed and not yet given back to the OS (arena.c), under arena_lock. */
 	struct zp_run {
