@@ -851,6 +851,18 @@ START_TEST(test_release_freed)
 }
 END_TEST
 
+/* Store @n pages that @make writes from seed @seed into @e. */
+static void store_made(struct zp_pool *pool, void (*make)(uint64_t *, unsigned char *),
+		       uint64_t seed, zp_entry_t *e, int n)
+{
+	static unsigned char page[ZPT_PAGE];
+
+	for (int i = 0; i < n; i++) {
+		make(&seed, page);
+		ck_assert_int_eq(zp_store(pool, page, &e[i]), 0);
+	}
+}
+
 /*
  * A small pool's footprint is what it holds: the bottom of the arena is
  * not given huge pages, which would make 100 pages of pool 512 resident
@@ -862,17 +874,12 @@ END_TEST
 START_TEST(test_small_pool_footprint)
 {
 	enum { N = 300, SLACK = RELEASE_SLACK + 48 };
-	static unsigned char page[ZPT_PAGE];
 	static zp_entry_t e[N];
 	struct zp_pool *pool = new_pool(NULL);
-	uint64_t rng = 11;
 	long before, grown, pages;
 
 	before = resident_pages();
-	for (int i = 0; i < N; i++) {
-		zpt_page_mixed(&rng, page);
-		ck_assert_int_eq(zp_store(pool, page, &e[i]), 0);
-	}
+	store_made(pool, zpt_page_mixed, 11, e, N);
 	pages = (long)zp_get_total_pages(pool);
 	grown = resident_pages() - before;
 	fprintf(stderr, "test_small_pool_footprint: %d pages stored in %ld pages of pool, %ld resident\n",
@@ -917,17 +924,12 @@ static size_t no_huge_bytes(void)
 START_TEST(test_shrunk_arena_no_huge)
 {
 	enum { N = 6000 };	/* incompressible: a page of arena each, 23 MiB */
-	static unsigned char page[ZPT_PAGE];
 	static zp_entry_t e[N];
 	struct zp_pool *pool = new_pool(NULL);
-	uint64_t rng = 13;
 	size_t before, grown, shrunk;
 
 	before = no_huge_bytes();
-	for (int i = 0; i < N; i++) {
-		zpt_page_random(&rng, page);
-		ck_assert_int_eq(zp_store(pool, page, &e[i]), 0);
-	}
+	store_made(pool, zpt_page_random, 13, e, N);
 	ck_assert_uint_ge(zp_get_total_pages(pool), (16u << 20) / ZPT_PAGE + 1000);
 	grown = no_huge_bytes();
 	/* Growing alone changes nothing. */
