@@ -2202,6 +2202,47 @@ START_TEST(test_scratch_given_back_idle)
 }
 END_TEST
 
+/*
+ * The entry table shrinks back once what was out has come back and the
+ * handler is idle: 8,192 pages out grow it to 16,384 slots (384 KiB, all
+ * resident); back and idle, it is 1,024 again.  It still works after.
+ */
+START_TEST(test_table_shrinks_idle)
+{
+	enum { N = 8192 };
+	unsigned char *p = map_pages(N), *ref = malloc((size_t)N * PG);
+	struct spill_footprint out, back;
+	struct spill_stats st;
+
+	atomic_store(&hold_scratch, true);
+	setup_opts((struct spill_options){ .idle = idle_holding, .idle_ms = 20 });
+	fill_keep(p, N, ref);
+	ck_assert_int_eq(spill_out(eng, p, N), N);
+	spill_footprint(eng, &out);
+	ck_assert_int_eq(spill_restore_range(eng, NULL, SIZE_MAX), N);
+	settle(&st, 0);
+	atomic_store(&hold_scratch, false);
+	for (int i = 0; i < 200; i++) {
+		spill_footprint(eng, &back);
+		if (back.tables + 256 * 1024 <= out.tables)
+			break;
+		usleep(10 * 1000);
+	}
+	fprintf(stderr, "test_spill: tables with %d pages out %zu KiB, all back and idle %zu KiB\n",
+		N, out.tables / 1024, back.tables / 1024);
+	ck_assert_uint_ge(out.tables, 384 * 1024);
+	ck_assert_uint_le(back.tables + 256 * 1024, out.tables);
+
+	ck_assert_int_eq(memcmp(p, ref, (size_t)N * PG), 0);
+	ck_assert_int_eq(spill_out(eng, p, N), N);
+	ck_assert_int_eq(spill_restore_range(eng, NULL, SIZE_MAX), N);
+	ck_assert_int_eq(memcmp(p, ref, (size_t)N * PG), 0);
+	teardown();
+	munmap(p, (size_t)N * PG);
+	free(ref);
+}
+END_TEST
+
 START_TEST(test_idle_off)
 {
 	unsigned char *p = map_pages(1);
@@ -2842,6 +2883,7 @@ int main(void)
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_roundtrip);
 	tcase_add_test(tc, test_scratch_given_back_idle);
+	tcase_add_test(tc, test_table_shrinks_idle);
 	tcase_add_test(tc, test_spill_out_dense);
 	tcase_add_test(tc, test_table_grows);
 	tcase_add_test(tc, test_syscalls);

@@ -591,15 +591,20 @@ static void sp_place_entry(struct sp_entry *slots, size_t mask, const struct sp_
 }
 
 /*
- * Twice the slots, every entry rehashed: the table starts small (a
- * process that spills a little maps a little) and grows with what is out,
- * up to two slots per page of max_pages.  Lock held: every lookup is made
- * under it and no entry pointer is kept across an unlock.  False if the
- * memory for it cannot be had (the table stays as it is).
+ * Slots the table starts with: 24 KiB, all touched soon since the hash
+ * spreads pages over them (it started with 96 KiB, 44 of it resident in
+ * a small process that had spilled about a hundred pages).
  */
-static bool sp_grow(struct spill_engine *e)
+#define SP_TABLE_START	1024u
+
+/*
+ * The table rehashed into @n slots (a power of two, more than its
+ * entries).  Lock held: every lookup is made under it and no entry
+ * pointer is kept across an unlock.  False if the memory for it cannot
+ * be had (the table stays as it is).
+ */
+static bool sp_rehash(struct spill_engine *e, size_t n)
 {
-	size_t n = (e->mask + 1) * 2;
 	struct sp_entry *slots = sp_map(n * sizeof(*slots));
 
 	if (!slots)
@@ -611,6 +616,43 @@ static bool sp_grow(struct spill_engine *e)
 	e->slots = slots;
 	e->mask = n - 1;
 	return true;
+}
+
+/*
+ * Twice the slots: the table starts small (a process that spills a
+ * little maps a little) and grows with what is out, up to two slots per
+ * page of max_pages.  Lock held.
+ */
+static bool sp_grow(struct spill_engine *e)
+{
+	return sp_rehash(e, (e->mask + 1) * 2);
+}
+
+/*
+ * And shrinks again once most of what was out has come back, when the
+ * handler is idle (sp_trim_scratch): to four to eight slots an entry,
+ * from fewer than one in sixteen used.  Not while a fork is under way
+ * (the table then stays as it is for the child).  A table that grew had
+ * stayed as large, all of it resident (the hash spreads entries over
+ * every page), while the kernel frees a zswap entry with its page:
+ * python3 that built a dict of 300,000 strings under memory.high=24M
+ * (18,000 pages spilled), then read it all back and idled a second,
+ * ended with 1.16 MB in the engine's tables and scratch; now 0.60.
+ */
+static void sp_shrink(struct spill_engine *e)
+{
+	size_t n;
+
+	if (atomic_load_explicit(&e->fork_state, memory_order_acquire) != SP_FORK_NONE)
+		return;
+	pthread_mutex_lock(&e->lock);
+	n = e->mask + 1;
+	if (n > SP_TABLE_START && 16 * e->count < n) {
+		while (n > SP_TABLE_START && 8 * e->count < n)
+			n /= 2;
+		sp_rehash(e, n);
+	}
+	pthread_mutex_unlock(&e->lock);
 }
 
 /* Enter @page in transit; NULL if it is there already or the table is full. */
@@ -2152,13 +2194,6 @@ int spill_probe(void)
 	return 0;
 }
 
-/*
- * Slots the table starts with: 24 KiB, all touched soon since the hash
- * spreads pages over them (it started with 96 KiB, 44 of it resident in
- * a small process that had spilled about a hundred pages).
- */
-#define SP_TABLE_START	1024u
-
 static size_t sp_table_slots(size_t max_pages)
 {
 	size_t n = 64;
@@ -2435,6 +2470,7 @@ static void sp_trim_scratch(struct spill_engine *e)
 {
 	/* (What a reclaim's end clears already: staging copies a spill_out() left.) */
 	spill_stage_clear(e);
+	sp_shrink(e);
 	if (e->span_used) {
 		madvise(e->span, SP_SPAN_MAX * SP_PAGE, MADV_DONTNEED);
 		e->span_used = false;
