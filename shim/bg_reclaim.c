@@ -251,7 +251,9 @@ static CGM_COLD void bg_say_round(int64_t round, bool stopped)
 
 /*
  * Watching a group that may grow without allocating: the next look, in
- * ns (0: the watch ends, the idle interval again).  @fresh: a block that
+ * ns (0: the watch ends, the idle interval again).  @margin: how far the
+ * group is below its near mark now (acct_reclaim_margin(), negative
+ * pages; INT64_MIN without a group).  @fresh: a block that
  * could take the group to its limit was just made; @threat: what the
  * process could fill without allocating could (cgm_untouched_bytes: in a
  * forked child, the pages it shares count, which only makes it look more
@@ -265,11 +267,11 @@ static CGM_COLD void bg_say_round(int64_t round, bool stopped)
  * its block between two looks of half a second: memory.peak 256 MiB, the
  * thread spilling it only after.
  */
-static CGM_NOINLINE long bg_watch_wait(bool fresh, bool threat)
+static CGM_NOINLINE long bg_watch_wait(bool fresh, bool threat, int64_t margin)
 {
 	static int64_t last_margin, last_ns;
 	static long last_wait;
-	int64_t margin = acct_reclaim_margin(&cgm_acct, BG_NEAR_SHIFT), now = cgm_now_ns(), wait;
+	int64_t now = cgm_now_ns(), wait;
 	/* A pace needs a look not long before (the last watch may be long over). */
 	bool paced = !fresh && last_ns && now - last_ns < 2 * BG_IDLE_LOOK_NS &&
 		     margin > last_margin;
@@ -311,7 +313,7 @@ static CGM_NOINLINE long bg_look(struct cgm_proc *p, int64_t *win_spilled, long 
 	bool fresh = __atomic_exchange_n(&watch_wanted, false, __ATOMIC_ACQUIRE);
 	bool threat = bg_untouched_threat();
 	long wait_ns = 0;
-	int64_t round = 0;
+	int64_t round = 0, margin;
 
 	/*
 	 * Asked for by a program thread, the group near its limit, or a
@@ -332,12 +334,15 @@ static CGM_NOINLINE long bg_look(struct cgm_proc *p, int64_t *win_spilled, long 
 		*win_spilled = 0;
 	if (cgm_conf.verbose && round)
 		bg_say_round(round, wait_ns && wait_ns != BG_THRASH_NS);	/* backing off */
-	if (!wait_ns && acct_reclaim_excess_below(&cgm_acct, BG_NEAR_SHIFT) > 0) {
+	if (wait_ns)
+		return wait_ns;
+	margin = acct_reclaim_margin(&cgm_acct, BG_NEAR_SHIFT);
+	if (margin > 0) {
 		wait_ns = *poll_ns;
 		*poll_ns = round ? BG_POLL_NS :
 			   *poll_ns * 2 < BG_POLL_MAX_NS ? *poll_ns * 2 : BG_POLL_MAX_NS;
-	} else if (!wait_ns) {
-		wait_ns = bg_watch_wait(fresh, threat);
+	} else {
+		wait_ns = bg_watch_wait(fresh, threat, margin);
 		/* Nearing the mark fast: the spilling will not wait for the libraries. */
 		if (wait_ns && wait_ns < BG_THREAT_LOOK_NS)
 			cgm_spill_load();

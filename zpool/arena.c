@@ -41,7 +41,7 @@
  * into a whole huge page again.  A pool of 60,000 pages (103 MB) that
  * shrank to 10 MB held 16 MB of the arena resident, and 95 MB a minute
  * later, all of it huge pages -- charged to the group as anon for a pool
- * that counts 10 (arena_keep_small()).  The kernel's own zsmalloc takes
+ * that counts 10 (no_huge_from()).  The kernel's own zsmalloc takes
  * single pages.
  *
  * The pool's limit is enforced here, where every zspage gets its pages:
@@ -248,37 +248,38 @@ static void runs_discard(struct zp_pool *pool, const struct zp_run *runs, unsign
  * top from here on (above, the header says why).  One VMA flag change
  * for all the arena used so far, made again only after it has grown:
  * the arena stays at most three mappings (small, no huge pages below the
- * top, huge pages above).
+ * top, huge pages above).  The first page of what is to change, or 0
+ * (arena_lock held); it ends at no_huge_top.
  */
-static void arena_keep_small(struct zp_pool *pool, const struct zp_run *runs, unsigned n)
+static uint32_t no_huge_from(struct zp_pool *pool, const struct zp_run *runs, unsigned n)
 {
-	uint32_t small = (uint32_t)(ZP_ARENA_SMALL >> ZP_PAGE_SHIFT), from, to;
+	uint32_t small = (uint32_t)(ZP_ARENA_SMALL >> ZP_PAGE_SHIFT), from;
 	bool above = false;
 
 	for (unsigned i = 0; i < n && !above; i++)
 		above = runs[i].page + runs[i].nr_pages > small;
-	if (!above)
-		return;
-	pthread_mutex_lock(&pool->arena_lock);
 	from = pool->no_huge_top > small ? pool->no_huge_top : small;
-	to = pool->arena_top;
-	if (to > from)
-		pool->no_huge_top = to;
-	pthread_mutex_unlock(&pool->arena_lock);
-	if (to > from)
-		madvise(zp_page_addr(pool, from), (size_t)(to - from) << ZP_PAGE_SHIFT,
-			MADV_NOHUGEPAGE);
+	if (!above || pool->arena_top <= from)
+		return 0;
+	pool->no_huge_top = pool->arena_top;
+	return from;
 }
 
 /* Discard @runs and put them on the free lists. */
 static void runs_release(struct zp_pool *pool, const struct zp_run *runs, unsigned n)
 {
+	uint32_t from, to;
+
 	runs_discard(pool, runs, n);
-	arena_keep_small(pool, runs, n);
 	pthread_mutex_lock(&pool->arena_lock);
 	for (unsigned i = 0; i < n; i++)
 		run_push(pool, runs[i].page, runs[i].nr_pages);
+	from = no_huge_from(pool, runs, n);
+	to = pool->no_huge_top;
 	pthread_mutex_unlock(&pool->arena_lock);
+	if (from)
+		madvise(zp_page_addr(pool, from), (size_t)(to - from) << ZP_PAGE_SHIFT,
+			MADV_NOHUGEPAGE);
 }
 
 /* Take the pending runs into @runs (arena_lock held); returns how many. */

@@ -227,21 +227,20 @@ static unsigned zp_ctx_next;
 struct zp_cctx *zp_cctx_get(struct zp_pool *pool)
 {
 	unsigned start = zp_ctx_hint;
+	struct zp_cctx *c = NULL;
 
 	if (cgm_unlikely(start == 0))
 		start = zp_ctx_hint =
 			__atomic_add_fetch(&zp_ctx_next, 1, __ATOMIC_RELAXED);
-	for (unsigned i = 0; i < ZP_NR_CTX; i++) {
-		struct zp_cctx *c = &pool->ctx[(start + i) % ZP_NR_CTX];
-
-		if (pthread_mutex_trylock(&c->lock) == 0) {
-			c->used = true;
-			return c;
-		}
+	for (unsigned i = 0; !c && i < ZP_NR_CTX; i++)
+		if (pthread_mutex_trylock(&pool->ctx[(start + i) % ZP_NR_CTX].lock) == 0)
+			c = &pool->ctx[(start + i) % ZP_NR_CTX];
+	if (!c) {
+		c = &pool->ctx[start % ZP_NR_CTX];
+		pthread_mutex_lock(&c->lock);
 	}
-	pthread_mutex_lock(&pool->ctx[start % ZP_NR_CTX].lock);
-	pool->ctx[start % ZP_NR_CTX].used = true;
-	return &pool->ctx[start % ZP_NR_CTX];
+	c->used = true;
+	return c;
 }
 
 void zp_cctx_put(struct zp_cctx *c)

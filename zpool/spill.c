@@ -2444,6 +2444,19 @@ static void sp_lane_used(struct spill_engine *e, unsigned lane, unsigned n)
 		sp_lane_clear(e, lane);
 }
 
+/* Take @lane if no one holds it (the lanes' idle upkeep, which never waits for one). */
+static bool sp_lane_take(struct spill_engine *e, unsigned lane)
+{
+	bool mine;
+
+	pthread_mutex_lock(&e->lane_lock);
+	mine = !(e->lane_busy & (1u << lane));
+	if (mine)
+		e->lane_busy |= 1u << lane;
+	pthread_mutex_unlock(&e->lane_lock);
+	return mine;
+}
+
 static void sp_lane_put(struct spill_engine *e, unsigned lane)
 {
 	pthread_mutex_lock(&e->lane_lock);
@@ -2476,16 +2489,8 @@ static void sp_trim_scratch(struct spill_engine *e)
 		e->span_used = false;
 	}
 	for (unsigned lane = 0; lane < SP_LANES; lane++) {
-		bool mine;
-
-		if (!atomic_load_explicit(&e->copy_used[lane], memory_order_relaxed))
-			continue;
-		pthread_mutex_lock(&e->lane_lock);
-		mine = !(e->lane_busy & (1u << lane));
-		if (mine)
-			e->lane_busy |= 1u << lane;
-		pthread_mutex_unlock(&e->lane_lock);
-		if (!mine)
+		if (!atomic_load_explicit(&e->copy_used[lane], memory_order_relaxed) ||
+		    !sp_lane_take(e, lane))
 			continue;
 		madvise(e->copy + (size_t)lane * SP_COPY_PAGES * SP_PAGE, SP_COPY_PAGES * SP_PAGE,
 			MADV_DONTNEED);
@@ -2876,17 +2881,10 @@ void spill_stage_clear(struct spill_engine *e)
 {
 	zp_release_freed(e->pool);
 	for (unsigned lane = 0; lane < SP_LANES; lane++) {
-		bool mine;
-
-		pthread_mutex_lock(&e->lane_lock);
-		mine = !(e->lane_busy & (1u << lane)) && __atomic_load_n(&e->lane_used[lane], __ATOMIC_RELAXED);
-		if (mine)
-			e->lane_busy |= 1u << lane;
-		pthread_mutex_unlock(&e->lane_lock);
-		if (mine) {
-			sp_lane_clear(e, lane);
-			sp_lane_put(e, lane);
-		}
+		if (!__atomic_load_n(&e->lane_used[lane], __ATOMIC_RELAXED) || !sp_lane_take(e, lane))
+			continue;
+		sp_lane_clear(e, lane);
+		sp_lane_put(e, lane);
 	}
 }
 

@@ -19,10 +19,9 @@
  *
  * Options after the mode's arguments: hold=MS (default 300); late=MS
  * (bigtouch: wait MS between the malloc and the touch, printing "made");
- * busy (while
- * holding, map and unmap 64 KiB every millisecond, so that the program
- * keeps reaching the library's slow path, where it answers requests from
- * other processes); and, for freeall, reclaim (write
+ * busy (while holding, map and unmap 64 KiB every millisecond, so that
+ * the program keeps reaching the library's slow path, where it answers
+ * requests from other processes); and, for freeall, reclaim (write
  * 32M to memory.reclaim through the C API after the free).
  * It prints "peak" and "end" lines to stderr when it reaches each phase
  * (and, with busy, how many of those allocations failed).
