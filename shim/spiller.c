@@ -102,6 +102,13 @@ static bool recompress;			/* the pool was made with recompression */
 static struct zp_pool *pool;
 static struct spill_engine *engine;
 static pthread_mutex_t spill_lock = PTHREAD_MUTEX_INITIALIZER;
+/*
+ * The background reclaim's recompression of the pool, outside spill_lock
+ * (background_recompress): it also covers @pool and @recompress, which it
+ * reads.  Taken after spill_lock where both are held (the pool's end, a
+ * fork).
+ */
+static pthread_mutex_t recompress_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct cgm_region_span *spans;	/* mmap'd: no malloc inside malloc */
 static uintptr_t hand;			/* the clock hand */
 /*
@@ -379,10 +386,12 @@ static bool open_engine(void)
 			return false;
 		spans = p;
 	}
+	pthread_mutex_lock(&recompress_lock);
 	err = zp_create_pool(&zo, &pool);
+	recompress = !err && zo.recompress;
+	pthread_mutex_unlock(&recompress_lock);
 	if (zo.backing)
 		unlink(zo.backing);
-	recompress = !err && zo.recompress;
 	if (err) {
 		cgm_log("spill: cannot create the pool (%s%s): spilling off", cgm_strerror(-err),
 			cgm_conf.spill_backing[0] ? ", backing file" : "");
@@ -399,8 +408,10 @@ static bool open_engine(void)
 						  .create_thread = cgm_pthread_create_raw },
 			 &engine);
 	if (err) {
+		pthread_mutex_lock(&recompress_lock);
 		zp_destroy_pool(pool);
 		pool = NULL;
+		pthread_mutex_unlock(&recompress_lock);
 		cgm_log("spill: cannot start (%s): spilling off", cgm_strerror(-err));
 		allowed = false;
 		return false;
@@ -1060,11 +1071,42 @@ static bool spill_lock_take(bool thorough)
 	return pthread_mutex_lock(&spill_lock) == 0;
 }
 
+/*
+ * Recompress up to four times @want of the pool's oldest pages (at most
+ * RECOMPRESS_RECLAIM_MAX) to zstd; *@freed: the pool pages that gave
+ * back.  Returns the pages recompressed.
+ */
+static long pool_recompress(int64_t want, int64_t *freed)
+{
+	int64_t before = (int64_t)zp_get_total_pages(pool);
+	long n = zp_recompress(pool, want * 4 < RECOMPRESS_RECLAIM_MAX ? (unsigned long)want * 4 :
+						  RECOMPRESS_RECLAIM_MAX, 0);
+	int64_t after = (int64_t)zp_get_total_pages(pool);
+
+	*freed = before > after ? before - after : 0;
+	return n;
+}
+
+/* pool_recompress() under recompress_lock alone; false without a pool that recompresses. */
+static bool recompress_unlocked(int64_t want, int64_t *freed)
+{
+	bool done = false;
+
+	pthread_mutex_lock(&recompress_lock);
+	if (pool && recompress) {
+		pool_recompress(want, freed);
+		done = true;
+	}
+	pthread_mutex_unlock(&recompress_lock);
+	return done;
+}
+
 int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked, bool thorough)
 {
 	sigset_t all, old;
 	uint64_t scanned = 0;
 	int64_t got = 0, freed = 0, start;
+	bool background_done = false;
 	int nc;
 
 	if (!allowed || want <= 0 || loading || !spill_libs_ready())
@@ -1103,6 +1145,16 @@ int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked, bool thorough)
 	 * on the handler thread, whose faults would wait behind the batch --
 	 * but for a background batch when it holds a limit (spill_lock_take).
 	 */
+	/*
+	 * The background reclaim recompresses outside the spill lock: a
+	 * program thread under pressure waits for the background's batch
+	 * (spill_wait_background), and waited for the recompression too --
+	 * 512 pages to zstd, 15-20 ms on this VM, for a spill of 256 pages
+	 * that took 8.  python3 of bench/spill_workload.sh lost 180 ms of a
+	 * 2.8 s working phase in 9 such waits of 20-30 ms each.
+	 */
+	if (on_background && !thorough && recompress_unlocked(want, &freed))
+		background_done = true;
 	if (!spill_lock_take(thorough)) {
 		cgm_nocancel_end(nc);
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -1129,19 +1181,16 @@ int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked, bool thorough)
 		 * is the program's time (python3 of bench/spill_workload.sh: 17%
 		 * of its thread's working phase in zp_recompress, at up to 512
 		 * pages a reclaim), and the background thread recompresses on
-		 * its own batches.  A reclaim that must reach its amount (a
-		 * memory.reclaim, a charge refused at memory.max) still does.
+		 * its own batches, before it takes the lock (above).  A reclaim
+		 * that must reach its amount (a memory.reclaim, a charge refused
+		 * at memory.max) still does.
 		 */
-		if (recompress && (thorough || !program_thread || !cgm_bg_reclaim_started())) {
-			int64_t before = (int64_t)zp_get_total_pages(pool);
-			long n = zp_recompress(pool, want * 4 < RECOMPRESS_RECLAIM_MAX ?
-						     (unsigned long)want * 4 : RECOMPRESS_RECLAIM_MAX, 0);
+		if (recompress && !background_done &&
+		    (thorough || !program_thread || !cgm_bg_reclaim_started())) {
+			long n = pool_recompress(want, &freed);
 
 			if (n > 0 && program_thread)
 				__atomic_add_fetch(&recompressed_direct, (uint64_t)n, __ATOMIC_RELAXED);
-			freed = before - (int64_t)zp_get_total_pages(pool);
-			if (freed < 0)
-				freed = 0;
 		}
 		if (freed < want)
 			got = spill_lap(want - freed, &scanned, false);
@@ -1371,8 +1420,10 @@ static void spill_end(bool ours)
 	else
 		spill_abandon(engine);
 	engine = NULL;
+	pthread_mutex_lock(&recompress_lock);
 	zp_destroy_pool(pool);
 	pool = NULL;
+	pthread_mutex_unlock(&recompress_lock);
 	static_branch_disable(&cgm_spill_key);
 }
 
@@ -1524,6 +1575,8 @@ static void spill_prepare(void)
 {
 	/* A thread that spills has signals blocked: fork() from a handler never finds it holding. */
 	fork_held = pthread_mutex_lock(&spill_lock) == 0;
+	/* Nor is the child's copy of the pool caught in a recompression. */
+	pthread_mutex_lock(&recompress_lock);
 	handoff = false;
 	if (engine) {
 		handoff = spill_fork_prepare(engine, fork_held && !cgm_conf.spill_backing[0] &&
@@ -1543,6 +1596,7 @@ static void spill_parent(void)
 	if (engine)
 		spill_fork_parent(engine);
 	handoff = false;
+	pthread_mutex_unlock(&recompress_lock);
 	if (fork_held)
 		pthread_mutex_unlock(&spill_lock);
 	fork_held = false;
@@ -1553,6 +1607,7 @@ static void spill_child(void)
 	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
 
 	spill_lock = fresh;
+	recompress_lock = fresh;
 	memset(carried, 0, sizeof(carried));
 	fork_held = false;
 	cgm_bg_reclaim_forked();
