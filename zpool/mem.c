@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "zp_types.h"
@@ -25,24 +26,34 @@ size_t zp_page_align(size_t bytes)
  * mostly untouched, that a core piped to a program (core_pattern "|...")
  * would receive as zeros, and whose used part is the pool's own copies
  * (spill_core brings the program's pages back in place before a dump).
+ *
+ * The system calls themselves, not the mmap() and munmap() the library
+ * interposes: these record the program's mappings (shim/regions.c), which
+ * the pool's and the spill engine's never are, under a lock that a
+ * forking thread holds until fork() returns -- and fork() waits for the
+ * spill engine's handler thread to read the kernel's report of it.  The
+ * handler mapped a smaller table of spilled pages when idle
+ * (spill.c:sp_shrink), or a context's zstd state at its first use: it
+ * waited for that lock, and the process hung for good in fork()
+ * (test_spill_lib's six forks with a backing file, 2 runs of 4).
  */
 void *zp_map(size_t bytes, bool noreserve)
 {
 	int flags = MAP_PRIVATE | MAP_ANONYMOUS | (noreserve ? MAP_NORESERVE : 0);
-	void *p = mmap(NULL, zp_page_align(bytes), PROT_READ | PROT_WRITE,
-		       flags, -1, 0);
+	long p = syscall(SYS_mmap, NULL, zp_page_align(bytes), PROT_READ | PROT_WRITE,
+			 flags, -1, 0L);
 
-	if (p == MAP_FAILED)
+	if (p == -1)
 		return NULL;
 	if (noreserve)
-		madvise(p, zp_page_align(bytes), MADV_DONTDUMP);
-	return p;
+		madvise((void *)p, zp_page_align(bytes), MADV_DONTDUMP);
+	return (void *)p;
 }
 
 void zp_unmap(void *p, size_t bytes)
 {
 	if (p)
-		munmap(p, zp_page_align(bytes));
+		syscall(SYS_munmap, p, zp_page_align(bytes));
 }
 
 /* (Its flags: bit 63 present, bit 56 mapped by this process alone; 512 pages a read.) */

@@ -383,22 +383,27 @@ enum sp_fork_state {
 /* A child whose handler is not running after this long is left to itself. */
 #define SP_CHILD_WAIT_NS	(5 * 1000000000LL)
 
-/* The engine's tables: reserved, touched where used, not in core dumps (as zp_map's). */
+/*
+ * The engine's tables: reserved, touched where used, not in core dumps,
+ * and mapped by the system calls themselves, as zp_map()'s (zpool/mem.c):
+ * the handler maps a new table when idle (sp_shrink), and the library's
+ * mmap() could make it wait for a thread that waits for it in fork().
+ */
 static void *sp_map(size_t bytes)
 {
-	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	long p = syscall(SYS_mmap, NULL, bytes, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0L);
 
-	if (p == MAP_FAILED)
+	if (p == -1)
 		return NULL;
-	madvise(p, bytes, MADV_DONTDUMP);
-	return p;
+	madvise((void *)p, bytes, MADV_DONTDUMP);
+	return (void *)p;
 }
 
 static void sp_unmap(void *p, size_t bytes)
 {
 	if (p)
-		munmap(p, bytes);
+		syscall(SYS_munmap, p, bytes);
 }
 
 /*
