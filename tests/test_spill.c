@@ -2203,6 +2203,67 @@ START_TEST(test_scratch_given_back_idle)
 END_TEST
 
 /*
+ * Once every hot page has expired (hot_ms), the handler's idle gives the
+ * hot-page table back: 2,000 hot refaults among 4,096 pages spilled
+ * touch nearly all of its 128 KiB (2^13 slots), and nothing of it stays
+ * resident a second after.  Until then it stays, and the pages that came
+ * back are left in place by spill_out; afterwards they go, and pages that
+ * come back are hot and kept again.
+ */
+START_TEST(test_hot_table_given_back)
+{
+	enum { N = 4096, BACK = 2000, HOT_MS = 1000 };
+	unsigned char *p = map_pages(N), *ref = malloc((size_t)N * PG);
+	struct spill_footprint held, idle;
+	struct spill_stats st;
+	volatile unsigned char sink = 0;
+	double since;
+
+	atomic_store(&hold_scratch, false);
+	setup_opts((struct spill_options){ .idle = idle_holding, .idle_ms = 20, .hot_ms = HOT_MS });
+	spill_set_hot_distance(eng, 1u << 20);
+	fill_keep(p, N, ref);
+	ck_assert_int_eq(spill_out(eng, p, N), N);
+	/* Scattered (1237 is prime to 4096): no stream to read ahead. */
+	for (size_t i = 0; i < BACK; i++)
+		sink += p[(i * 1237 % N) * PG];
+	since = now_us();
+	settle(&st, N - BACK);
+	ck_assert_uint_eq(st.refaulted_hot, BACK);
+	spill_footprint(eng, &held);
+	/* The hot pages stay while they are hot (the others are out already). */
+	ck_assert_int_eq(spill_out(eng, p, N), 0);
+	/* (A stall of the machine this long would make the check below meaningless.) */
+	ck_assert_msg(now_us() - since < HOT_MS * 1000.0,
+		      "the hot pages expired before they were looked at");
+	for (int i = 0; i < 300; i++) {
+		spill_footprint(eng, &idle);
+		if (!idle.hot)
+			break;
+		usleep(10 * 1000);
+	}
+	fprintf(stderr, "test_spill: hot-page table after %d hot refaults %zu KiB, "
+		"expired and idle %zu KiB\n", BACK, held.hot / 1024, idle.hot / 1024);
+	ck_assert_uint_ge(held.hot, 96 * 1024);
+	ck_assert_uint_eq(idle.hot, 0);
+	ck_assert_msg(now_us() - since >= HOT_MS * 1000.0, "the table went before its pages expired");
+
+	/* Expired: they go now. */
+	ck_assert_int_eq(spill_out(eng, p, N), BACK);
+	/* All come back right, and hot: the table works again, and each stays. */
+	ck_assert_int_eq(memcmp(p, ref, (size_t)N * PG), 0);
+	settle(&st, 0);
+	ck_assert_int_eq(spill_out(eng, p, N), 0);
+	spill_footprint(eng, &held);
+	ck_assert_uint_gt(held.hot, 0);
+	teardown();
+	munmap(p, (size_t)N * PG);
+	free(ref);
+	(void)sink;
+}
+END_TEST
+
+/*
  * The entry table shrinks back once what was out has come back and the
  * handler is idle: 8,192 pages out grow it to 16,384 slots (384 KiB, all
  * resident); back and idle, it is 1,024 again.  It still works after.
@@ -2884,6 +2945,7 @@ int main(void)
 	tcase_add_test(tc, test_roundtrip);
 	tcase_add_test(tc, test_scratch_given_back_idle);
 	tcase_add_test(tc, test_table_shrinks_idle);
+	tcase_add_test(tc, test_hot_table_given_back);
 	tcase_add_test(tc, test_spill_out_dense);
 	tcase_add_test(tc, test_table_grows);
 	tcase_add_test(tc, test_syscalls);

@@ -299,6 +299,9 @@ struct spill_engine {
 
 	struct sp_hot *hot;
 	atomic_uint hot_bits;		/* 2^hot_bits slots of it in use (sp_hot_grow) */
+	unsigned hot_ms;		/* a page stays hot this long at most (SP_HOT_MS) */
+	atomic_uint hot_last_ms;	/* when a page last became hot (sp_ms_now) */
+	atomic_bool hot_written;	/* since sp_trim_scratch gave the table back */
 	atomic_uint hot_distance;	/* pages; 0: nothing is ever hot */
 	/* Where pages came back lately (spill_came_back_within). */
 	struct sp_back {
@@ -465,7 +468,7 @@ static bool sp_after_mark(uint32_t seq, uint32_t mark)
 
 static void sp_refaulted_at(struct spill_engine *e, uintptr_t page, uint32_t seq)
 {
-	uint32_t window = atomic_load_explicit(&e->hot_distance, memory_order_relaxed);
+	uint32_t window = atomic_load_explicit(&e->hot_distance, memory_order_relaxed), now;
 	struct sp_hot *h;
 
 	if (sp_after_mark(seq, atomic_load_explicit(&e->mark_seq, memory_order_relaxed)))
@@ -474,9 +477,12 @@ static void sp_refaulted_at(struct spill_engine *e, uintptr_t page, uint32_t seq
 		return;
 	sp_hot_grow(e);
 	h = sp_hot_slot(e, page);
+	now = sp_ms_now();
 	atomic_store_explicit(&h->seq, sp_seq_now(e), memory_order_relaxed);
-	atomic_store_explicit(&h->ms, sp_ms_now(), memory_order_relaxed);
+	atomic_store_explicit(&h->ms, now, memory_order_relaxed);
 	atomic_store_explicit(&h->page, page, memory_order_relaxed);
+	atomic_store_explicit(&e->hot_last_ms, now, memory_order_relaxed);
+	atomic_store_explicit(&e->hot_written, true, memory_order_relaxed);
 	atomic_fetch_add_explicit(&e->refaulted_hot, 1, memory_order_relaxed);
 }
 
@@ -487,7 +493,7 @@ static bool sp_is_hot(struct spill_engine *e, uintptr_t page)
 
 	return atomic_load_explicit(&h->page, memory_order_relaxed) == page &&
 	       sp_seq_now(e) - atomic_load_explicit(&h->seq, memory_order_relaxed) < window &&
-	       sp_ms_now() - atomic_load_explicit(&h->ms, memory_order_relaxed) < SP_HOT_MS;
+	       sp_ms_now() - atomic_load_explicit(&h->ms, memory_order_relaxed) < e->hot_ms;
 }
 
 void spill_mark_refaults(struct spill_engine *e)
@@ -2268,6 +2274,7 @@ int spill_open(const struct spill_options *opt, struct spill_engine **enginep)
 	e->served = opt->served;
 	e->ra_on = opt->readahead;
 	e->idle_ms = opt->idle_ms > 60000 ? 60000 : (int)opt->idle_ms;
+	e->hot_ms = opt->hot_ms ? opt->hot_ms : SP_HOT_MS;
 	e->uffd = e->stage_uffd = e->stop_fd = e->pagemap_fd = e->qos_fd = e->wake_fd = -1;
 	e->fork_sock[0] = e->fork_sock[1] = e->child_uffd = e->live_sock = -1;
 	atomic_store(&e->go, true);
@@ -2484,6 +2491,25 @@ static void sp_lane_put(struct spill_engine *e, unsigned lane)
  * spills without a fault, this runs every idle_ms: a lane's 16 copy
  * pages faulted in again per 100 ms.
  */
+/*
+ * Every page of the hot-page table has expired (none became hot within
+ * hot_ms): the table goes back to the kernel too, and reads as zeros --
+ * no page -- until a refault writes it again.  Hash-spread, its slots
+ * touched every page of it: after python3 read back a dict of 300,000
+ * strings, 256 KiB stayed resident for good.  A page that becomes hot
+ * while it goes may be forgotten, as when its slot is reused (the hot
+ * flag is advice).
+ */
+static void sp_trim_hot(struct spill_engine *e)
+{
+	if (!atomic_load_explicit(&e->hot_written, memory_order_relaxed) ||
+	    sp_ms_now() - atomic_load_explicit(&e->hot_last_ms, memory_order_relaxed) < e->hot_ms)
+		return;
+	/* Cleared first: a page that becomes hot meanwhile sets it again. */
+	atomic_store_explicit(&e->hot_written, false, memory_order_relaxed);
+	madvise(e->hot, SP_HOT_SLOTS * sizeof(*e->hot), MADV_DONTNEED);
+}
+
 static void sp_trim_scratch(struct spill_engine *e)
 {
 	/* (What a reclaim's end clears already: staging copies a spill_out() left.) */
@@ -2502,6 +2528,7 @@ static void sp_trim_scratch(struct spill_engine *e)
 		atomic_store_explicit(&e->copy_used[lane], false, memory_order_relaxed);
 		sp_lane_put(e, lane);
 	}
+	sp_trim_hot(e);
 	zp_trim(e->pool);
 }
 

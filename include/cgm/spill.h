@@ -110,6 +110,12 @@ struct spill_options {
 	 */
 	bool readahead;
 	/*
+	 * A page that came back within the hot distance stays hot (not taken
+	 * by spill_out) for this long at most, in ms (0: 10 s); once every
+	 * one has expired, the handler's idle gives the hot-page table back.
+	 */
+	unsigned hot_ms;
+	/*
 	 * While the handler serves a burst of faults -- from the fault that
 	 * wakes it until it goes back to sleep -- hold a CPU latency request
 	 * of 0 (/dev/cpu_dma_latency, PM QoS): idle CPUs poll instead of
