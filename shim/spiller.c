@@ -1087,8 +1087,11 @@ static long pool_recompress(int64_t want, int64_t *freed)
 	return n;
 }
 
-/* pool_recompress() under recompress_lock alone; false without a pool that recompresses. */
-static bool recompress_unlocked(int64_t want, int64_t *freed)
+/*
+ * The background reclaim's pool_recompress(), under recompress_lock
+ * alone; false without a pool that recompresses.
+ */
+static bool background_recompress(int64_t want, int64_t *freed)
 {
 	bool done = false;
 
@@ -1144,16 +1147,15 @@ int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked, bool thorough)
 	 * comes through the library's, whose sample may ask for reclaim), nor
 	 * on the handler thread, whose faults would wait behind the batch --
 	 * but for a background batch when it holds a limit (spill_lock_take).
-	 */
-	/*
-	 * The background reclaim recompresses outside the spill lock: a
+	 *
+	 * The background reclaim recompresses before it takes the lock: a
 	 * program thread under pressure waits for the background's batch
 	 * (spill_wait_background), and waited for the recompression too --
 	 * 512 pages to zstd, 15-20 ms on this VM, for a spill of 256 pages
 	 * that took 8.  python3 of bench/spill_workload.sh lost 180 ms of a
 	 * 2.8 s working phase in 9 such waits of 20-30 ms each.
 	 */
-	if (on_background && !thorough && recompress_unlocked(want, &freed))
+	if (on_background && !thorough && background_recompress(want, &freed))
 		background_done = true;
 	if (!spill_lock_take(thorough)) {
 		cgm_nocancel_end(nc);

@@ -2478,20 +2478,6 @@ static void sp_lane_put(struct spill_engine *e, unsigned lane)
 }
 
 /*
- * The handler idle (no fault for idle_ms, and its idle work done): the
- * scratch pages written since the last time go back to the kernel --
- * the lanes' copy pages, the readahead span, the pool's compression
- * contexts -- and are faulted in again at their next use.  Written once,
- * they stayed resident for good, charged to the group as anon that
- * nothing can spill: up to 256 + 128 KiB here and 128 KiB a context in
- * the pool, in each process.  A pipeline of seven small processes under
- * memory.high=6M (check-spill-programs) held 0.6-1 MB of anon in each
- * (tee: 850 KiB, against 320 with spill=0 and 116 without the library).
- * Lanes and contexts in use are left for the next time.  While reclaim
- * spills without a fault, this runs every idle_ms: a lane's 16 copy
- * pages faulted in again per 100 ms.
- */
-/*
  * Every page of the hot-page table has expired (none became hot within
  * hot_ms): the table goes back to the kernel too, and reads as zeros --
  * no page -- until a refault writes it again.  Hash-spread, its slots
@@ -2510,6 +2496,20 @@ static void sp_trim_hot(struct spill_engine *e)
 	madvise(e->hot, SP_HOT_SLOTS * sizeof(*e->hot), MADV_DONTNEED);
 }
 
+/*
+ * The handler idle (no fault for idle_ms, and its idle work done): the
+ * scratch pages written since the last time go back to the kernel --
+ * the lanes' copy pages, the readahead span, the pool's compression
+ * contexts -- and are faulted in again at their next use.  Written once,
+ * they stayed resident for good, charged to the group as anon that
+ * nothing can spill: up to 256 + 128 KiB here and 128 KiB a context in
+ * the pool, in each process.  A pipeline of seven small processes under
+ * memory.high=6M (check-spill-programs) held 0.6-1 MB of anon in each
+ * (tee: 850 KiB, against 320 with spill=0 and 116 without the library).
+ * Lanes and contexts in use are left for the next time.  While reclaim
+ * spills without a fault, this runs every idle_ms: a lane's 16 copy
+ * pages faulted in again per 100 ms.
+ */
 static void sp_trim_scratch(struct spill_engine *e)
 {
 	/* (What a reclaim's end clears already: staging copies a spill_out() left.) */
