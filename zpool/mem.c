@@ -35,7 +35,7 @@ size_t zp_page_align(size_t bytes)
  * handler mapped a smaller table of spilled pages when idle
  * (spill.c:sp_shrink), or a context's zstd state at its first use: it
  * waited for that lock, and the process hung for good in fork()
- * (test_spill_lib's six forks with a backing file, 2 runs of 4).
+ * (test_spill_lib's six forks with a backing file, 3 runs of 6).
  */
 void *zp_map(size_t bytes, bool noreserve)
 {

@@ -387,26 +387,19 @@ enum sp_fork_state {
 #define SP_CHILD_WAIT_NS	(5 * 1000000000LL)
 
 /*
- * The engine's tables: reserved, touched where used, not in core dumps,
- * and mapped by the system calls themselves, as zp_map()'s (zpool/mem.c):
- * the handler maps a new table when idle (sp_shrink), and the library's
- * mmap() could make it wait for a thread that waits for it in fork().
+ * The engine's tables: reserved, touched where used, not in core dumps;
+ * zp_map()'s system calls, not the library's mmap(): the handler maps a
+ * new table when idle (sp_shrink), and that mmap() could make it wait for
+ * a thread that waits for it in fork().
  */
 static void *sp_map(size_t bytes)
 {
-	long p = syscall(SYS_mmap, NULL, bytes, PROT_READ | PROT_WRITE,
-			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0L);
-
-	if (p == -1)
-		return NULL;
-	madvise((void *)p, bytes, MADV_DONTDUMP);
-	return (void *)p;
+	return zp_map(bytes, true);
 }
 
 static void sp_unmap(void *p, size_t bytes)
 {
-	if (p)
-		syscall(SYS_munmap, p, bytes);
+	zp_unmap(p, bytes);
 }
 
 /*

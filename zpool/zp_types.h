@@ -255,9 +255,7 @@ struct zp_pool {
 	_Atomic uint64_t st_stored_dict, st_stored_dense, st_stored_dense_dict;
 };
 
-/* mem.c: the only source of memory */
-void *zp_map(size_t bytes, bool noreserve);
-void zp_unmap(void *p, size_t bytes);
+/* mem.c: the only source of memory (and zp_map/zp_unmap in cgm/zpool.h) */
 size_t zp_page_align(size_t bytes);
 
 /* idpool.c */

@@ -192,6 +192,15 @@ size_t zp_scratch_resident(struct zp_pool *pool);
  */
 size_t zp_resident_bytes(const void *p, size_t bytes);
 
+/*
+ * Anonymous memory of the pool's own and of the spill engine's: @bytes
+ * zeroed, page-aligned up; a reservation (@noreserve) is left out of core
+ * dumps.  NULL on failure.  Made and removed by the system calls, not the
+ * library's interposed mmap()/munmap() (zpool/mem.c says why).
+ */
+void *zp_map(size_t bytes, bool noreserve);
+void zp_unmap(void *p, size_t bytes);
+
 /* ---- object allocator (zsmalloc) ---- */
 
 /* Allocate an object of @size (1..ZP_PAGE_SIZE) bytes.  Returns its handle,
