@@ -1890,6 +1890,23 @@ static void sp_child_service(struct spill_engine *e)
 
 static void sp_trim_scratch(struct spill_engine *e);
 
+/*
+ * One thread serves every fault.  A second one was tried (2026-12-07): a
+ * helper that also read the uffd, woken when the handler read two faults
+ * at once and asleep again after 2 ms without one; it served a fault as
+ * sp_serve() does, with its own bounce page, and stepped aside before a
+ * fork froze the table.  In bench/spill_bench (6 rounds of 4096 lz4
+ * pages, with and without it in one process, 5 runs) it left 1 and 2
+ * faulting threads where they were (one thread's p50 14.7-17.0 us
+ * without it, 15.2-16.5 with it; two threads' 22.6-24.2 without,
+ * 22.5-27.2 with) and took 4 threads' p50 from 42.6-52.1 us to
+ * 34.9-41.6, but their p99.9 from 0.15-0.21 ms to 1.5-2.3 ms: on 2 CPUs, a faulting thread, the spinning handler and the
+ * helper contend for the CPUs, and a helper preempted holding a fault
+ * holds it for a scheduler slice.  Woken whenever a fault had waited for
+ * the handler, it made one thread's p50 2.5-3 us worse.  The bare round
+ * trip with two servers (RESULTS-spill.md) gains more than the engine
+ * did, having less to do for each fault on the contended CPUs.
+ */
 static void *sp_handler(void *arg)
 {
 	struct spill_engine *e = arg;
