@@ -194,6 +194,32 @@ static CGM_COLD void reclaim_over_high(struct cgm_acct *a, struct cgm_thread_slo
 	}
 }
 
+uint64_t acct_high_penalty_ms(struct cgm_acct *a, int64_t unsampled, int64_t nr_pages, bool event)
+{
+	struct cgm_proc *p = hier_proc(&a->h, a->proc);
+	struct cgm_group *g;
+	uint64_t delay = 0;
+	uint32_t idx;
+
+	if (!p || nr_pages <= 0)
+		return 0;
+	idx = __atomic_load_n(&p->group, __ATOMIC_RELAXED);
+	for_each_ancestor(&a->h, idx, g) {
+		int64_t usage = page_counter_read(&g->memory) + unsampled;
+		int64_t high = __atomic_load_n(&g->memory.high, __ATOMIC_RELAXED);
+		uint64_t ms;
+
+		if (usage <= high)
+			continue;
+		if (event)
+			group_event(&a->h, idx, CGM_EV_HIGH);
+		ms = acct_high_delay_ms(usage, high, nr_pages);
+		if (ms > delay)
+			delay = ms;
+	}
+	return delay;
+}
+
 static void handle_over_high(struct cgm_acct *a, struct cgm_thread_slot *t,
 			     uint32_t group, int64_t nr_pages)
 {

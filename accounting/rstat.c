@@ -208,6 +208,13 @@ static void fold_spill_counts(struct cgm_hier *h, struct cgm_proc *p)
 		p->spill_folded[i] = now;
 		any |= d[CGM_STAT_SPILL0 + i] != 0;
 	}
+	{
+		uint64_t now = __atomic_load_n(&p->spill_throttle_ns, __ATOMIC_RELAXED);
+
+		d[CGM_STAT_THROTTLE_NS] = (int64_t)(now - p->spill_throttle_folded);
+		p->spill_throttle_folded = now;
+		any |= d[CGM_STAT_THROTTLE_NS] != 0;
+	}
 	if (any)
 		fold(h, __atomic_load_n(&p->group, __ATOMIC_RELAXED), d);
 }

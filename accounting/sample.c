@@ -319,6 +319,7 @@ void acct_spill_publish(struct cgm_acct *a, const struct acct_spill_state *st)
 			 __ATOMIC_RELAXED);
 	for (int i = 0; i < CGM_NR_SPILL_COUNTS; i++)
 		__atomic_store_n(&p->spill_counts[i], st->counts[i], __ATOMIC_RELAXED);
+	__atomic_store_n(&p->spill_throttle_ns, st->throttle_ns, __ATOMIC_RELAXED);
 	hier_map_set(a->h.hdr->sample_map, a->proc);
 }
 

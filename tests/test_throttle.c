@@ -120,6 +120,22 @@ START_TEST(test_monotone)
 }
 END_TEST
 
+/* This process attached to /top/h1/h2, with memory.high=4000K (1000 pages) on /top/h1. */
+static void attach_h1(struct acct_tmp *tmp, struct cgm_acct *a, uint32_t *top, uint32_t *h1,
+		      uint32_t *h2)
+{
+	char why[256];
+
+	acct_tmp_open(tmp, &a->h);
+	ck_assert_int_eq(acct_attach(a, "/top/h1/h2"), 0);
+	*top = group_lookup(&a->h, "/top");
+	*h1 = group_lookup(&a->h, "/top/h1");
+	*h2 = group_lookup(&a->h, "/top/h1/h2");
+	ck_assert_int_eq(cgm_file_write(&a->h, CGM_NONE, *h1, "memory.high", "4000K", why,
+					sizeof(why)), 0);
+	ck_assert_int_eq(a->h.groups[*h1].memory.high, 1000);
+}
+
 /*
  * A charge that takes /h1 past its memory.high throttles the charging
  * thread by the penalty of its charge, accounts the stall in the thread's
@@ -133,16 +149,10 @@ START_TEST(test_high_throttles)
 	struct cgm_acct a = { .proc = CGM_NONE, .batch_pages = CGM_CHARGE_BATCH };
 	struct cgm_thread_slot *t;
 	uint32_t slot, h1, h2, top;
-	char why[256], buf[4096];
+	char buf[4096];
 	int64_t usage, high = 1000, start, elapsed, want_ms, stock, throttled;
 
-	acct_tmp_open(&tmp, &a.h);
-	ck_assert_int_eq(acct_attach(&a, "/top/h1/h2"), 0);
-	top = group_lookup(&a.h, "/top");
-	h1 = group_lookup(&a.h, "/top/h1");
-	h2 = group_lookup(&a.h, "/top/h1/h2");
-	ck_assert_int_eq(cgm_file_write(&a.h, CGM_NONE, h1, "memory.high", "4000K", why, sizeof(why)), 0);
-	ck_assert_int_eq(a.h.groups[h1].memory.high, high);
+	attach_h1(&tmp, &a, &top, &h1, &h2);
 	slot = acct_thread_register(&a, (int)syscall(SYS_gettid));
 	t = &a.h.threads[slot];
 
@@ -204,6 +214,73 @@ START_TEST(test_high_throttles)
 }
 END_TEST
 
+/*
+ * The penalty the spill handler holds off for (acct_high_penalty_ms): the
+ * greatest over the group and its ancestors of the kernel's, with the
+ * pages not charged yet counted in; a high event on each group over its
+ * high only when asked; and the hold-off a process publishes lands in
+ * memory.stat's throttle_usec of its group and above.
+ */
+START_TEST(test_high_penalty)
+{
+	struct acct_tmp tmp = { .dir = "" };
+	struct cgm_acct a = { .proc = CGM_NONE, .batch_pages = CGM_CHARGE_BATCH };
+	struct acct_spill_state st = { 0 };
+	struct cgm_thread_slot *t;
+	uint32_t slot, h1, h2, top;
+	char why[256], buf[4096];
+	int64_t usage, high = 1000;
+
+	attach_h1(&tmp, &a, &top, &h1, &h2);
+	ck_assert_int_eq(cgm_file_write(&a.h, CGM_NONE, top, "memory.high", "8000K", why, sizeof(why)), 0);
+	slot = acct_thread_register(&a, (int)syscall(SYS_gettid));
+	t = &a.h.threads[slot];
+
+	while (page_counter_read(&a.h.groups[h1].memory) + 64 <= high - 100)
+		ck_assert_int_gt(sim_malloc(&a, t, 64 * CGM_PAGE_SIZE, false), 0);
+	usage = page_counter_read(&a.h.groups[h1].memory);
+	ck_assert_int_eq(acct_high_penalty_ms(&a, 0, 64, true), 0);
+	ck_assert_int_eq(a.h.groups[h1].events_local[CGM_EV_HIGH], 0);
+	/* What came back and is not charged yet takes it over: h1's penalty, no event. */
+	ck_assert_int_eq(acct_high_penalty_ms(&a, 200, 64, false),
+			 (int64_t)acct_high_delay_ms(usage + 200, high, 64));
+	ck_assert_int_gt(acct_high_penalty_ms(&a, 200, 64, false), 0);
+	ck_assert_int_eq(acct_high_penalty_ms(&a, 200, 0, false), 0);
+	ck_assert_int_eq(a.h.groups[h1].events_local[CGM_EV_HIGH], 0);
+
+	/* Charged over h1's high (not /top's): h1's penalty, and with @event its high event alone. */
+	while (page_counter_read(&a.h.groups[h1].memory) <= high + 100)
+		ck_assert_int_gt(sim_malloc(&a, t, 64 * CGM_PAGE_SIZE, false), 0);
+	usage = page_counter_read(&a.h.groups[h1].memory);
+	ck_assert_int_lt(usage, 2 * high);
+	ck_assert_int_eq(acct_high_penalty_ms(&a, 0, 16, true),
+			 (int64_t)acct_high_delay_ms(usage, high, 16));
+	ck_assert_int_eq(a.h.groups[h1].events_local[CGM_EV_HIGH], 1);
+	ck_assert_int_eq(a.h.groups[top].events_local[CGM_EV_HIGH], 0);
+	ck_assert_int_eq(a.h.groups[h2].events_local[CGM_EV_HIGH], 0);
+	/* Far past /top's too: the greater of the two, and an event on each. */
+	ck_assert_int_eq(acct_high_penalty_ms(&a, 3 * high, 16, true),
+			 (int64_t)acct_high_delay_ms(usage + 3 * high, high, 16));
+	ck_assert_int_eq(a.h.groups[h1].events_local[CGM_EV_HIGH], 2);
+	ck_assert_int_eq(a.h.groups[top].events_local[CGM_EV_HIGH], 1);
+
+	/* A hold-off the process publishes is its groups' throttle_usec. */
+	st.throttle_ns = 250000000;
+	acct_spill_publish(&a, &st);
+	rstat_fold_sampled(&a.h, a.proc);
+	ck_assert_int_gt(cgm_file_read(&a.h, top, "memory.stat", buf, sizeof(buf)), 0);
+	ck_assert_int_eq(acct_file_value(buf, "throttle_usec"), 250000);
+	st.throttle_ns = 400000000;
+	acct_spill_publish(&a, &st);
+	rstat_fold_sampled(&a.h, a.proc);
+	ck_assert_int_gt(cgm_file_read(&a.h, h2, "memory.stat.local", buf, sizeof(buf)), 0);
+	ck_assert_int_eq(acct_file_value(buf, "throttle_usec"), 400000);
+	acct_detach(&a);
+	hier_close(&a.h);
+	acct_tmp_remove(&tmp);
+}
+END_TEST
+
 static void add_tests(TCase *tc, bool regressions)
 {
 	if (regressions)
@@ -212,6 +289,7 @@ static void add_tests(TCase *tc, bool regressions)
 	tcase_add_test(tc, test_matches_kernel_formula);
 	tcase_add_test(tc, test_monotone);
 	tcase_add_test(tc, test_high_throttles);
+	tcase_add_test(tc, test_high_penalty);
 }
 
 int main(int argc, char **argv)

@@ -252,6 +252,14 @@ bool acct_limit_near(struct cgm_acct *a, int64_t pages);
 
 /* Throttle delay in ms for @usage over @high pages (0: no penalty). */
 uint64_t acct_high_delay_ms(int64_t usage, int64_t high, int64_t nr_pages);
+/*
+ * The memory.high penalty of a charge of @nr_pages by this process as its
+ * group and ancestors stand, with @unsampled pages more in use than they
+ * were charged for (the greatest of theirs, ms, at most 2 s; 0 when none
+ * is over its high).  With @event, each group over its high counts a high
+ * event, as one that enters reclaim for it does.
+ */
+uint64_t acct_high_penalty_ms(struct cgm_acct *a, int64_t unsampled, int64_t nr_pages, bool event);
 
 /*
  * Is the process over its group's memory.max -- a residency sample found
@@ -318,6 +326,7 @@ struct acct_spill_state {
 	int64_t zswapped;	/* bytes of the pages held in it */
 	int64_t swap;		/* bytes of pages written back to the backing file */
 	uint64_t counts[CGM_NR_SPILL_COUNTS];	/* CGM_STAT_SPILL0 on */
+	uint64_t throttle_ns;	/* the handler held off for memory.high (throttle_usec) */
 };
 void acct_spill_publish(struct cgm_acct *a, const struct acct_spill_state *st);
 

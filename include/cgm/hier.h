@@ -30,7 +30,7 @@
 #include "cgm/size_class.h"
 
 #define CGM_HIER_MAGIC		0x3152454948474d43ULL	/* "CGMHIER1" */
-#define CGM_HIER_VERSION	22
+#define CGM_HIER_VERSION	23
 #define CGM_NONE		UINT32_MAX
 #define CGM_ROOT		0
 #define CGM_NAME_MAX		64		/* a path component, NUL included */
@@ -278,6 +278,12 @@ struct cgm_proc {
 	uint32_t reclaim_answering;
 	uint64_t spill_counts[CGM_NR_SPILL_COUNTS];	/* totals, CGM_STAT_SPILL0 on */
 	uint64_t spill_folded[CGM_NR_SPILL_COUNTS];	/* what its group has of them (flush lock) */
+	/*
+	 * ns its spill handler held off serving faults for memory.high
+	 * (layout 23): a total, folded into throttle_usec as the counts are.
+	 */
+	uint64_t spill_throttle_ns;
+	uint64_t spill_throttle_folded;
 	pthread_mutex_t lock;		/* robust, shared: harvest and move */
 	char comm[16];
 	/*
