@@ -1658,12 +1658,13 @@ END_TEST
 static _Atomic unsigned served_calls;
 static _Atomic uint64_t served_pages[64];
 
-static void record_served(uint64_t pages)
+static unsigned record_served(uint64_t pages)
 {
 	unsigned i = atomic_fetch_add(&served_calls, 1);
 
 	if (i < 64)
 		atomic_store(&served_pages[i], pages);
+	return 0;
 }
 
 /*
@@ -1709,6 +1710,81 @@ START_TEST(test_cluster_readahead_steps)
 }
 END_TEST
 
+/* The served hook's answer: hold the handler off this long, once. */
+static _Atomic unsigned hold_ms_once;
+
+static unsigned hold_once(uint64_t pages)
+{
+	(void)pages;
+	return atomic_exchange(&hold_ms_once, 0);
+}
+
+/*
+ * The served hook can hold the handler off (memory.high's throttle of the
+ * threads that fault pages back): the next fault waits that long, and the
+ * engine counts it.  A fork's report and spill_close() cut a hold-off
+ * short.
+ */
+START_TEST(test_served_holds_off)
+{
+	enum { N = 4 };
+	unsigned char *m = map_pages(N), *ref = malloc(N * PG);
+	struct spill_stats st;
+	pid_t child;
+	double t;
+
+	atomic_store(&hold_ms_once, 300);
+	setup_opts((struct spill_options){ .served = hold_once });
+	fill_keep(m, N, ref);
+	ck_assert_int_eq(spill_out(eng, m, N), N);
+	/* Served at once; then the handler holds off, and the next fault waits. */
+	ck_assert_int_eq(memcmp(m, ref, PG), 0);
+	t = now_us();
+	ck_assert_int_eq(memcmp(m + 2 * PG, ref + 2 * PG, PG), 0);
+	t = now_us() - t;
+	ck_assert_msg(t >= 200e3, "the fault after a 300 ms hold-off came back in %.0f us", t);
+	settle(&st, N - 2);
+	ck_assert_uint_eq(st.held_off, 1);
+	ck_assert_uint_ge(st.held_off_ms, 200);
+#ifndef SANITIZED
+	/*
+	 * A fork in a hold-off of 2 s: the kernel waits for the handler to
+	 * read its report before fork() returns, and it is read at once.
+	 * (Not under a sanitizer: its fork() holds the runtime's locks, which
+	 * the handler's calls into it wait for, while the kernel waits for
+	 * the handler: the test hung under TSan.)
+	 */
+	atomic_store(&hold_ms_once, 2000);
+	ck_assert_int_eq(memcmp(m + PG, ref + PG, PG), 0);
+	usleep(20000);
+	ck_assert(!spill_fork_prepare(eng, false));
+	t = now_us();
+	child = fork();
+	ck_assert_int_ge(child, 0);
+	if (child == 0)
+		_exit(0);
+	t = now_us() - t;
+	spill_fork_parent(eng);
+	ck_assert_int_eq(waitpid(child, NULL, 0), child);
+	ck_assert_msg(t < 1e6, "fork() waited %.0f us for a hold-off", t);
+#else
+	(void)child;
+	ck_assert_int_eq(memcmp(m + PG, ref + PG, PG), 0);
+#endif
+	/* Another, cut short by the engine's end. */
+	atomic_store(&hold_ms_once, 2000);
+	ck_assert_int_eq(memcmp(m + 3 * PG, ref + 3 * PG, PG), 0);
+	usleep(20000);
+	t = now_us();
+	teardown();
+	t = now_us() - t;
+	ck_assert_msg(t < 1e6, "spill_close() waited %.0f us for a hold-off", t);
+	assert_back(m, ref, N);
+	munmap(m, N * PG);
+	free(ref);
+}
+END_TEST
+
 /* The machine's CPU latency target in us (/dev/cpu_dma_latency), or -1 if it cannot be read. */
 static int32_t cpu_latency_now(void)
 {
@@ -1726,10 +1802,11 @@ static int32_t cpu_latency_now(void)
 /* The target the served hook saw, the handler being in its burst. */
 static _Atomic int32_t latency_in_burst;
 
-static void record_latency(uint64_t pages)
+static unsigned record_latency(uint64_t pages)
 {
 	(void)pages;
 	atomic_store(&latency_in_burst, cpu_latency_now());
+	return 0;
 }
 
 /*
@@ -3074,6 +3151,7 @@ int main(void)
 	tcase_add_test(tc, test_hot_distance_zero);
 	tcase_add_test(tc, test_cluster_readahead);
 	tcase_add_test(tc, test_cluster_readahead_steps);
+	tcase_add_test(tc, test_served_holds_off);
 	tcase_add_test(tc, test_refaults_since_mark);
 	tcase_add_test(tc, test_came_back_within);
 	tcase_add_test(tc, test_written_protect);

@@ -91,6 +91,8 @@
  */
 #define SP_COPY_MIN	2u
 #define SP_MSGS		16
+/* The longest the served hook can hold the handler off (the kernel's cap on a throttle). */
+#define SP_HOLD_OFF_MAX_MS	2000
 
 enum sp_state { SP_TRANSIT = 1, SP_STORED, SP_LOADING };
 
@@ -272,7 +274,10 @@ struct spill_engine {
 	bool (*idle)(void);
 	int idle_ms;
 	void (*serving)(bool start);
-	void (*served)(uint64_t pages);
+	unsigned (*served)(uint64_t pages);
+	/* Faults read while the served hook held the handler off, served next (the handler's). */
+	struct uffd_msg held[SP_MSGS];
+	unsigned nheld;
 	/*
 	 * Readahead (the handler's alone): streams of faults at consecutive
 	 * pages, each with its last fault, the end of what was read ahead for
@@ -368,7 +373,7 @@ struct spill_engine {
 	atomic_uint_fast64_t spilled, refaulted, restored, skipped,
 		store_failed, in_pool, nr_ranges, skipped_hot, refaulted_hot,
 		forgotten, readahead, misreported, unshared, bursts, bursts_polled,
-		read_in_place, zero_filled;
+		read_in_place, zero_filled, held_off, held_off_ms;
 };
 
 #define SP_NO_RANGE	UINT32_MAX
@@ -1580,6 +1585,88 @@ static void sp_burst_end(struct spill_engine *e)
 		sp_qos_set(e, SP_QOS_NONE);
 }
 
+static void sp_fork_event(struct spill_engine *e, int ufd);
+
+/*
+ * While held off: read what the uffd reports, keeping the faults for
+ * later (e->held) and dealing with a fork's report at once -- the forking
+ * thread waits in fork() until it is read, and a hold-off must not hold
+ * it.  False once a fork was reported (the hold-off ends: what the fork
+ * asks of the handler is its loop's) or nothing more can be kept.
+ */
+static bool sp_hold_read(struct spill_engine *e)
+{
+	struct uffd_msg msg[SP_MSGS];
+	ssize_t n = read(e->uffd, msg, (SP_MSGS - e->nheld) * sizeof(msg[0]));
+	bool forked = false;
+
+	for (size_t i = 0; n > 0 && i < (size_t)n / sizeof(msg[0]); i++) {
+		if (msg[i].event == UFFD_EVENT_FORK) {
+			sp_fork_event(e, (int)msg[i].arg.fork.ufd);
+			forked = true;
+		} else if (msg[i].event == UFFD_EVENT_PAGEFAULT) {
+			e->held[e->nheld++] = msg[i];
+		}
+	}
+	return !forked && e->nheld < SP_MSGS;
+}
+
+/*
+ * Tell the served hook that @back pages came back, and hold off for as
+ * long as it asks (memory.high's throttle of the threads that fault pages
+ * back): faults wait meanwhile.  A fork asked for (wake_fd) or the
+ * engine's stop ends the wait early, leaving its descriptor readable for
+ * the handler's loop, and so does a fork reported (sp_hold_read).  The
+ * burst ends first: no CPU latency request is held while nothing is
+ * served.  Not while a fork is under way (the table frozen).
+ */
+static void sp_served(struct spill_engine *e, uint64_t back)
+{
+	struct pollfd p[3] = {
+		{ .fd = e->stop_fd, .events = POLLIN },
+		{ .fd = e->wake_fd, .events = POLLIN },
+		{ .fd = e->uffd, .events = POLLIN },
+	};
+	int64_t start, until;
+	unsigned ms;
+
+	if (!e->served || !back)
+		return;
+	ms = e->served(back);
+	if (!ms || atomic_load_explicit(&e->fork_state, memory_order_acquire) != SP_FORK_NONE)
+		return;
+	sp_burst_end(e);
+	/* The threads that fault meanwhile wait: a stall, as while faults are served. */
+	if (e->serving)
+		e->serving(true);
+	start = sp_now_ns();
+	until = start + (int64_t)(ms > SP_HOLD_OFF_MAX_MS ? SP_HOLD_OFF_MAX_MS : ms) * 1000000;
+	for (int64_t left; (left = until - sp_now_ns()) > 0;) {
+		if (poll(p, 3, (int)((left + 999999) / 1000000)) <= 0 || p[0].revents ||
+		    p[1].revents || (p[2].revents & (POLLERR | POLLHUP | POLLNVAL)))
+			break;
+		if ((p[2].revents & POLLIN) && !sp_hold_read(e))
+			break;
+	}
+	if (e->serving)
+		e->serving(false);
+	atomic_fetch_add_explicit(&e->held_off, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&e->held_off_ms, (uint64_t)(sp_now_ns() - start) / 1000000,
+				  memory_order_relaxed);
+}
+
+/* The faults read while held off, or what the uffd holds now. */
+static ssize_t sp_read_msgs(struct spill_engine *e, struct uffd_msg *msg)
+{
+	ssize_t n = (ssize_t)(e->nheld * sizeof(*msg));
+
+	if (!e->nheld)
+		return read(e->uffd, msg, SP_MSGS * sizeof(*msg));
+	memcpy(msg, e->held, (size_t)n);
+	e->nheld = 0;
+	return n;
+}
+
 /*
  * A readahead step with no fault waiting: what it brings back is told to
  * the served hook, as after a fault; not to the serving one (no thread
@@ -1590,9 +1677,7 @@ static void sp_ra_served(struct spill_engine *e)
 	uint64_t back = atomic_load_explicit(&e->readahead, memory_order_relaxed);
 
 	sp_ra_step(e);
-	back = atomic_load_explicit(&e->readahead, memory_order_relaxed) - back;
-	if (e->served && back)
-		e->served(back);
+	sp_served(e, atomic_load_explicit(&e->readahead, memory_order_relaxed) - back);
 }
 
 /* ---- fork: the table frozen while the kernel copies the address space ---- */
@@ -1964,7 +2049,7 @@ static void *sp_handler(void *arg)
 		 * blocking, 16.6 us busy-polling).  Bounded, so an idle engine
 		 * costs nothing.
 		 */
-		n = read(e->uffd, msg, sizeof(msg));
+		n = sp_read_msgs(e, msg);
 		if (n <= 0 && frozen) {
 			/* Nothing that changes the table or the pool: only faults and the fork. */
 			struct pollfd fp[5] = { pfd[0], pfd[1], pfd[2],
@@ -2058,8 +2143,7 @@ static void *sp_handler(void *arg)
 			e->serving(false);
 		back = atomic_load_explicit(&e->refaulted, memory_order_relaxed) +
 		       atomic_load_explicit(&e->readahead, memory_order_relaxed) - back;
-		if (e->served && back)
-			e->served(back);
+		sp_served(e, back);
 	}
 	sp_settle_closed_now(e);
 	atomic_store_explicit(&e->running, false, memory_order_release);
@@ -3191,6 +3275,8 @@ void spill_stats(struct spill_engine *e, struct spill_stats *st)
 		st->staged += __atomic_load_n(&e->lane_used[lane], __ATOMIC_RELAXED);
 	st->bursts = atomic_load_explicit(&e->bursts, memory_order_relaxed);
 	st->bursts_polled = atomic_load_explicit(&e->bursts_polled, memory_order_relaxed);
+	st->held_off = atomic_load_explicit(&e->held_off, memory_order_relaxed);
+	st->held_off_ms = atomic_load_explicit(&e->held_off_ms, memory_order_relaxed);
 	st->cpu_latency_err = __atomic_load_n(&e->qos_err, __ATOMIC_RELAXED);
 }
 

@@ -97,10 +97,13 @@ struct spill_options {
 	 * after each step of a cluster's readahead (which waits until no
 	 * fault does), when it brought any back (NULL: not called).  The
 	 * faulting threads are awake again; what it does delays the service
-	 * of the next fault.
+	 * of the next fault.  It returns how many ms the handler is to hold
+	 * off before it serves another (0: none; at most 2000): a throttle of
+	 * the threads that bring pages back.  A fork or spill_close() ends
+	 * the wait early.
 	 * It must not touch memory that can be spilled (as idle).
 	 */
-	void (*served)(uint64_t pages);
+	unsigned (*served)(uint64_t pages);
 	/*
 	 * Read ahead on sequential faults: a fault at the page after the
 	 * last one (or just past what was read ahead) brings back the next
@@ -172,6 +175,8 @@ struct spill_stats {
 				 * (63 a lane at most; spill_stage_clear()) */
 	uint64_t bursts;	/* times the handler woke from sleep to a fault */
 	uint64_t bursts_polled;	/* of them, served with idle CPUs polling */
+	uint64_t held_off;	/* times the served hook held the handler off */
+	uint64_t held_off_ms;	/* for this long in all */
 	int cpu_latency_err;	/* why no CPU latency request can be held
 				 * (errno of opening /dev/cpu_dma_latency), or
 				 * 0: held in bursts, or not asked for */
