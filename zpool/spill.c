@@ -3625,9 +3625,10 @@ int spill_fork_child(struct spill_engine *e)
 	atomic_store(&e->fork_state, SP_FORK_NONE);
 	atomic_store(&e->fork_announced, false);
 	e->child_uffd = -1;
-	/* The handler's own state: readahead, bursts. */
+	/* The handler's own state: readahead, bursts, the parent's faults read while held off. */
 	e->ra_count = 0;
 	e->in_burst = false;
+	e->nheld = 0;
 	memset(e->streams, 0, sizeof(e->streams));
 	memset(e->seen, 0, sizeof(e->seen));
 	if (ufd < 0) {
