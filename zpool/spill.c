@@ -1985,9 +1985,10 @@ static void sp_trim_scratch(struct spill_engine *e);
  * faulting threads where they were (one thread's p50 14.7-17.0 us
  * without it, 15.2-16.5 with it; two threads' 22.6-24.2 without,
  * 22.5-27.2 with) and took 4 threads' p50 from 42.6-52.1 us to
- * 34.9-41.6, but their p99.9 from 0.15-0.21 ms to 1.5-2.3 ms: on 2 CPUs, a faulting thread, the spinning handler and the
- * helper contend for the CPUs, and a helper preempted holding a fault
- * holds it for a scheduler slice.  Woken whenever a fault had waited for
+ * 34.9-41.6, but their p99.9 from 0.15-0.21 ms to 1.5-2.3 ms: on 2
+ * CPUs, a faulting thread, the spinning handler and the helper contend
+ * for the CPUs, and a helper preempted holding a fault holds it for a
+ * scheduler slice.  Woken whenever a fault had waited for
  * the handler, it made one thread's p50 2.5-3 us worse.  The bare round
  * trip with two servers (RESULTS-spill.md) gains more than the engine
  * did, having less to do for each fault on the contended CPUs.
