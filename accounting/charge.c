@@ -135,20 +135,47 @@ CGM_TLS unsigned char acct_exempt;
  * for it) keep their code in one 64 KiB window; a process over its high
  * reclaims, spills and sleeps, and maps the cold code for it anyway.
  */
+/*
+ * The penalty of a charge of @nr_pages into @group as it and its
+ * ancestors stand, with @unsampled pages more in use than they were
+ * charged for: the greatest of theirs, 0 when none is over its high.
+ * With @event, each group over its high counts a high event.
+ */
+static uint64_t high_penalty_ms(struct cgm_hier *h, uint32_t group, int64_t unsampled,
+				int64_t nr_pages, bool event)
+{
+	struct cgm_group *g;
+	uint64_t delay = 0;
+
+	for_each_ancestor(h, group, g) {
+		int64_t usage = page_counter_read(&g->memory) + unsampled;
+		int64_t high = __atomic_load_n(&g->memory.high, __ATOMIC_RELAXED);
+		uint64_t ms;
+
+		if (usage <= high)
+			continue;
+		if (event)
+			group_event(h, group, CGM_EV_HIGH);
+		ms = acct_high_delay_ms(usage, high, nr_pages);
+		if (ms > delay)
+			delay = ms;
+	}
+	return delay;
+}
+
 static CGM_COLD void reclaim_over_high(struct cgm_acct *a, struct cgm_thread_slot *t,
 				       uint32_t group, int64_t nr_pages)
 {
 	struct cgm_hier *h = &a->h;
 	struct cgm_group *g;
-	uint64_t delay = 0;
-	uint32_t idx = group;
+	uint64_t delay;
+	uint32_t idx;
 
 	acct_harvest_subtree(h, group);
 	if (!group_over_high(h, group))
 		return;
-	for_each_ancestor(h, idx, g)
-		if (page_counter_read(&g->memory) > __atomic_load_n(&g->memory.high, __ATOMIC_RELAXED))
-			group_event(h, idx, CGM_EV_HIGH);
+	/* The events alone here: the penalty is for what reclaim leaves. */
+	(void)high_penalty_ms(h, group, 0, nr_pages, true);
 	for (int left = HIGH_RECLAIM_RETRIES; left > 0; left--) {
 		int64_t before = high_excess(h, group), after;
 
@@ -170,19 +197,9 @@ static CGM_COLD void reclaim_over_high(struct cgm_acct *a, struct cgm_thread_slo
 		if (after >= before)
 			break;
 	}
-	idx = group;
-	for_each_ancestor(h, idx, g) {
-		int64_t high = __atomic_load_n(&g->memory.high, __ATOMIC_RELAXED);
-
-		if (page_counter_read(&g->memory) > high) {
-			uint64_t ms = acct_high_delay_ms(page_counter_read(&g->memory), high, nr_pages);
-
-			if (ms > delay)
-				delay = ms;
-		}
-	}
+	delay = high_penalty_ms(h, group, 0, nr_pages, false);
 	/* The kernel does not bother sleeping for 10 ms or less. */
-	if (delay > 10) {
+	if (delay > CGM_HIGH_DELAY_MIN_MS) {
 		struct timespec ts = { (time_t)(delay / 1000), (long)(delay % 1000) * 1000000 };
 		int64_t start = cgm_now_ns();
 
@@ -197,27 +214,11 @@ static CGM_COLD void reclaim_over_high(struct cgm_acct *a, struct cgm_thread_slo
 uint64_t acct_high_penalty_ms(struct cgm_acct *a, int64_t unsampled, int64_t nr_pages, bool event)
 {
 	struct cgm_proc *p = hier_proc(&a->h, a->proc);
-	struct cgm_group *g;
-	uint64_t delay = 0;
-	uint32_t idx;
 
 	if (!p || nr_pages <= 0)
 		return 0;
-	idx = __atomic_load_n(&p->group, __ATOMIC_RELAXED);
-	for_each_ancestor(&a->h, idx, g) {
-		int64_t usage = page_counter_read(&g->memory) + unsampled;
-		int64_t high = __atomic_load_n(&g->memory.high, __ATOMIC_RELAXED);
-		uint64_t ms;
-
-		if (usage <= high)
-			continue;
-		if (event)
-			group_event(&a->h, idx, CGM_EV_HIGH);
-		ms = acct_high_delay_ms(usage, high, nr_pages);
-		if (ms > delay)
-			delay = ms;
-	}
-	return delay;
+	return high_penalty_ms(&a->h, __atomic_load_n(&p->group, __ATOMIC_RELAXED), unsampled,
+			       nr_pages, event);
 }
 
 static void handle_over_high(struct cgm_acct *a, struct cgm_thread_slot *t,

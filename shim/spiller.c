@@ -311,8 +311,6 @@ static bool handler_reclaiming;
  * half its peak stayed 15-20% over and was throttled 28 s of its first
  * 30 (README).
  */
-#define THROTTLE_MIN_MS		10	/* the kernel does not sleep for 10 ms or less (HZ / 100) */
-
 /* What the handler held off for memory.high (published as throttle_usec); the process's own. */
 static uint64_t throttled_ns;
 
@@ -323,12 +321,12 @@ static CGM_NOINLINE unsigned spill_throttle(uint64_t pages)
 
 	unsampled += pages;
 	if (acct_high_penalty_ms(&cgm_acct, (int64_t)unsampled, (int64_t)pages, false) <=
-	    THROTTLE_MIN_MS)
+	    CGM_HIGH_DELAY_MIN_MS)
 		return 0;
 	cgm_resident_sample(false);
 	unsampled = 0;
 	ms = acct_high_penalty_ms(&cgm_acct, 0, (int64_t)pages, true);
-	if (ms <= THROTTLE_MIN_MS)
+	if (ms <= CGM_HIGH_DELAY_MIN_MS)
 		return 0;
 	cgm_bg_reclaim_kick();
 	__atomic_add_fetch(&throttled_ns, ms * 1000000, __ATOMIC_RELAXED);
@@ -756,7 +754,11 @@ static void spill_state(struct acct_spill_state *out)
 	st.counts[CGM_STAT_PSWPOUT - CGM_STAT_SPILL0] = zs.written_back_pages;
 	st.counts[CGM_STAT_WORKINGSET_REFAULT_ANON - CGM_STAT_SPILL0] = ss.refaulted_hot;
 	st.counts[CGM_STAT_PGSTEAL - CGM_STAT_SPILL0] = ss.spilled;
-	/* As asked of the handler (a fork or the engine's end can cut a wait short). */
+	/*
+	 * As asked of the handler (a fork or the engine's end can cut a wait
+	 * short); not the engine's held_off_ms, which starts again with each
+	 * engine while this total must only grow.
+	 */
 	st.throttle_ns = __atomic_load_n(&throttled_ns, __ATOMIC_RELAXED);
 	own_counts(own);
 	for (int i = 0; i < CGM_NR_SPILL_COUNTS; i++)

@@ -59,6 +59,8 @@ struct cgm_acct {
 #define CGM_DELAY_SCALING_SHIFT 14
 #define CGM_CHARGE_BATCH 64
 #define CGM_MAX_HIGH_DELAY_MS 2000
+/* A penalty this short or shorter is not slept (HZ / 100). */
+#define CGM_HIGH_DELAY_MIN_MS 10
 
 /* ---- attach.c: process and thread slots ---- */
 
