@@ -378,6 +378,7 @@ static void setup_proc(struct cgm_hier *h, uint32_t idx, uint32_t group, int32_t
 	memset(p->spill_counts, 0, sizeof(p->spill_counts));
 	memset(p->spill_folded, 0, sizeof(p->spill_folded));
 	p->spill_throttle_ns = p->spill_throttle_folded = 0;
+	p->own_anon = 0;
 	p->reclaim_asked = p->reclaim_done = p->reclaim_answering = 0;
 	p->wake = 0;
 	p->move_to = CGM_NONE;

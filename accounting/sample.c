@@ -181,6 +181,8 @@ static int64_t sample_apply(struct cgm_hier *h, uint32_t proc, int64_t anon, con
 
 	if (!p)
 		return 0;
+	/* The library's bookkeeping is not the program's memory (struct cgm_proc). */
+	anon -= __atomic_load_n(&p->own_anon, __ATOMIC_RELAXED);
 	if (anon < 0)
 		anon = 0;
 	hier_lock(&p->lock);
@@ -311,6 +313,7 @@ void acct_spill_publish(struct cgm_acct *a, const struct acct_spill_state *st)
 		return;
 	__atomic_store_n(&p->spilled_pages, st->spilled_pages > 0 ? st->spilled_pages : 0,
 			 __ATOMIC_RELAXED);
+	__atomic_store_n(&p->own_anon, st->own_anon > 0 ? st->own_anon : 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&p->sampled[CGM_STAT_ZSWAP], st->zswap > 0 ? st->zswap : 0,
 			 __ATOMIC_RELAXED);
 	__atomic_store_n(&p->sampled[CGM_STAT_ZSWAPPED], st->zswapped > 0 ? st->zswapped : 0,

@@ -196,6 +196,46 @@ START_TEST(test_sample_base_not_charged)
 END_TEST
 
 /*
+ * The library's own memory a process publishes (struct cgm_proc's
+ * own_anon) leaves its charge and memory.stat's anon, in its own samples
+ * and in a reader's refresh alike; the pool's pages stay in both.
+ */
+START_TEST(test_sample_own_not_charged)
+{
+	struct acct_spill_state st = { 0 };
+	int64_t held, real;
+
+	ck_assert_int_eq(acct_attach(&ac, "/o"), 0);
+	held = me()->held_pages;
+	st.zswap = 1 * MIB;
+	st.own_anon = 3 * MIB;
+	acct_spill_publish(&ac, &st);
+	/* 10 MiB beyond the held bytes, 3 of them the library's own. */
+	ck_assert_int_eq(acct_sample_set(&ac, true, held * PAGE + 10 * MIB, 0, 0), 7 * MIB / PAGE);
+	ck_assert_int_eq(usage_of("/o"), held + 7 * MIB / PAGE);
+	ck_assert_int_eq(sampled_stat("/o", CGM_STAT_ANON), held * PAGE + 7 * MIB);
+	/* Given back (the engine closed): charged again at the next sample. */
+	st.own_anon = 0;
+	acct_spill_publish(&ac, &st);
+	ck_assert_int_eq(acct_sample_set(&ac, true, held * PAGE + 10 * MIB, 0, 0), 3 * MIB / PAGE);
+	ck_assert_int_eq(usage_of("/o"), held + 10 * MIB / PAGE);
+	/* More than the anon: nothing sampled, never negative. */
+	st.own_anon = held * PAGE + 20 * MIB;
+	acct_spill_publish(&ac, &st);
+	acct_sample_set(&ac, true, held * PAGE + 10 * MIB, 0, 0);
+	ck_assert_int_eq(me()->sampled_pages, 0);
+	ck_assert_int_eq(sampled_stat("/o", CGM_STAT_ANON), 0);
+	/* A reader's refresh of a stale sample leaves it out too. */
+	real = acct_read_anon(0);
+	st.own_anon = real / 2;
+	acct_spill_publish(&ac, &st);
+	acct_refresh_stale(&ac.h, group_lookup(&ac.h, "/o"), 0);
+	ck_assert_int_lt(sampled_stat("/o", CGM_STAT_ANON), real - real / 4);
+	ck_assert_int_gt(sampled_stat("/o", CGM_STAT_ANON), real / 4);
+}
+END_TEST
+
+/*
  * Never past memory.max: what does not fit is the shortfall, a max event;
  * acct_over_max reclaims first and answers 0 if that made room, -ENOMEM
  * (and an oom event) if it did not.
@@ -476,6 +516,7 @@ static void add_tests(TCase *tc, bool regressions)
 	tcase_add_test(tc, test_sample_anon_keeps_split);
 	tcase_add_test(tc, test_sample_alloc_mode_publishes_only);
 	tcase_add_test(tc, test_sample_base_not_charged);
+	tcase_add_test(tc, test_sample_own_not_charged);
 	tcase_add_test(tc, test_sample_max_reclaims_then_refuses);
 	tcase_add_test(tc, test_limit_pages_lowest_up_the_tree);
 	tcase_add_test(tc, test_reclaim_margin_signed_up_the_tree);

@@ -329,6 +329,7 @@ struct acct_spill_state {
 	int64_t swap;		/* bytes of pages written back to the backing file */
 	uint64_t counts[CGM_NR_SPILL_COUNTS];	/* CGM_STAT_SPILL0 on */
 	uint64_t throttle_ns;	/* the handler held off for memory.high (throttle_usec) */
+	int64_t own_anon;	/* bytes of the library's own tables and scratch (struct cgm_proc) */
 };
 void acct_spill_publish(struct cgm_acct *a, const struct acct_spill_state *st);
 

@@ -30,7 +30,7 @@
 #include "cgm/size_class.h"
 
 #define CGM_HIER_MAGIC		0x3152454948474d43ULL	/* "CGMHIER1" */
-#define CGM_HIER_VERSION	23
+#define CGM_HIER_VERSION	24
 #define CGM_NONE		UINT32_MAX
 #define CGM_ROOT		0
 #define CGM_NAME_MAX		64		/* a path component, NUL included */
@@ -284,6 +284,15 @@ struct cgm_proc {
 	 */
 	uint64_t spill_throttle_ns;
 	uint64_t spill_throttle_folded;
+	/*
+	 * Bytes of its anon that are the library's own bookkeeping, left out
+	 * of its charge and of memory.stat's anon (layout 24): the spill
+	 * engine's tables and scratch and the pool's tables, which the
+	 * kernel keeps in memory it does not charge (zswap's entries and
+	 * tree, zsmalloc's handles).  The pool's pages stay charged, as
+	 * zswap's are.
+	 */
+	int64_t own_anon;
 	pthread_mutex_t lock;		/* robust, shared: harvest and move */
 	char comm[16];
 	/*

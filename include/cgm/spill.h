@@ -331,7 +331,8 @@ void spill_stats(struct spill_engine *e, struct spill_stats *st);
 /*
  * What of the engine's own memory is resident in pages of the process's
  * own (zp_resident_bytes()), the pool's compressed pages not included:
- * charged to the group as anon that nothing can spill.  The engine's
+ * anon that nothing can spill, which the shim leaves out of the process's
+ * charge, as the kernel does not charge its zswap bookkeeping.  The engine's
  * scratch goes back once its handler has been idle (spill_options'
  * idle_ms, the idle work done); its tables grow with what is spilled.
  */
@@ -341,6 +342,11 @@ struct spill_footprint {
 	size_t scratch;		/* staging slots, copy pages, readahead span, the pool's contexts */
 };
 void spill_footprint(struct spill_engine *e, struct spill_footprint *fp);
+/*
+ * The same without waiting for the engine's lock: -EBUSY if another thread
+ * holds it (the caller may be a signal handler that interrupted it).
+ */
+int spill_footprint_try(struct spill_engine *e, struct spill_footprint *fp);
 
 /*
  * Bring every spilled page back into place (pages a program thread faults
