@@ -211,6 +211,16 @@ static CGM_COLD void reclaim_over_high(struct cgm_acct *a, struct cgm_thread_slo
 	}
 }
 
+bool acct_reclaim_keeps_pace(struct acct_reclaim_pace *pace, uint64_t reclaimed, uint64_t back)
+{
+	int64_t credit = pace->credit + (int64_t)(reclaimed - pace->last_reclaimed) - (int64_t)back;
+
+	pace->last_reclaimed = reclaimed;
+	pace->credit = credit > CGM_RECLAIM_PACE_CAP ? CGM_RECLAIM_PACE_CAP :
+		       credit < -CGM_RECLAIM_PACE_CAP ? -CGM_RECLAIM_PACE_CAP : credit;
+	return pace->credit >= 0;
+}
+
 uint64_t acct_high_penalty_ms(struct cgm_acct *a, int64_t unsampled, int64_t nr_pages, bool event)
 {
 	struct cgm_proc *p = hier_proc(&a->h, a->proc);

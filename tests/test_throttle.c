@@ -281,6 +281,38 @@ START_TEST(test_high_penalty)
 }
 END_TEST
 
+/*
+ * Reclaim keeps pace while what it reclaimed, over time, is at least what
+ * came back: bursts even out, a deficit is paid back before it keeps pace
+ * again, and neither side banks more than CGM_RECLAIM_PACE_CAP pages.
+ */
+START_TEST(test_reclaim_pace)
+{
+	struct acct_reclaim_pace pace = { 0 };
+	uint64_t total = 0;
+
+	/* A burst, then looks where nothing was reclaimed: paid for by the burst. */
+	ck_assert(acct_reclaim_keeps_pace(&pace, total += 700, 700));
+	ck_assert(acct_reclaim_keeps_pace(&pace, total += 1500, 500));
+	ck_assert(acct_reclaim_keeps_pace(&pace, total, 500));
+	ck_assert(acct_reclaim_keeps_pace(&pace, total, 500));
+	/* Behind: nothing reclaimed while more came back. */
+	ck_assert(!acct_reclaim_keeps_pace(&pace, total, 300));
+	ck_assert_int_eq(pace.credit, -300);
+	/* Caught up only once the deficit is paid. */
+	ck_assert(!acct_reclaim_keeps_pace(&pace, total += 200, 0));
+	ck_assert(acct_reclaim_keeps_pace(&pace, total += 100, 0));
+	/* A long run ahead banks no more than the cap... */
+	ck_assert(acct_reclaim_keeps_pace(&pace, total += 100000, 0));
+	ck_assert_int_eq(pace.credit, CGM_RECLAIM_PACE_CAP);
+	ck_assert(!acct_reclaim_keeps_pace(&pace, total, CGM_RECLAIM_PACE_CAP + 1));
+	/* ...nor a long run behind owes more. */
+	ck_assert(!acct_reclaim_keeps_pace(&pace, total, 100000));
+	ck_assert_int_eq(pace.credit, -CGM_RECLAIM_PACE_CAP);
+	ck_assert(acct_reclaim_keeps_pace(&pace, total += CGM_RECLAIM_PACE_CAP, 0));
+}
+END_TEST
+
 static void add_tests(TCase *tc, bool regressions)
 {
 	if (regressions)
@@ -290,6 +322,7 @@ static void add_tests(TCase *tc, bool regressions)
 	tcase_add_test(tc, test_monotone);
 	tcase_add_test(tc, test_high_throttles);
 	tcase_add_test(tc, test_high_penalty);
+	tcase_add_test(tc, test_reclaim_pace);
 }
 
 int main(int argc, char **argv)

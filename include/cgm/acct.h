@@ -264,6 +264,24 @@ uint64_t acct_high_delay_ms(int64_t usage, int64_t high, int64_t nr_pages);
 uint64_t acct_high_penalty_ms(struct cgm_acct *a, int64_t unsampled, int64_t nr_pages, bool event);
 
 /*
+ * Whether reclaim keeps pace with pages coming back: the kernel throttles
+ * a task over memory.high only while its reclaim makes no progress, and
+ * that reclaim is the task's own, of at least what it charged.  Reclaim
+ * running beside the faults (spill_throttle's background) keeps pace
+ * while what it reclaimed, over time, is at least what came back: a
+ * credit of their difference, bounded by CGM_RECLAIM_PACE_CAP pages
+ * either way, as reclaim comes in bursts (one look 7,000 pages, the
+ * next none).  @reclaimed: the total so far; @back: pages that came back
+ * since the last call.
+ */
+#define CGM_RECLAIM_PACE_CAP	2048
+struct acct_reclaim_pace {
+	uint64_t last_reclaimed;
+	int64_t credit;
+};
+bool acct_reclaim_keeps_pace(struct acct_reclaim_pace *pace, uint64_t reclaimed, uint64_t back);
+
+/*
  * Is the process over its group's memory.max -- a residency sample found
  * more in use than the limit has room for (acct_sample_short), or a
  * counter is above its max (a limit lowered)?  Then reclaim, then the OOM

@@ -600,11 +600,12 @@ CHECKS=$((CHECKS + 1))
 
 # Reading back under memory.high: the same python3 reading its strings
 # back twice.  With spill_hold_high=1 the handler thread spills what they
-# take the group over, a charge batch at a time; with spill_throttle=1 it
-# holds off serving faults for the kernel's memory.high penalty once the
-# group is over (the threads that bring pages back are throttled) while
-# the background reclaim spills; by default the group passes memory.high
-# while the background stops.  memory.current is looked at while it
+# take the group over, a charge batch at a time; with spill_throttle=1,
+# once the group is over, it wakes the background reclaim and, if that
+# spills less than comes back, holds off serving faults for the kernel's
+# memory.high penalty (here it keeps up: 0 ms throttled in 3 runs of 3
+# on 2026-12-07, where the hold-off at every look took 0.4-0.7 s); by
+# default the group passes memory.high while the background stops.  memory.current is looked at while it
 # reads.  The bound, 52 MiB, is well under the 81-83 MiB of the default,
 # above the 40-47 MiB of 78 runs here with spill_hold_high=1 on
 # 2026-12-06 (40-42 in 16 with both CPUs kept busy; 48 was the bound,
@@ -648,8 +649,6 @@ while not os.path.exists(sys.argv[1]):
 	spill_throttle)
 		[ "$top" -le $((52 * MIB)) ] ||
 			fail "spill_throttle=1: memory.current reached $(mib "$top") over memory.high=40M ($back pages came back, throttled $throttled us)"
-		[ "$throttled" -gt 0 ] ||
-			fail "spill_throttle=1: no throttle (throttle_usec 0) at $(mib "$top") over memory.high=40M"
 		top2=$top
 		;;
 	*)
