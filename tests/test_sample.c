@@ -198,7 +198,7 @@ END_TEST
 /*
  * The library's own memory a process publishes (struct cgm_proc's
  * own_anon) leaves its charge and memory.stat's anon, in its own samples
- * and in a reader's refresh alike; the pool's pages stay in both.
+ * and in a reader's refresh alike.
  */
 START_TEST(test_sample_own_not_charged)
 {
@@ -207,7 +207,6 @@ START_TEST(test_sample_own_not_charged)
 
 	ck_assert_int_eq(acct_attach(&ac, "/o"), 0);
 	held = me()->held_pages;
-	st.zswap = 1 * MIB;
 	st.own_anon = 3 * MIB;
 	acct_spill_publish(&ac, &st);
 	/* 10 MiB beyond the held bytes, 3 of them the library's own. */
