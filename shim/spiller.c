@@ -781,7 +781,13 @@ static void own_counts(int64_t own[CGM_NR_SPILL_COUNTS])
 	own[CGM_STAT_PGSTEAL_DIRECT - CGM_STAT_SPILL0] = steal[1];
 }
 
-static void spill_state(struct acct_spill_state *out)
+/*
+ * The process's figures as of now.  @own_anon: measure the library's own
+ * memory too (own_bytes()), which only a publish needs -- not a stop,
+ * which publishes none, nor a forked child's base, taken in its fork
+ * handler.
+ */
+static void spill_state(struct acct_spill_state *out, bool own_anon)
 {
 	struct acct_spill_state st = { 0 };
 	int64_t own[CGM_NR_SPILL_COUNTS];
@@ -818,7 +824,8 @@ static void spill_state(struct acct_spill_state *out)
 	 */
 	st.throttle_ns = __atomic_load_n(&throttled_ns, __ATOMIC_RELAXED);
 	/* A forked child's copy is in the anon it inherited: nothing to leave out of it. */
-	st.own_anon = fork_base_set ? 0 : own_bytes(zs.meta_bytes);
+	if (own_anon && !fork_base_set)
+		st.own_anon = own_bytes(zs.meta_bytes);
 	own_counts(own);
 	for (int i = 0; i < CGM_NR_SPILL_COUNTS; i++)
 		if (own[i] >= 0)
@@ -843,7 +850,7 @@ void cgm_spill_publish(void)
 
 	if (!engine)
 		return;
-	spill_state(&st);
+	spill_state(&st, true);
 	acct_spill_publish(&cgm_acct, &st);
 }
 
@@ -1593,10 +1600,10 @@ static long spill_stop(void)
 	long back;
 
 	allowed = false;
-	spill_state(&st);
+	spill_state(&st, false);
 	back = (long)st.spilled_pages;
 	st.counts[CGM_STAT_ZSWPIN - CGM_STAT_SPILL0] += (uint64_t)st.spilled_pages;
-	st.spilled_pages = st.zswap = st.zswapped = st.swap = st.own_anon = 0;
+	st.spilled_pages = st.zswap = st.zswapped = st.swap = 0;
 	/* The process's own counts go on from where they are: only the engine's restart. */
 	own_counts(own);
 	for (int i = 0; i < CGM_NR_SPILL_COUNTS; i++)
@@ -1746,7 +1753,7 @@ static void spill_child(void)
 		handoff = false;
 		/* The child is charged for what it adds from here, not for its copy. */
 		fork_base_set = false;
-		spill_state(&fork_base);
+		spill_state(&fork_base, false);
 		fork_base_set = true;
 		spill_unshare_shared(engine, false);
 		cgm_bg_reclaim_start();

@@ -3224,8 +3224,17 @@ long spill_written(struct spill_engine *e, const void *addr, size_t len,
 
 /* ---- statistics and closing ---- */
 
-static void sp_footprint(struct spill_engine *e, struct spill_footprint *fp, size_t slots)
+/* -EBUSY without @wait if another thread holds the engine's lock (for the slots' size). */
+static int sp_footprint(struct spill_engine *e, struct spill_footprint *fp, bool wait)
 {
+	size_t slots;
+
+	if (wait)
+		pthread_mutex_lock(&e->lock);
+	else if (pthread_mutex_trylock(&e->lock))
+		return -EBUSY;
+	slots = zp_resident_bytes(e->slots, (e->mask + 1) * sizeof(*e->slots));
+	pthread_mutex_unlock(&e->lock);
 	fp->hot = zp_resident_bytes(e->hot, SP_HOT_SLOTS * sizeof(*e->hot));
 	fp->tables = slots + fp->hot + zp_resident_bytes(e, sizeof(*e)) +
 		     zp_resident_bytes(e->ranges, (size_t)e->max_ranges * sizeof(*e->ranges)) +
@@ -3239,28 +3248,17 @@ static void sp_footprint(struct spill_engine *e, struct spill_footprint *fp, siz
 		      zp_resident_bytes(e->bounce, SP_PAGE) +
 		      zp_resident_bytes(e->span, SP_SPAN_MAX * SP_PAGE) +
 		      zp_resident_bytes(e->zeros, SP_PAGE) + zp_scratch_resident(e->pool);
+	return 0;
 }
 
 void spill_footprint(struct spill_engine *e, struct spill_footprint *fp)
 {
-	size_t slots;
-
-	pthread_mutex_lock(&e->lock);
-	slots = zp_resident_bytes(e->slots, (e->mask + 1) * sizeof(*e->slots));
-	pthread_mutex_unlock(&e->lock);
-	sp_footprint(e, fp, slots);
+	(void)sp_footprint(e, fp, true);
 }
 
 int spill_footprint_try(struct spill_engine *e, struct spill_footprint *fp)
 {
-	size_t slots;
-
-	if (pthread_mutex_trylock(&e->lock))
-		return -EBUSY;
-	slots = zp_resident_bytes(e->slots, (e->mask + 1) * sizeof(*e->slots));
-	pthread_mutex_unlock(&e->lock);
-	sp_footprint(e, fp, slots);
-	return 0;
+	return sp_footprint(e, fp, false);
 }
 
 void spill_stats(struct spill_engine *e, struct spill_stats *st)
