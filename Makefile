@@ -52,7 +52,7 @@ CXXFLAGS_BASE := -std=c++17 -O2 -g $(WARN)
 # scope at that time, which a dlopen(RTLD_GLOBAL) may have added.
 LIB_CFLAGS :=
 BIND_AT_LOAD := shim/interpose.c shim/accounted.c shim/new_delete.c shim/glibc_extras.c \
-	shim/thread_start.c shim/resident.c shim/regions.c shim/mi_purge.c shim/large_park.c shim/epoch.c \
+	shim/thread_start.c shim/resident.c shim/self_proc.c shim/regions.c shim/mi_purge.c shim/large_park.c shim/epoch.c \
 	shim/moving.c shim/static_key.c shim/static_key_sync.c $(wildcard accounting/*.c) \
 	base/log.c base/proc_maps.c \
 	shim/core_dump.c shim/static_key_x86_64.c shim/static_key_aarch64.c shim/fd_guard.c

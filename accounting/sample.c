@@ -50,23 +50,26 @@ static long long statm_field(const char **s)
 }
 
 /* Parsed by hand: this runs inside malloc's slow paths, where scanf may not. */
-int64_t acct_read_anon(int pid)
+int64_t acct_read_anon(int pid, int fd)
 {
 	char path[64], text[256];
 	long long resident, shared;
 	const char *s = text;
 	ssize_t n;
-	int fd;
 
-	if (pid > 0)
-		snprintf(path, sizeof(path), "/proc/%d/statm", pid);
-	else
-		memcpy(path, "/proc/self/statm", sizeof("/proc/self/statm"));
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	n = read(fd, text, sizeof(text) - 1);
-	close(fd);
+	if (fd >= 0) {
+		n = pread(fd, text, sizeof(text) - 1, 0);
+	} else {
+		if (pid > 0)
+			snprintf(path, sizeof(path), "/proc/%d/statm", pid);
+		else
+			memcpy(path, "/proc/self/statm", sizeof("/proc/self/statm"));
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			return -1;
+		n = read(fd, text, sizeof(text) - 1);
+		close(fd);
+	}
 	if (n <= 0)
 		return -1;
 	text[n] = '\0';
@@ -275,7 +278,7 @@ void acct_refresh_stale(struct cgm_hier *h, uint32_t group, int64_t max_age_ns)
 		if (!group_in_subtree(h, __atomic_load_n(&p->group, __ATOMIC_RELAXED), group) ||
 		    now - __atomic_load_n(&p->sampled_ns, __ATOMIC_RELAXED) < max_age_ns)
 			continue;
-		anon = acct_read_anon(p->pid);
+		anon = acct_read_anon(p->pid, -1);
 		/* Read first, then checked: a pid reused meanwhile is not taken for ours. */
 		if (anon < 0 || acct_proc_gone(p))
 			continue;

@@ -27,6 +27,7 @@
 
 #include "cgm/compiler.h"
 #include "cgm/regions.h"
+#include "cgm/self_proc.h"
 #include "cgm/spiller.h"
 #include "cgm/uffd_abi.h"
 
@@ -648,16 +649,19 @@ static inline __attribute__((always_inline)) uint64_t region_resident(struct reg
 int cgm_regions_usage(struct cgm_regions_usage *u, bool exclusive)
 {
 	bool known;
-	int fd = -1, scan_fd = -1;
+	int fd = -1, scan_fd = -1, kept = -1;
 
 	memset(u, 0, sizeof(*u));
+	/* A process that spills reads through a pagemap kept open (shim/self_proc.c). */
+	kept = scan_fd = cgm_self_kept(CGM_SELF_PAGEMAP);
 	if (exclusive) {
-		fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+		fd = kept >= 0 ? kept :
+		     (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
 		if (fd < 0)
 			return -1;
 	}
 	if (!table_lock()) {
-		if (fd >= 0)
+		if (fd >= 0 && fd != kept)
 			syscall(SYS_close, fd);
 		return -1;
 	}
@@ -676,9 +680,9 @@ int cgm_regions_usage(struct cgm_regions_usage *u, bool exclusive)
 	}
 	cgm_regions_reserved = u->reserved[CGM_REGION_HEAP] + u->reserved[CGM_REGION_PROGRAM];
 	table_unlock();
-	if (fd >= 0)
+	if (fd >= 0 && fd != kept)
 		syscall(SYS_close, fd);
-	if (scan_fd >= 0)
+	if (scan_fd >= 0 && scan_fd != kept)
 		syscall(SYS_close, scan_fd);
 	return 0;
 }

@@ -27,6 +27,7 @@
 #include "cgm/log.h"
 #include "cgm/nocancel.h"
 #include "cgm/regions.h"
+#include "cgm/self_proc.h"
 #include "cgm/shim.h"
 #include "cgm/spiller.h"
 
@@ -64,6 +65,12 @@ static CGM_TLS unsigned int ticks;
 static CGM_TLS bool sampling;
 
 /* The calling thread's own slot, or NULL (boot or unaccounted slot). */
+/* RssAnon; a process that spills reads it through a statm kept open (shim/self_proc.c). */
+static inline __attribute__((always_inline)) int64_t read_anon(void)
+{
+	return acct_read_anon(0, cgm_self_kept(CGM_SELF_STATM));
+}
+
 static struct cgm_thread_slot *own_slot(void)
 {
 	struct cgm_thread_slot *t = cgm_tslot;
@@ -103,7 +110,7 @@ static CGM_KEYED int64_t sample_locked(bool lazy_split)
 	if (!p)
 		return 0;
 	__atomic_store_n(&unsampled_bytes, 0, __ATOMIC_RELAXED);
-	anon = acct_read_anon(0);
+	anon = read_anon();
 	if (anon < 0) {
 		cgm_log_once(&warned, "accounting: /proc/self/statm cannot be read: resident "
 			     "memory is not sampled (large blocks and mappings go uncharged)");
@@ -396,7 +403,7 @@ void cgm_resident_joined(void)
 {
 	/* A forked child: what it shares with its parent at the fork is the parent's charge. */
 	if (exclusive_only)
-		acct_set_anon_base(&cgm_acct, acct_read_anon(0));
+		acct_set_anon_base(&cgm_acct, read_anon());
 }
 
 bool cgm_resident_exclusive_only(void)

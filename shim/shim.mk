@@ -5,7 +5,7 @@ LIB_SRCS += shim/bootstrap.c shim/interpose.c shim/glibc_extras.c shim/new_delet
 	shim/static_key_none.c shim/static_key_sync.c \
 	shim/accounted.c shim/acct_setup.c shim/epoch.c shim/mi_layout.c \
 	shim/exit_report.c shim/thread_start.c shim/thread_run.c shim/moving.c shim/api.c \
-	shim/regions.c shim/remap_pieces.c shim/resident.c shim/mi_purge.c shim/large_park.c shim/spiller.c shim/bg_reclaim.c shim/pressure_api.c shim/numa.c \
+	shim/regions.c shim/remap_pieces.c shim/resident.c shim/self_proc.c shim/mi_purge.c shim/large_park.c shim/spiller.c shim/bg_reclaim.c shim/pressure_api.c shim/numa.c \
 	shim/lazy_libs.c shim/fd_guard.c shim/mlock.c shim/core_dump.c shim/bind_now.c
 
 # A C++ exception thrown by a new_handler unwinds through operator new.

@@ -58,6 +58,7 @@
 #include "cgm/log.h"
 #include "cgm/nocancel.h"
 #include "cgm/regions.h"
+#include "cgm/self_proc.h"
 #include "cgm/shim.h"
 #include "cgm/spill.h"
 #include "cgm/spiller.h"
@@ -509,6 +510,8 @@ static bool open_engine(void)
 	if (cgm_resident_exclusive_only())
 		spill_unshare_shared(engine, false);
 	static_branch_enable(&cgm_spill_key);
+	/* Samples from here on read through descriptors kept open (shim/self_proc.c). */
+	cgm_self_keep_open();
 	cgm_bg_reclaim_start();
 	if (cgm_conf.spill_core)
 		cgm_core_dump_watch();
@@ -1749,8 +1752,10 @@ static void spill_child(void)
 	own_at_ns = 0;
 	fork_held = false;
 	cgm_bg_reclaim_forked();
+	cgm_self_kept_fork_child();
 	if (engine && handoff && spill_fork_child(engine) == 0) {
 		handoff = false;
+		cgm_self_keep_open();
 		/* The child is charged for what it adds from here, not for its copy. */
 		fork_base_set = false;
 		spill_state(&fork_base, false);

@@ -225,7 +225,7 @@ START_TEST(test_sample_own_not_charged)
 	ck_assert_int_eq(me()->sampled_pages, 0);
 	ck_assert_int_eq(sampled_stat("/o", CGM_STAT_ANON), 0);
 	/* A reader's refresh of a stale sample leaves it out too. */
-	real = acct_read_anon(0);
+	real = acct_read_anon(0, -1);
 	st.own_anon = real / 2;
 	acct_spill_publish(&ac, &st);
 	acct_refresh_stale(&ac.h, group_lookup(&ac.h, "/o"), 0);
@@ -484,7 +484,7 @@ END_TEST
 /* A reader refreshes a sample older than it accepts, from /proc/PID/statm. */
 START_TEST(test_sample_reader_refreshes_stale)
 {
-	int64_t real = acct_read_anon(0), seen;
+	int64_t real = acct_read_anon(0, -1), seen;
 	char buf[8192];
 
 	ck_assert_int_gt(real, 0);

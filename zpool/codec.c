@@ -189,7 +189,7 @@ void zp_trim(struct zp_pool *pool)
 	}
 }
 
-size_t zp_scratch_resident(struct zp_pool *pool)
+size_t zp_scratch_resident(struct zp_pool *pool, int pagemap)
 {
 	bool zstd = atomic_load_explicit(&pool->zstd_ready, memory_order_acquire);
 	size_t bytes = 0;
@@ -197,9 +197,9 @@ size_t zp_scratch_resident(struct zp_pool *pool)
 	if (!pool->ctx)
 		return 0;
 	for (unsigned i = 0; i < ZP_NR_CTX; i++) {
-		bytes += zp_resident_bytes(pool->ctx[i].buf, ZP_SCRATCH + lz4_bytes(pool));
+		bytes += zp_resident_bytes(pagemap, pool->ctx[i].buf, ZP_SCRATCH + lz4_bytes(pool));
 		if (zstd)
-			bytes += zp_resident_bytes(pool->ctx[i].zstd_mem, pool->zstd_bytes);
+			bytes += zp_resident_bytes(pagemap, pool->ctx[i].zstd_mem, pool->zstd_bytes);
 	}
 	return bytes;
 }

@@ -57,22 +57,19 @@ void zp_unmap(void *p, size_t bytes)
 }
 
 /* (Its flags: bit 63 present, bit 56 mapped by this process alone; 512 pages a read.) */
-size_t zp_resident_bytes(const void *p, size_t bytes)
+size_t zp_resident_bytes(int pagemap, const void *p, size_t bytes)
 {
 	enum { CHUNK = 512 };
 	uint64_t pm[CHUNK];
 	uintptr_t page = (uintptr_t)p / ZP_PAGE_SIZE;
 	size_t pages = zp_page_align(bytes) / ZP_PAGE_SIZE, own = 0;
-	int fd;
 
-	if (!p || !bytes)
-		return 0;
-	fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (!p || !bytes || pagemap < 0)
 		return 0;
 	for (size_t done = 0; done < pages;) {
 		size_t n = pages - done < CHUNK ? pages - done : CHUNK;
-		ssize_t got = pread(fd, pm, n * sizeof(pm[0]), (off_t)((page + done) * sizeof(pm[0])));
+		ssize_t got = pread(pagemap, pm, n * sizeof(pm[0]),
+				    (off_t)((page + done) * sizeof(pm[0])));
 
 		if (got <= 0)
 			break;
@@ -81,7 +78,6 @@ size_t zp_resident_bytes(const void *p, size_t bytes)
 			own += (pm[i] >> 63 & 1) && (pm[i] >> 56 & 1);
 		done += n;
 	}
-	close(fd);
 	return own * ZP_PAGE_SIZE;
 }
 

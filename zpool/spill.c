@@ -3224,30 +3224,40 @@ long spill_written(struct spill_engine *e, const void *addr, size_t len,
 
 /* ---- statistics and closing ---- */
 
-/* -EBUSY without @wait if another thread holds the engine's lock (for the slots' size). */
+/*
+ * -EBUSY without @wait if another thread holds the engine's lock (for the
+ * slots' size).  Read through the engine's pagemap, kept open; where it
+ * has none (no UFFD_FEATURE_WP_ASYNC) or the program put a file of its own
+ * under its number, through one opened for the while.
+ */
 static int sp_footprint(struct spill_engine *e, struct spill_footprint *fp, bool wait)
 {
+	int pm = e->pagemap_fd;
 	size_t slots;
 
 	if (wait)
 		pthread_mutex_lock(&e->lock);
 	else if (pthread_mutex_trylock(&e->lock))
 		return -EBUSY;
-	slots = zp_resident_bytes(e->slots, (e->mask + 1) * sizeof(*e->slots));
+	if (pm < 0 || !sp_fd_still(pm, &e->pagemap_id))
+		pm = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+	slots = zp_resident_bytes(pm, e->slots, (e->mask + 1) * sizeof(*e->slots));
 	pthread_mutex_unlock(&e->lock);
-	fp->hot = zp_resident_bytes(e->hot, SP_HOT_SLOTS * sizeof(*e->hot));
-	fp->tables = slots + fp->hot + zp_resident_bytes(e, sizeof(*e)) +
-		     zp_resident_bytes(e->ranges, (size_t)e->max_ranges * sizeof(*e->ranges)) +
-		     zp_resident_bytes(e->bucket, SP_BUCKETS * sizeof(*e->bucket)) +
-		     zp_resident_bytes(e->tracked, SP_TRACK_MAX * sizeof(*e->tracked)) +
-		     zp_resident_bytes(e->frozen, SP_FROZEN_MAX * sizeof(*e->frozen)) +
-		     zp_resident_bytes(e->child_served,
+	fp->hot = zp_resident_bytes(pm, e->hot, SP_HOT_SLOTS * sizeof(*e->hot));
+	fp->tables = slots + fp->hot + zp_resident_bytes(pm, e, sizeof(*e)) +
+		     zp_resident_bytes(pm, e->ranges, (size_t)e->max_ranges * sizeof(*e->ranges)) +
+		     zp_resident_bytes(pm, e->bucket, SP_BUCKETS * sizeof(*e->bucket)) +
+		     zp_resident_bytes(pm, e->tracked, SP_TRACK_MAX * sizeof(*e->tracked)) +
+		     zp_resident_bytes(pm, e->frozen, SP_FROZEN_MAX * sizeof(*e->frozen)) +
+		     zp_resident_bytes(pm, e->child_served,
 				       (SP_FROZEN_MAX + 1) * sizeof(*e->child_served));
-	fp->scratch = zp_resident_bytes(e->stage, sp_stage_bytes()) +
-		      zp_resident_bytes(e->copy, (size_t)SP_LANES * SP_COPY_PAGES * SP_PAGE) +
-		      zp_resident_bytes(e->bounce, SP_PAGE) +
-		      zp_resident_bytes(e->span, SP_SPAN_MAX * SP_PAGE) +
-		      zp_resident_bytes(e->zeros, SP_PAGE) + zp_scratch_resident(e->pool);
+	fp->scratch = zp_resident_bytes(pm, e->stage, sp_stage_bytes()) +
+		      zp_resident_bytes(pm, e->copy, (size_t)SP_LANES * SP_COPY_PAGES * SP_PAGE) +
+		      zp_resident_bytes(pm, e->bounce, SP_PAGE) +
+		      zp_resident_bytes(pm, e->span, SP_SPAN_MAX * SP_PAGE) +
+		      zp_resident_bytes(pm, e->zeros, SP_PAGE) + zp_scratch_resident(e->pool, pm);
+	if (pm >= 0 && pm != e->pagemap_fd)
+		close(pm);
 	return 0;
 }
 

@@ -316,9 +316,10 @@ extern CGM_TLS unsigned char acct_exempt;
 
 /*
  * The anonymous resident memory of process @pid (0: this one), RssAnon
- * from /proc/PID/statm, in bytes; -1 if it cannot be read.
+ * from /proc/PID/statm, in bytes; -1 if it cannot be read.  @fd >= 0: read
+ * through it instead, that statm kept open (read again from its start).
  */
-int64_t acct_read_anon(int pid);
+int64_t acct_read_anon(int pid, int fd);
 
 /*
  * The process sampled its resident memory: @anon bytes of anonymous

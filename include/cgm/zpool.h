@@ -180,17 +180,19 @@ void zp_release_freed(struct zp_pool *pool);
  */
 void zp_trim(struct zp_pool *pool);
 
-/* Resident bytes of that scratch memory (zp_resident_bytes), for reports and tests. */
-size_t zp_scratch_resident(struct zp_pool *pool);
+/* Resident bytes of that scratch memory (zp_resident_bytes, through @pagemap), for reports. */
+size_t zp_scratch_resident(struct zp_pool *pool, int pagemap);
 
 /*
  * Bytes of [@p, @p + @bytes) in pages of this process's own: present and
- * mapped by it alone (/proc/self/pagemap), not the shared zero page that
- * reading untouched memory maps, which no group is charged for (mincore
- * counts it).  0 if pagemap cannot be read.  For reports and tests: it
- * opens the file at each call.
+ * mapped by it alone (read through @pagemap, /proc/self/pagemap open), not
+ * the shared zero page that reading untouched memory maps, which no group
+ * is charged for (mincore counts it).  0 if pagemap cannot be read.  The
+ * caller opens the file: a descriptor opened here for each call, on the
+ * library's threads, took the lowest free number from under the program's
+ * own open()s (shim/self_statm.c).
  */
-size_t zp_resident_bytes(const void *p, size_t bytes);
+size_t zp_resident_bytes(int pagemap, const void *p, size_t bytes);
 
 /*
  * Anonymous memory of the pool's own and of the spill engine's: @bytes

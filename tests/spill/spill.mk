@@ -11,18 +11,18 @@ $(SPT)/spill_commit: tests/spill/spill_commit.c
 	@mkdir -p $(SPT)
 	$(CC) $(TEST_CFLAGS) $(TEST_DEPFLAGS) -o $@ $<
 
-$(SPT)/spill_threads_max $(SPT)/spill_cancel $(SPT)/spill_core $(SPT)/spill_stop $(SPT)/spill_stale: $(SPT)/%: tests/spill/%.c
+$(SPT)/spill_threads_max $(SPT)/spill_cancel $(SPT)/spill_core $(SPT)/spill_stop $(SPT)/spill_stale $(SPT)/spill_fds: $(SPT)/%: tests/spill/%.c
 	@mkdir -p $(SPT)
 	$(CC) $(TEST_CFLAGS) $(TEST_DEPFLAGS) -pthread -o $@ $<
 
 check-spill-lib: tests/spill/test_spill_lib.sh tests/spill/hotcold.py tests/fidelity/lib.sh tests/reliability/lib.sh \
 		tests/cgmctl/lib.sh $(SPT)/spill_prog $(SPT)/spill_commit $(SPT)/spill_threads_max $(SPT)/spill_cancel $(SPT)/spill_core \
-		$(SPT)/spill_stop $(SPT)/spill_stale $(FID)/fid_prog $(REL)/rel_prog $(LIB) $(CGMCTL)
+		$(SPT)/spill_stop $(SPT)/spill_stale $(SPT)/spill_fds $(FID)/fid_prog $(REL)/rel_prog $(LIB) $(CGMCTL)
 	$(RUN) env $(FID_ENV) SPILL_PROG=$(abspath $(SPT)/spill_prog) \
 		SPILL_COMMIT=$(abspath $(SPT)/spill_commit) \
 		SPILL_THREADS_MAX=$(abspath $(SPT)/spill_threads_max) SPILL_CANCEL=$(abspath $(SPT)/spill_cancel) \
 		SPILL_CORE=$(abspath $(SPT)/spill_core) SPILL_STOP=$(abspath $(SPT)/spill_stop) \
-		SPILL_STALE=$(abspath $(SPT)/spill_stale) \
+		SPILL_STALE=$(abspath $(SPT)/spill_stale) SPILL_FDS=$(abspath $(SPT)/spill_fds) \
 		HOTCOLD=$(abspath tests/spill/hotcold.py) sh tests/spill/test_spill_lib.sh
 
 CHECK_TARGETS += check-spill-lib
