@@ -307,7 +307,9 @@ static bool handler_reclaiming;
  * from thrashing: java with a 300 MB heap under memory.high=120M held
  * 116-182 MiB (with it 116-132), node 224 MiB under 100M (with it
  * 95-105, and 28 s instead of 16; both measured when every look held
- * off).  spill_throttle=1 only: with each process's start-up memory
+ * off).  On by default (spill_throttle=1) since the hold-off waits for
+ * reclaim to fall behind: memory.high then holds as the kernel's does.
+ * spill_throttle=1 only: with each process's start-up memory
  * (the library's in it included) over the limit, a small group thrashes
  * -- check-spill-programs' git workload under memory.high=6M (its peak
  * is 15-19 MiB) took 5-7 s, against 4 s without the key; it was
