@@ -12,6 +12,7 @@
 
 #include "cgm/acct.h"
 #include "cgm/mul_div.h"
+#include "cgm/self_proc.h"
 #include "cgm/shim.h"
 
 #define LINE_MAX_KEPT 1024
@@ -49,17 +50,23 @@ void cgm_numa_split(int64_t anon, int64_t out[CGM_MAX_NODES])
 	int64_t pages[CGM_MAX_NODES] = { 0 }, total = 0;
 	char buf[8192], line[LINE_MAX_KEPT];
 	size_t kept = 0;
+	off_t at = 0;
 	ssize_t n;
-	int fd;
+	int fd, own;
 
 	memset(out, 0, CGM_MAX_NODES * sizeof(out[0]));
 	out[0] = anon;
 	if (acct_online_nodes() <= 1)
 		return;
-	fd = open("/proc/self/numa_maps", O_RDONLY | O_CLOEXEC);
+	/* A process that spills reads through a numa_maps kept open (shim/self_proc.c). */
+	fd = cgm_self_kept(CGM_SELF_NUMA_MAPS);
+	own = fd < 0;
+	if (own)
+		fd = open("/proc/self/numa_maps", O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return;
-	while ((n = read(fd, buf, sizeof(buf))) > 0) {
+	while ((n = pread(fd, buf, sizeof(buf), at)) > 0) {
+		at += n;
 		for (ssize_t i = 0; i < n; i++) {
 			if (buf[i] == '\n') {
 				count_line(line, kept, pages);
@@ -69,7 +76,8 @@ void cgm_numa_split(int64_t anon, int64_t out[CGM_MAX_NODES])
 			}
 		}
 	}
-	close(fd);
+	if (own)
+		close(fd);
 	for (int k = 0; k < CGM_MAX_NODES; k++)
 		total += pages[k];
 	if (total <= 0)

@@ -1,6 +1,7 @@
 /*
- * The /proc/self files a sample reads (statm, pagemap), kept open at a
- * high number (cgm/own_fds.h) in a process that spills.
+ * The /proc/self files a sample reads (statm, pagemap, and numa_maps with
+ * more than one node online), kept open at a high number (cgm/own_fds.h)
+ * in a process that spills.
  *
  * Why: there the library has threads of its own -- the background
  * reclaim, the fault handler -- and they sample, the handler as often as
@@ -27,12 +28,14 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "cgm/acct.h"
 #include "cgm/own_fds.h"
 #include "cgm/self_proc.h"
 
 static const char *const paths[CGM_SELF_FILES] = {
 	[CGM_SELF_STATM] = "/proc/self/statm",
 	[CGM_SELF_PAGEMAP] = "/proc/self/pagemap",
+	[CGM_SELF_NUMA_MAPS] = "/proc/self/numa_maps",
 };
 
 uint64_t cgm_self_kept_word[CGM_SELF_FILES];
@@ -45,7 +48,8 @@ void cgm_self_keep_open(void)
 		uint64_t now = __atomic_load_n(&cgm_self_kept_word[f], __ATOMIC_ACQUIRE);
 		int fd, high;
 
-		if (now)
+		/* numa_maps is read with more than one node online only (shim/numa.c). */
+		if (now || (f == CGM_SELF_NUMA_MAPS && acct_online_nodes() <= 1))
 			continue;
 		fd = open(paths[f], O_RDONLY | O_CLOEXEC);
 		if (fd < 0)

@@ -9,7 +9,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-enum cgm_self_file { CGM_SELF_STATM, CGM_SELF_PAGEMAP, CGM_SELF_FILES };
+enum cgm_self_file { CGM_SELF_STATM, CGM_SELF_PAGEMAP, CGM_SELF_NUMA_MAPS, CGM_SELF_FILES };
 
 /* pid << 32 | descriptor of each file kept open; 0: none. */
 extern uint64_t cgm_self_kept_word[CGM_SELF_FILES];
