@@ -508,9 +508,51 @@ START_TEST(test_sample_reader_refreshes_stale)
 }
 END_TEST
 
+/*
+ * A memory.reclaim request answered by two threads of a process, the later
+ * request finishing first (the handler's idle tick while the background
+ * reclaim still answers the one before): the request must not stay
+ * pending.  reclaim_done once went back to the earlier request with
+ * reclaim_answering already at the later one, and no thread could begin
+ * it again: pending for good.  Also across the counters' wrap.
+ */
+START_TEST(test_reclaim_answers_end_out_of_order)
+{
+	static struct cgm_proc p;
+	uint32_t first, second, none;
+
+	for (uint32_t base = 0; base != 2; base++) {
+		uint32_t start = base ? UINT32_MAX : 0;
+
+		memset(&p, 0, sizeof(p));
+		p.reclaim_asked = p.reclaim_done = p.reclaim_answering = start;
+		ck_assert(!acct_reclaim_pending(&p));
+		p.reclaim_asked = start + 1;
+		ck_assert(acct_reclaim_pending(&p));
+		ck_assert(acct_reclaim_begin(&p, &first));
+		ck_assert(!acct_reclaim_begin(&p, &none));
+		/* A second request while the first is answered: another thread takes it. */
+		p.reclaim_asked = start + 2;
+		ck_assert(acct_reclaim_begin(&p, &second));
+		ck_assert(!acct_reclaim_begin(&p, &none));
+		acct_reclaim_end(&p, second);
+		ck_assert(!acct_reclaim_pending(&p));
+		acct_reclaim_end(&p, first);
+		ck_assert(!acct_reclaim_pending(&p));
+		ck_assert_uint_eq(p.reclaim_done, start + 2);
+		/* The next request is answered as ever. */
+		p.reclaim_asked = start + 3;
+		ck_assert(acct_reclaim_begin(&p, &first));
+		acct_reclaim_end(&p, first);
+		ck_assert(!acct_reclaim_pending(&p));
+	}
+}
+END_TEST
+
 static void add_tests(TCase *tc, bool regressions)
 {
 	(void)regressions;
+	tcase_add_test(tc, test_reclaim_answers_end_out_of_order);
 	tcase_add_test(tc, test_sample_charges_beyond_held);
 	tcase_add_test(tc, test_sample_anon_keeps_split);
 	tcase_add_test(tc, test_sample_alloc_mode_publishes_only);
