@@ -649,7 +649,7 @@ static inline __attribute__((always_inline)) uint64_t region_resident(struct reg
 int cgm_regions_usage(struct cgm_regions_usage *u, bool exclusive)
 {
 	bool known;
-	int fd = -1, scan_fd = -1, kept = -1;
+	int fd = -1, scan_fd, kept;
 
 	memset(u, 0, sizeof(*u));
 	/* A process that spills reads through a pagemap kept open (shim/self_proc.c). */

@@ -64,13 +64,13 @@ static CGM_TLS unsigned int ticks;
 /* This thread is sampling: a signal handler's malloc must not sample again. */
 static CGM_TLS bool sampling;
 
-/* The calling thread's own slot, or NULL (boot or unaccounted slot). */
 /* RssAnon; a process that spills reads it through a statm kept open (shim/self_proc.c). */
 static inline __attribute__((always_inline)) int64_t read_anon(void)
 {
 	return acct_read_anon(0, cgm_self_kept(CGM_SELF_STATM));
 }
 
+/* The calling thread's own slot, or NULL (boot or unaccounted slot). */
 static struct cgm_thread_slot *own_slot(void)
 {
 	struct cgm_thread_slot *t = cgm_tslot;

@@ -190,7 +190,7 @@ size_t zp_scratch_resident(struct zp_pool *pool, int pagemap);
  * is charged for (mincore counts it).  0 if pagemap cannot be read.  The
  * caller opens the file: a descriptor opened here for each call, on the
  * library's threads, took the lowest free number from under the program's
- * own open()s (shim/self_statm.c).
+ * own open()s (shim/self_proc.c).
  */
 size_t zp_resident_bytes(int pagemap, const void *p, size_t bytes);
 
