@@ -103,6 +103,27 @@ static bool reclaim_pass(struct cgm_hier *h, uint32_t group, enum acct_protectio
 	return asked;
 }
 
+/*
+ * reclaim_done moves up to @asked, never back.  Another thread may have
+ * begun answering a later request meanwhile and finished first (the
+ * handler's idle tick while the background reclaim answered the one
+ * before): a plain store then put reclaim_done back under reclaim_asked,
+ * with reclaim_answering already equal to it, so that the request stayed
+ * pending and no thread could ever begin it -- and the background
+ * reclaim, which answers a pending request before it spills, never
+ * spilled again (python3 of check-spill-programs' fork workload under
+ * spill_throttle=1: the handler held off for good, 3 runs in 30).
+ */
+void acct_reclaim_end(struct cgm_proc *p, uint32_t asked)
+{
+	uint32_t done = __atomic_load_n(&p->reclaim_done, __ATOMIC_ACQUIRE);
+
+	while ((int32_t)(asked - done) > 0 &&
+	       !__atomic_compare_exchange_n(&p->reclaim_done, &done, asked, false,
+					    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		;
+}
+
 void acct_wake_subtree(struct cgm_hier *h, uint32_t group)
 {
 	struct cgm_proc *p;
