@@ -118,12 +118,7 @@ static uintptr_t hand;			/* the clock hand */
  * memory.stat's *_kswapd and *_direct; pgscan is their sum.  The
  * process's own counts, not the engine's (own_counts).
  */
-static uint64_t scanned_by[2], stolen_by[2];
-/*
- * Pages spilled by any thread, counted chunk by chunk as they go (stolen_by
- * counts a reclaim's at its end): the pace reclaim_keeps_up() judges.
- */
-static uint64_t spilled_so_far;
+static uint64_t scanned_by[2], stolen_by[2];	/* stolen_by: chunk by chunk, as they go */
 /* The background reclaim holds spill_lock for one of its batches. */
 static bool background_holding;
 static uint64_t second_chances;	/* resident pages left because they were written */
@@ -341,9 +336,9 @@ static uint64_t back_since_look;
 static bool reclaim_keeps_up(void)
 {
 	static struct acct_reclaim_pace pace;
-	bool keeps_up = acct_reclaim_keeps_pace(&pace,
-						__atomic_load_n(&spilled_so_far, __ATOMIC_RELAXED),
-						back_since_look);
+	uint64_t stolen = __atomic_load_n(&stolen_by[0], __ATOMIC_RELAXED) +
+			  __atomic_load_n(&stolen_by[1], __ATOMIC_RELAXED);
+	bool keeps_up = acct_reclaim_keeps_pace(&pace, stolen, back_since_look);
 
 	back_since_look = 0;
 	/*
@@ -1176,8 +1171,10 @@ static int64_t spill_lap(int64_t want, uint64_t *scanned, bool all)
 			int64_t chunk = spill_chunk(pos, end, want - got < fit ? want - got : fit,
 						    scanned, tracked, all, &full);
 
+			/* Counted now, not at the reclaim's end: reclaim_keeps_up() sees the progress. */
 			if (chunk > 0)
-				__atomic_add_fetch(&spilled_so_far, (uint64_t)chunk, __ATOMIC_RELAXED);
+				__atomic_add_fetch(&stolen_by[!on_background && !on_handler],
+						   (uint64_t)chunk, __ATOMIC_RELAXED);
 			got += chunk;
 			pos = end;
 			hand = pos;
@@ -1393,7 +1390,6 @@ int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked, bool thorough)
 		/* The staging copies of what was spilled go now, not at the next reclaim. */
 		spill_stage_clear(engine);
 		__atomic_add_fetch(&scanned_by[program_thread], scanned, __ATOMIC_RELAXED);
-		__atomic_add_fetch(&stolen_by[program_thread], (uint64_t)got, __ATOMIC_RELAXED);
 		if (!got && !freed)
 			__atomic_store_n(&last_empty_lap_ns, cgm_now_ns(), __ATOMIC_RELAXED);
 		cgm_spill_publish();
