@@ -322,6 +322,8 @@ static bool handler_reclaiming;
 static uint64_t throttled_ns;
 /* Pages the handler brought back since reclaim_keeps_up() last looked (the handler's). */
 static uint64_t back_since_look;
+/* The pages whose penalty the current hold-off is (the handler's). */
+static int64_t hold_pages;
 
 /*
  * While the group is over memory.high, the handler wakes the background
@@ -372,8 +374,25 @@ static CGM_NOINLINE unsigned spill_throttle(uint64_t pages)
 	cgm_bg_reclaim_kick();
 	if (reclaim_keeps_up())
 		return 0;
-	__atomic_add_fetch(&throttled_ns, ms * 1000000, __ATOMIC_RELAXED);
+	hold_pages = (int64_t)pages;
 	return (unsigned)ms;
+}
+
+/*
+ * The hold-off ends once the group's usage, as the background reclaim's
+ * samples publish it, no longer earns a penalty past 10 ms: the kernel's
+ * faulting task reclaims while that reclaims anything and leaves as soon
+ * as its group is that close to memory.high (mem_cgroup_handle_over_high);
+ * it sleeps the whole penalty only when reclaim makes no progress, as
+ * here a group that nothing samples lower meanwhile waits it out.
+ */
+static bool spill_holding(int64_t held_ns, bool ended)
+{
+	if (ended) {
+		__atomic_add_fetch(&throttled_ns, (uint64_t)held_ns, __ATOMIC_RELAXED);
+		return true;
+	}
+	return acct_high_penalty_ms(&cgm_acct, 0, hold_pages, false) <= CGM_HIGH_DELAY_MIN_MS;
 }
 
 /* spill_hold_high=1, spill_hold_max=1: the handler reclaims for what came back. */
@@ -507,6 +526,7 @@ static bool open_engine(void)
 						  .idle = spill_idle, .idle_ms = IDLE_MS,
 						  .serving = spill_serving,
 						  .served = spill_served,
+						  .holding = spill_holding,
 						  .readahead = true,
 						  .cpu_latency = cgm_conf.spill_cpu_latency,
 						  .create_thread = cgm_pthread_create_raw },

@@ -1785,6 +1785,68 @@ START_TEST(test_served_holds_off)
 }
 END_TEST
 
+/* The holding hook: ends a hold-off once it has lasted end_after_ns; what it was told. */
+static _Atomic int64_t end_after_ns, hold_told_ns;
+static _Atomic unsigned hold_asks, hold_ends;
+
+static bool hold_until(int64_t held_ns, bool ended)
+{
+	if (ended) {
+		atomic_store(&hold_told_ns, held_ns);
+		atomic_fetch_add(&hold_ends, 1);
+		return true;
+	}
+	atomic_fetch_add(&hold_asks, 1);
+	return held_ns >= atomic_load(&end_after_ns);
+}
+
+/*
+ * The holding hook ends a hold-off early (reclaim caught up: the kernel's
+ * faulting task leaves once its group is close enough to memory.high),
+ * is asked about every millisecond meanwhile, and is told how long the
+ * hold lasted; one it never ends lasts what the served hook asked.
+ */
+START_TEST(test_holding_ends_hold_off)
+{
+	enum { N = 4 };
+	unsigned char *m = map_pages(N), *ref = malloc(N * PG);
+	double t;
+
+	atomic_store(&end_after_ns, 30 * 1000000);
+	atomic_store(&hold_ms_once, 1500);
+	setup_opts((struct spill_options){ .served = hold_once, .holding = hold_until });
+	fill_keep(m, N, ref);
+	ck_assert_int_eq(spill_out(eng, m, N), N);
+	/* Page 0 is served, then a hold-off of 1.5 s that the hook ends at 30 ms. */
+	ck_assert_int_eq(memcmp(m, ref, PG), 0);
+	t = now_us();
+	ck_assert_int_eq(memcmp(m + PG, ref + PG, PG), 0);
+	t = now_us() - t;
+	ck_assert_msg(t >= 20e3 && t < 1000e3,
+		      "a hold-off of 1.5 s the hook ends at 30 ms took %.0f us", t);
+	ck_assert_uint_eq(atomic_load(&hold_ends), 1);
+	ck_assert_int_ge(atomic_load(&hold_told_ns), 30 * 1000000);
+	ck_assert_int_lt(atomic_load(&hold_told_ns), 1000 * 1000000LL);
+	/* About one ask a millisecond: not fewer than a few, far fewer than a busy loop's. */
+	ck_assert_uint_ge(atomic_load(&hold_asks), 10);
+	ck_assert_uint_le(atomic_load(&hold_asks), 1000);
+	/* One the hook never ends lasts the whole 300 ms, and is told so. */
+	atomic_store(&end_after_ns, INT64_MAX);
+	atomic_store(&hold_ms_once, 300);
+	ck_assert_int_eq(memcmp(m + 2 * PG, ref + 2 * PG, PG), 0);
+	t = now_us();
+	ck_assert_int_eq(memcmp(m + 3 * PG, ref + 3 * PG, PG), 0);
+	t = now_us() - t;
+	ck_assert_msg(t >= 200e3, "the fault after a 300 ms hold-off came back in %.0f us", t);
+	ck_assert_uint_eq(atomic_load(&hold_ends), 2);
+	ck_assert_int_ge(atomic_load(&hold_told_ns), 250 * 1000000LL);
+	teardown();
+	assert_back(m, ref, N);
+	munmap(m, N * PG);
+	free(ref);
+}
+END_TEST
+
 /* The machine's CPU latency target in us (/dev/cpu_dma_latency), or -1 if it cannot be read. */
 static int32_t cpu_latency_now(void)
 {
@@ -3152,6 +3214,7 @@ int main(void)
 	tcase_add_test(tc, test_cluster_readahead);
 	tcase_add_test(tc, test_cluster_readahead_steps);
 	tcase_add_test(tc, test_served_holds_off);
+	tcase_add_test(tc, test_holding_ends_hold_off);
 	tcase_add_test(tc, test_refaults_since_mark);
 	tcase_add_test(tc, test_came_back_within);
 	tcase_add_test(tc, test_written_protect);

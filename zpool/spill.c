@@ -93,6 +93,8 @@
 #define SP_MSGS		16
 /* The longest the served hook can hold the handler off (the kernel's cap on a throttle). */
 #define SP_HOLD_OFF_MAX_MS	2000
+/* How often a hold-off asks the holding hook whether it may end. */
+#define SP_HOLD_SLICE_MS	1
 
 enum sp_state { SP_TRANSIT = 1, SP_STORED, SP_LOADING };
 
@@ -275,6 +277,7 @@ struct spill_engine {
 	int idle_ms;
 	void (*serving)(bool start);
 	unsigned (*served)(uint64_t pages);
+	bool (*holding)(int64_t held_ns, bool ended);
 	/* Faults read while the served hook held the handler off, served next (the handler's). */
 	struct uffd_msg held[SP_MSGS];
 	unsigned nheld;
@@ -1642,12 +1645,21 @@ static void sp_served(struct spill_engine *e, uint64_t back)
 	start = sp_now_ns();
 	until = start + (int64_t)(ms > SP_HOLD_OFF_MAX_MS ? SP_HOLD_OFF_MAX_MS : ms) * 1000000;
 	for (int64_t left; (left = until - sp_now_ns()) > 0;) {
-		if (poll(p, 3, (int)((left + 999999) / 1000000)) <= 0 || p[0].revents ||
-		    p[1].revents || (p[2].revents & (POLLERR | POLLHUP | POLLNVAL)))
+		int slice = (int)((left + 999999) / 1000000), n;
+
+		if (e->holding && slice > SP_HOLD_SLICE_MS)
+			slice = SP_HOLD_SLICE_MS;
+		n = poll(p, 3, slice);
+		if (n < 0 || p[0].revents || p[1].revents ||
+		    (p[2].revents & (POLLERR | POLLHUP | POLLNVAL)))
 			break;
 		if ((p[2].revents & POLLIN) && !sp_hold_read(e))
 			break;
+		if (e->holding && e->holding(sp_now_ns() - start, false))
+			break;
 	}
+	if (e->holding)
+		e->holding(sp_now_ns() - start, true);
 	if (e->serving)
 		e->serving(false);
 	atomic_fetch_add_explicit(&e->held_off, 1, memory_order_relaxed);
@@ -2367,6 +2379,7 @@ int spill_open(const struct spill_options *opt, struct spill_engine **enginep)
 	e->idle = opt->idle_ms ? opt->idle : NULL;
 	e->serving = opt->serving;
 	e->served = opt->served;
+	e->holding = opt->holding;
 	e->ra_on = opt->readahead;
 	e->idle_ms = opt->idle_ms > 60000 ? 60000 : (int)opt->idle_ms;
 	e->hot_ms = opt->hot_ms ? opt->hot_ms : SP_HOT_MS;

@@ -105,6 +105,16 @@ struct spill_options {
 	 */
 	unsigned (*served)(uint64_t pages);
 	/*
+	 * While the served hook holds the handler off: called every
+	 * millisecond of the hold with the ns held so far (@ended false), and
+	 * returns true to end it there; then once with the whole time held
+	 * (@ended true, return ignored).  NULL: the hold lasts what served
+	 * asked.  Kernel-like throttling ends as soon as reclaim has covered
+	 * what came back; the full penalty is for reclaim that makes no
+	 * progress.  It must not touch memory that can be spilled (as idle).
+	 */
+	bool (*holding)(int64_t held_ns, bool ended);
+	/*
 	 * Read ahead on sequential faults: a fault at the page after the
 	 * last one (or just past what was read ahead) brings back the next
 	 * 2, 4, 8, 16, then 32 spilled pages too.  Any other fault that is a refault
