@@ -366,15 +366,7 @@ static CGM_NOINLINE unsigned spill_throttle(uint64_t pages)
 	if (acct_high_penalty_ms(&cgm_acct, (int64_t)unsampled, (int64_t)pages, false) <=
 	    CGM_HIGH_DELAY_MIN_MS)
 		return 0;
-	/*
-	 * The charge (statm's anon), the regions walked only when a sample is
-	 * due by its interval: a group that stays over memory.high while its
-	 * background reclaim keeps pace has the estimate past 10 ms at every
-	 * batch of faults, and xz -T2 compressing 8 MB (4 MiB blocks) under
-	 * memory.high=23M had its handler spend 41% of its time walking them
-	 * (perf), its two threads waiting for faults 95% of theirs.
-	 */
-	cgm_resident_charge(false);
+	cgm_resident_sample(false);
 	unsampled = 0;
 	ms = acct_high_penalty_ms(&cgm_acct, 0, (int64_t)pages, true);
 	if (ms <= CGM_HIGH_DELAY_MIN_MS)
