@@ -366,6 +366,16 @@ static CGM_NOINLINE unsigned spill_throttle(uint64_t pages)
 	if (acct_high_penalty_ms(&cgm_acct, (int64_t)unsampled, (int64_t)pages, false) <=
 	    CGM_HIGH_DELAY_MIN_MS)
 		return 0;
+	/*
+	 * A whole sample (the regions walked), though a group that stays over
+	 * memory.high has one at every batch of faults: xz -T2 compressing
+	 * 8 MB under memory.high=23M had its handler spend 41% of its time in
+	 * them.  With the charge alone, twice the pages came back a second,
+	 * but its threads, which touch pages for the first time without
+	 * allocating (no throttle sees that), took the group to 37-40 MiB
+	 * instead of 24, and under 60M to 94-97 instead of 63-64 (8d3b890,
+	 * reverted): the slower handler is what holds them near the limit.
+	 */
 	cgm_resident_sample(false);
 	unsampled = 0;
 	ms = acct_high_penalty_ms(&cgm_acct, 0, (int64_t)pages, true);
