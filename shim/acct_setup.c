@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cgm/accounted.h"
@@ -90,8 +91,21 @@ static void kernel_memcg_path(char *buf, size_t len)
  */
 static void accounting_stop(void)
 {
+	struct timespec now;
+	int64_t next;
+
 	if (cgm_acct.proc == CGM_NONE)
 		return;
+	/*
+	 * What was touched since a sample a second old reaches memory.peak
+	 * (cgm_resident_at_exit).  Not in a forked child that never sampled
+	 * (a shell's $(...) reads no statm).  The coarse clock: a second's
+	 * precision is all this needs.
+	 */
+	next = __atomic_load_n(&cgm_next_sample_ns, __ATOMIC_RELAXED);
+	if (next && clock_gettime(CLOCK_MONOTONIC_COARSE, &now) == 0 &&
+	    now.tv_sec * 1000000000 + now.tv_nsec > next + CGM_EXIT_RESAMPLE_NS)
+		cgm_resident_at_exit();
 	if (cgm_conf.stats == CGM_STATS_EXIT)
 		cgm_exit_report();
 	/*

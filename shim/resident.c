@@ -38,7 +38,7 @@
 #define RECLAIM_WAIT_MIN	(1 << 20)	/* heap_free worth waiting for */
 
 static pthread_mutex_t sample_lock = PTHREAD_MUTEX_INITIALIZER;
-static int64_t next_sample_ns;
+int64_t cgm_next_sample_ns;
 /*
  * A forked child's small blocks wait this long for its first sample:
  * until it maps memory of its own, all it has resident is what it shares
@@ -120,7 +120,7 @@ static CGM_KEYED int64_t sample_locked(bool lazy_split)
 	if (static_branch_unlikely(&cgm_spill_key))
 		cgm_spill_publish();
 	if (lazy_split && cgm_regions_reserved >= CGM_REGIONS_LARGE &&
-	    start < __atomic_load_n(&next_sample_ns, __ATOMIC_RELAXED))
+	    start < __atomic_load_n(&cgm_next_sample_ns, __ATOMIC_RELAXED))
 		return charge_split_kept(anon);
 	/* The split between heap and the program's mappings, which only we can see. */
 	if (cgm_regions_usage(&u, exclusive_only) < 0 && (!exclusive_only ||
@@ -139,7 +139,7 @@ static CGM_KEYED int64_t sample_locked(bool lazy_split)
 	delta = acct_sample_set(&cgm_acct, cgm_conf.charge == CGM_CHARGE_RESIDENT, anon,
 				heap > live ? heap - live : 0, mapped);
 	cost = cgm_now_ns() - start;
-	__atomic_store_n(&next_sample_ns, start + cost +
+	__atomic_store_n(&cgm_next_sample_ns, start + cost +
 			 (cost * SAMPLE_COST_SHARE > SAMPLE_MIN_NS ? cost * SAMPLE_COST_SHARE :
 			  SAMPLE_MIN_NS), __ATOMIC_RELAXED);
 	return delta;
@@ -194,6 +194,28 @@ int64_t cgm_resident_charge(bool split)
 }
 
 /*
+ * Out of the hot window, and called only for a process that went a
+ * second without a sample: a program that allocates its buffers at the
+ * start and then works in them (xz -T2 -6: 117 MiB resident at its end)
+ * left memory.peak at its last sample (31 MB), unless a reader looked
+ * meanwhile.  A process sampled lately (the background reclaim's idle
+ * look, every half second) keeps its code's other windows out of its
+ * resident memory at exit (check-text-rss).  No throttle or reclaim: the
+ * process is going.
+ */
+CGM_NOINLINE void cgm_resident_at_exit(void)
+{
+	int64_t anon;
+
+	if (cgm_acct.proc == CGM_NONE || sampling || pthread_mutex_trylock(&sample_lock))
+		return;
+	anon = read_anon();
+	if (anon >= 0)
+		charge_split_kept(anon);
+	pthread_mutex_unlock(&sample_lock);
+}
+
+/*
  * A sample charged @delta pages: memory found in use that takes the
  * group over memory.high is reclaimed, then throttled, as a charge is.
  */
@@ -237,7 +259,7 @@ void cgm_resident_tick(bool large)
 	now = cgm_now_ns();
 	/* A block the thread parked and did not take again goes now. */
 	cgm_park_settle(now);
-	if (now < __atomic_load_n(&next_sample_ns, __ATOMIC_RELAXED) ||
+	if (now < __atomic_load_n(&cgm_next_sample_ns, __ATOMIC_RELAXED) ||
 	    (!large && now < small_sample_after_ns))
 		return;
 	if (__atomic_load_n(&collect_until_ns, __ATOMIC_RELAXED) > now)
@@ -418,7 +440,7 @@ void cgm_resident_fork_child(void)
 	sample_lock = fresh;
 	sampling = false;
 	exclusive_only = true;
-	next_sample_ns = 0;
+	cgm_next_sample_ns = 0;
 	small_sample_after_ns = cgm_now_ns() + SAMPLE_MIN_NS;
 	unsampled_bytes = 0;
 	collect_until_ns = 0;

@@ -19,6 +19,8 @@
  *
  * Options after the mode's arguments: hold=MS (default 300); late=MS
  * (bigtouch: wait MS between the malloc and the touch, printing "made");
+ * keep (bigtouch: exit with the block, not freed: what was touched is
+ * seen only by a sample at exit);
  * busy (while holding, map and unmap 64 KiB every millisecond, so that
  * the program keeps reaching the library's slow path, where it answers
  * requests from other processes); and, for freeall, reclaim (write
@@ -39,6 +41,7 @@
 static long hold_ms = 300;
 static long late_ms;
 static int busy;
+static int keep;
 static long busy_failed;	/* busy allocations that returned NULL */
 
 static size_t parse_size(const char *s)
@@ -201,7 +204,7 @@ int main(int argc, char **argv)
 	else {
 		fprintf(stderr, "usage: fid_prog bigtouch|mmap|mremap|brk|shared|sparse|small|mixed|"
 			"threads|freeall ARGS "
-			"[hold=MS] [late=MS] [busy] [reclaim]\n");
+			"[hold=MS] [late=MS] [keep] [busy] [reclaim]\n");
 		return 2;
 	}
 	if (argc < 2 + nargs)
@@ -215,6 +218,8 @@ int main(int argc, char **argv)
 			do_reclaim = 1;
 		else if (!strcmp(argv[i], "busy"))
 			busy = 1;
+		else if (!strcmp(argv[i], "keep"))
+			keep = 1;
 	}
 	if (!strcmp(mode, "bigtouch")) {
 		size_t n = parse_size(argv[2]);
@@ -232,7 +237,8 @@ int main(int argc, char **argv)
 		}
 		touch(p, n / 100 * (size_t)atoi(argv[3]));
 		hold("peak");
-		free(p);
+		if (!keep)
+			free(p);
 	} else if (!strcmp(mode, "mmap") || !strcmp(mode, "shared")) {
 		if (map_touch_hold(parse_size(argv[2]), !strcmp(mode, "shared")) < 0)
 			return 1;

@@ -17,6 +17,19 @@ finish
 [ "$ST" = 0 ] || fail "bigtouch exited $ST"
 CHECKS=$((CHECKS + 1))
 
+# A program that allocates as it starts, works in its block later without
+# allocating, and exits with it (xz -T2 -6: memory.peak 31 MB where 117 MiB
+# were resident): with no reader meanwhile, its last sample was the
+# malloc's, and only the charge taken at exit (a process whose last sample
+# is a second old) brings what it touched into memory.peak.
+within 60 pre "group=/late" "$FID_PROG" bigtouch 64M 100 late=1200 hold=0 keep
+[ "$ST" = 0 ] || fail "bigtouch 64M, touched late, kept: exit $ST"
+peak=$(value /late memory.peak)
+[ "$peak" -ge $((60 * MIB)) ] ||
+	fail "malloc(64M) touched 1.2 s later without a sample, not freed: memory.peak $(mib "$peak") after exit"
+echo "$TEST_NAME: 64 MiB touched 1.2 s after its malloc, kept to the exit: memory.peak $(mib "$peak")"
+CHECKS=$((CHECKS + 1))
+
 # The program's own mmap of 128 MiB, touched: charged (a reader refreshes
 # the process's anon from /proc even while it sleeps), and shown under
 # mapped_anon once the process has sampled itself (at its slow paths:
