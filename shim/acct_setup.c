@@ -16,10 +16,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cgm/accounted.h"
+#include "cgm/clock.h"
 #include "cgm/config.h"
 #include "cgm/files.h"
 #include "cgm/log.h"
@@ -91,21 +91,23 @@ static void kernel_memcg_path(char *buf, size_t len)
  */
 static void accounting_stop(void)
 {
-	struct timespec now;
 	int64_t next;
 
 	if (cgm_acct.proc == CGM_NONE)
 		return;
 	/*
-	 * What was touched since a sample a second old reaches memory.peak
-	 * (cgm_resident_at_exit).  Not in a forked child that never sampled
-	 * (a shell's $(...) reads no statm).  The coarse clock: a second's
-	 * precision is all this needs.
+	 * What was touched since a sample a second old reaches memory.peak: a
+	 * program that allocates its buffers as it starts and then works in
+	 * them (xz -T2 -6: 117 MiB resident at its end) left it at its last
+	 * sample (31 MB), unless a reader looked meanwhile.  A sample, not a
+	 * reclaim or a throttle: the process is going.  Not in a forked child
+	 * that never sampled (a shell's $(...) reads no statm), nor in a
+	 * process sampled lately (spill=1's background reclaim looks every
+	 * half second).
 	 */
 	next = __atomic_load_n(&cgm_next_sample_ns, __ATOMIC_RELAXED);
-	if (next && clock_gettime(CLOCK_MONOTONIC_COARSE, &now) == 0 &&
-	    now.tv_sec * 1000000000 + now.tv_nsec > next + CGM_EXIT_RESAMPLE_NS)
-		cgm_resident_at_exit();
+	if (next && cgm_now_ns() > next + CGM_EXIT_RESAMPLE_NS)
+		cgm_resident_sample(false);
 	if (cgm_conf.stats == CGM_STATS_EXIT)
 		cgm_exit_report();
 	/*

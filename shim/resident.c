@@ -194,28 +194,6 @@ int64_t cgm_resident_charge(bool split)
 }
 
 /*
- * Out of the hot window, and called only for a process that went a
- * second without a sample: a program that allocates its buffers at the
- * start and then works in them (xz -T2 -6: 117 MiB resident at its end)
- * left memory.peak at its last sample (31 MB), unless a reader looked
- * meanwhile.  A process sampled lately (the background reclaim's idle
- * look, every half second) keeps its code's other windows out of its
- * resident memory at exit (check-text-rss).  No throttle or reclaim: the
- * process is going.
- */
-CGM_NOINLINE void cgm_resident_at_exit(void)
-{
-	int64_t anon;
-
-	if (cgm_acct.proc == CGM_NONE || sampling || pthread_mutex_trylock(&sample_lock))
-		return;
-	anon = read_anon();
-	if (anon >= 0)
-		charge_split_kept(anon);
-	pthread_mutex_unlock(&sample_lock);
-}
-
-/*
  * A sample charged @delta pages: memory found in use that takes the
  * group over memory.high is reclaimed, then throttled, as a charge is.
  */

@@ -865,9 +865,9 @@ static void spill_state(struct acct_spill_state *out, bool own_anon)
 	st.counts[CGM_STAT_WORKINGSET_REFAULT_ANON - CGM_STAT_SPILL0] = ss.refaulted_hot;
 	st.counts[CGM_STAT_PGSTEAL - CGM_STAT_SPILL0] = ss.spilled;
 	/*
-	 * As asked of the handler (a fork or the engine's end can cut a wait
-	 * short); not the engine's held_off_ms, which starts again with each
-	 * engine while this total must only grow.
+	 * As long as the handler held off (spill_holding); not the engine's
+	 * held_off_ms, which starts again with each engine while this total
+	 * must only grow.
 	 */
 	st.throttle_ns = __atomic_load_n(&throttled_ns, __ATOMIC_RELAXED);
 	/* A forked child's copy is in the anon it inherited: nothing to leave out of it. */

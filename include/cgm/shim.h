@@ -148,16 +148,14 @@ extern int64_t cgm_untouched_bytes;
  */
 int64_t cgm_resident_charge(bool split);
 /*
- * At exit, for a process whose next sample was due a second ago or more
- * (CGM_EXIT_RESAMPLE_NS): charge its resident memory once more (statm), so
- * that what it touched without allocating since reaches memory.peak
- * before its charge goes.
+ * At exit, a process whose next sample was due a second ago or more
+ * (CGM_EXIT_RESAMPLE_NS) takes one more (shim/acct_setup.c), so that what
+ * it touched without allocating since reaches memory.peak before its
+ * charge goes.
  */
 #define CGM_EXIT_RESAMPLE_NS	(1000 * 1000000LL)
 /* When the next sample is due by its interval (0: none taken yet); shim/resident.c. */
 extern int64_t cgm_next_sample_ns;
-/* Cold: its call lies outside shim/hot-text.ld's window, which the exit path keeps to. */
-void cgm_resident_at_exit(void) __attribute__((cold));
 /*
  * charge=resident: must this allocation of @bytes, not charged by its
  * bytes, fail?  True when the group is over its memory.max after reclaim
