@@ -3167,6 +3167,91 @@ START_TEST(test_tracked_ranges_close)
 }
 END_TEST
 
+/* The served hook: the pages it was told of in all. */
+static _Atomic uint64_t served_told;
+
+static unsigned count_served(uint64_t pages)
+{
+	atomic_fetch_add(&served_told, pages);
+	return 0;
+}
+
+/*
+ * spill_catch_touches: while on, a tracked region is registered MISSING
+ * whole, so a page touched for the first time (never there, or given
+ * back) faults through the handler, which fills it with zeros and tells
+ * the served hook; spilled pages still come back right.  Off, the
+ * registration follows the spilled pages again and the kernel fills
+ * first touches (the handler is not asked).
+ */
+START_TEST(test_catch_touches)
+{
+	enum { N = 64, HALF = N / 2, OUT = 4 };
+	unsigned char *p = map_pages(N), *ref = malloc(N * PG);
+	struct spill_stats st;
+	uint64_t filled;
+
+	ck_assert_ptr_nonnull(ref);
+	atomic_store(&served_told, 0);
+	setup_opts((struct spill_options){ .served = count_served });
+	fill_keep(p, HALF, ref);
+	if (spill_track(eng, p, N * PG) != 0) {
+		printf("test_spill: no write tracking here: skipped\n");
+		ck_assert_int_eq(spill_catch_touches(eng, true), -EOPNOTSUPP);
+		teardown();
+		free(ref);
+		munmap(p, N * PG);
+		return;
+	}
+	ck_assert(!spill_catching(eng));
+	ck_assert_int_eq(registered_vmas(p, N * PG), 0);
+	ck_assert_int_eq(spill_catch_touches(eng, true), 1);
+	ck_assert_int_eq(spill_catch_touches(eng, true), 0);
+	ck_assert(spill_catching(eng));
+	ck_assert_int_eq(registered_vmas(p, N * PG), 1);
+	/* Spilled while catching: back as they were. */
+	ck_assert_int_eq(spill_out(eng, p, OUT), OUT);
+	/* The untouched half: each first touch is the handler's, zeros. */
+	for (size_t i = HALF; i < N; i++) {
+		ck_assert_uint_eq(p[i * PG + 7], 0);
+		p[i * PG] = (unsigned char)i;
+	}
+	for (size_t i = HALF; i < N; i++)
+		ck_assert_uint_eq(p[i * PG], (unsigned char)i);
+	ck_assert_int_eq(memcmp(p, ref, HALF * PG), 0);
+	/* It counts after it wakes the faulting thread: given 2 s. */
+	for (int i = 0; i < 2000; i++) {
+		spill_stats(eng, &st);
+		if (st.zero_filled >= N - HALF && atomic_load(&served_told) >= N - HALF + OUT)
+			break;
+		usleep(1000);
+	}
+	ck_assert_uint_eq(st.zero_filled, N - HALF);
+	ck_assert_uint_eq(st.refaulted, OUT);
+	ck_assert_uint_ge(atomic_load(&served_told), N - HALF + OUT);
+	filled = st.zero_filled;
+	/* Off: nothing spilled is left, so nothing stays registered MISSING. */
+	ck_assert_int_eq(spill_catch_touches(eng, false), 1);
+	ck_assert(!spill_catching(eng));
+	ck_assert_int_eq(registered_vmas(p, N * PG), 0);
+	ck_assert_int_eq(madvise(p + HALF * PG, 4 * PG, MADV_DONTNEED), 0);
+	for (size_t i = HALF; i < HALF + 4; i++)
+		ck_assert_uint_eq(p[i * PG], 0);
+	usleep(20000);
+	spill_stats(eng, &st);
+	ck_assert_uint_eq(st.zero_filled, filled);
+	/* A page spilled while catching keeps its MISSING when catching ends. */
+	ck_assert_int_eq(spill_catch_touches(eng, true), 1);
+	ck_assert_int_eq(spill_out(eng, p + PG, 1), 1);
+	ck_assert_int_eq(spill_catch_touches(eng, false), 1);
+	ck_assert_int_eq(registered_vmas(p, N * PG), 1);
+	ck_assert_int_eq(memcmp(p + PG, ref + PG, PG), 0);
+	teardown();
+	free(ref);
+	munmap(p, N * PG);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("spill");
@@ -3190,6 +3275,7 @@ int main(void)
 
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_roundtrip);
+	tcase_add_test(tc, test_catch_touches);
 	tcase_add_test(tc, test_scratch_given_back_idle);
 	tcase_add_test(tc, test_table_shrinks_idle);
 	tcase_add_test(tc, test_hot_table_given_back);

@@ -259,6 +259,8 @@ struct spill_engine {
 	int pagemap_fd;
 	struct sp_span *tracked;
 	uint32_t nr_tracked;
+	/* spill_catch_touches(): the tracked regions are registered MISSING whole (reg_lock). */
+	bool catching;
 
 	unsigned char *stage;
 	pthread_mutex_t lane_lock;
@@ -2005,6 +2007,18 @@ static void sp_trim_scratch(struct spill_engine *e);
  * trip with two servers (RESULTS-spill.md) gains more than the engine
  * did, having less to do for each fault on the contended CPUs.
  */
+/*
+ * Pages the handler put in place so far: brought back, read ahead, or
+ * zeros where nothing was spilled (a first touch, while the regions are
+ * caught: a page charged as much as one brought back).
+ */
+static uint64_t sp_back_count(struct spill_engine *e)
+{
+	return atomic_load_explicit(&e->refaulted, memory_order_relaxed) +
+	       atomic_load_explicit(&e->readahead, memory_order_relaxed) +
+	       atomic_load_explicit(&e->zero_filled, memory_order_relaxed);
+}
+
 static void *sp_handler(void *arg)
 {
 	struct spill_engine *e = arg;
@@ -2130,8 +2144,7 @@ static void *sp_handler(void *arg)
 			last_fault = now;
 		}
 		more = false;
-		back = atomic_load_explicit(&e->refaulted, memory_order_relaxed) +
-		       atomic_load_explicit(&e->readahead, memory_order_relaxed);
+		back = sp_back_count(e);
 		if (e->serving)
 			e->serving(true);
 		for (size_t i = 0; i < (size_t)n / sizeof(msg[0]); i++) {
@@ -2154,9 +2167,7 @@ static void *sp_handler(void *arg)
 		}
 		if (e->serving)
 			e->serving(false);
-		back = atomic_load_explicit(&e->refaulted, memory_order_relaxed) +
-		       atomic_load_explicit(&e->readahead, memory_order_relaxed) - back;
-		sp_served(e, back);
+		sp_served(e, sp_back_count(e) - back);
 	}
 	sp_settle_closed_now(e);
 	atomic_store_explicit(&e->running, false, memory_order_release);
@@ -3136,6 +3147,42 @@ int spill_track(struct spill_engine *e, const void *addr, size_t len)
 	sp_settle(e, start, end, true);
 	pthread_mutex_unlock(&e->reg_lock);
 	return 0;
+}
+
+/*
+ * Catching registers the tracked regions MISSING whole, over what the
+ * spills' ranges cover already: those keep their MISSING when it ends
+ * (sp_settle with @covered_too false leaves what a live range covers).
+ * A region tracked while catching, or a part a closing range settles
+ * meanwhile, is not caught: its touches escape until the next catch.
+ */
+int spill_catch_touches(struct spill_engine *e, bool on)
+{
+	int n = 0;
+
+	if (!e->wp_async)
+		return -EOPNOTSUPP;
+	pthread_mutex_lock(&e->reg_lock);
+	if (e->catching != on) {
+		for (uint32_t i = 0; i < e->nr_tracked; i++, n++) {
+			if (on)
+				sp_register(e, e->tracked[i].start, e->tracked[i].end,
+					    UFFDIO_REGISTER_MODE_MISSING | UFFDIO_REGISTER_MODE_WP);
+			else
+				sp_settle(e, e->tracked[i].start, e->tracked[i].end, false);
+		}
+		e->catching = on;
+	}
+	pthread_mutex_unlock(&e->reg_lock);
+	return n;
+}
+
+bool spill_catching(struct spill_engine *e)
+{
+	pthread_mutex_lock(&e->reg_lock);
+	bool on = e->catching;
+	pthread_mutex_unlock(&e->reg_lock);
+	return on;
 }
 
 void spill_untrack(struct spill_engine *e, const void *addr, size_t len)

@@ -294,6 +294,23 @@ void spill_unmapped(struct spill_engine *e, const void *addr, size_t len);
 long spill_written(struct spill_engine *e, const void *addr, size_t len,
 		   struct spill_run *runs, size_t max, bool protect);
 
+/*
+ * Catch first touches: with @on, every tracked region is registered for
+ * MISSING faults whole, so that a thread touching a page of one that is
+ * not in memory (never touched, or given back) faults through the
+ * handler, which serves it zeros (zero_filled) and tells the served hook
+ * it as a page that came back -- the hook can then hold the thread off:
+ * memory.high's throttle of memory charged without an allocation, as
+ * the kernel throttles any charge.  Each such touch costs the handler's
+ * round trip instead of the kernel's fault.  Off, registration follows
+ * the spilled pages again; the unregistration clears the regions'
+ * write-protect bits, so their pages read as written at the next scan.
+ * Returns the regions it changed (0: already so), -EOPNOTSUPP without
+ * write tracking.
+ */
+int spill_catch_touches(struct spill_engine *e, bool on);
+bool spill_catching(struct spill_engine *e);
+
 /* The refault distance below which a page is hot (0, the default: none is). */
 void spill_set_hot_distance(struct spill_engine *e, size_t pages);
 /*
