@@ -329,6 +329,9 @@ static CGM_NOINLINE long bg_look(struct cgm_proc *p, int64_t *win_spilled, long 
 		cgm_spill_mark_refaults();
 	if (acct_reclaim_excess_below(&cgm_acct, BG_TARGET_SHIFT) > 0)
 		round = bg_spill_round(p, win_spilled, &wait_ns);
+	/* spill_strict_high=1: its first touches are to be throttled. */
+	if (threat && cgm_spill_loaded())
+		cgm_spill_catch_threat();
 	/* At the target: whatever came back, the group fits; judge afresh next time. */
 	if (!wait_ns)
 		*win_spilled = 0;

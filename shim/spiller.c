@@ -174,6 +174,9 @@ bool cgm_spill_on(void)
  */
 #define IDLE_MS 100
 
+static bool catching;
+static void spill_catch_judge(bool behind);
+
 static bool spill_idle(void)
 {
 	static uint32_t pending;
@@ -189,6 +192,8 @@ static bool spill_idle(void)
 		       RECOMPRESS_IDLE_BATCH;
 	/* What the handler brought back since the last sample reaches the group's figures. */
 	cgm_spill_publish();
+	if (__atomic_load_n(&catching, __ATOMIC_RELAXED))
+		spill_catch_judge(false);
 	asked = __atomic_load_n(&p->reclaim_asked, __ATOMIC_ACQUIRE);
 	if (asked == __atomic_load_n(&p->reclaim_done, __ATOMIC_ACQUIRE)) {
 		pending = asked;
@@ -356,13 +361,131 @@ static bool reclaim_keeps_up(void)
 	return keeps_up || __atomic_load_n(&background_holding, __ATOMIC_RELAXED);
 }
 
+/*
+ * spill_strict_high=1: memory.high throttles memory touched without an
+ * allocation too.  Such memory -- a block filled after its malloc, pages
+ * mimalloc purged and hands out again, xz's buffers -- is charged only at
+ * the next sample, and no throttle could hold the thread that touches it:
+ * fid_prog bigtouch filling 256 MiB 1.5 s after its malloc under
+ * memory.high=64M reached 83-112 MiB in 9 runs, and xz -T2 -6 under
+ * memory.high=23M 37-40 MiB whenever the handler served its refaults
+ * fast (8d3b890, reverted).  The kernel throttles every charge over
+ * memory.high.  So while the process could fill past its limit without
+ * allocating (the background reclaim's untouched threat) or the handler
+ * holds off, the regions are registered MISSING whole (the engine's
+ * spill_catch_touches, "caught" in the exit report): a first touch then
+ * faults through the handler, whose throttle counts it as a page that
+ * came back, a charge batch at a time, and holds off whenever the group
+ * is over memory.high -- until reclaim brings it within 10 ms' penalty
+ * (spill_holding), as the kernel's task reclaims while it is over --
+ * not only when reclaim falls behind.  bigtouch then peaks at 65 MiB.
+ * Off by default: a group whose processes' own start-up memory passes
+ * its limit (check-spill-programs' pipeline under 6M, which reclaim
+ * cannot bring under) is held for good, 2 s a batch, and took more than
+ * 60 s instead of 4-6.  Each caught touch costs a handler round trip,
+ * so catching ends once the group has stayed below memory.high for
+ * CATCH_OFF_NS with no threat seen (a second: ending it clears the
+ * regions' write-protect bits, so the coldness reclaim learned there
+ * starts again).  The handler and the background judge under catch_lock,
+ * by trylock only (the handler must not wait on the background, which
+ * may wait on a fault).
+ */
+#define CATCH_OFF_NS	(1000 * 1000000LL)
+static pthread_mutex_t catch_lock = PTHREAD_MUTEX_INITIALIZER;
+static int64_t catch_under_ns;	/* since when catching saw the group under memory.high (0: not) */
+static int64_t catch_threat_ns;	/* when the background last saw an untouched threat */
+static uint64_t catch_episodes;
+
+/* Is the group over memory.high by what a charge batch would be throttled for? */
+static bool catch_over_high(void)
+{
+	return acct_high_penalty_ms(&cgm_acct, 0, cgm_acct.batch_pages, false) >
+	       CGM_HIGH_DELAY_MIN_MS;
+}
+
+/*
+ * Judge whether to catch first touches: with @start, catching starts if
+ * the group is over memory.high or a threat was seen within CATCH_OFF_NS;
+ * otherwise only whether it ends.  The engine must stay open meanwhile
+ * (the handler's, or spill_lock held).
+ */
+static void spill_catch_judge(bool start)
+{
+	int64_t now;
+
+	if (!cgm_conf.spill_strict_high || pthread_mutex_trylock(&catch_lock))
+		return;
+	now = cgm_now_ns();
+	if (catch_over_high() ||
+	    now - __atomic_load_n(&catch_threat_ns, __ATOMIC_RELAXED) < CATCH_OFF_NS) {
+		catch_under_ns = 0;
+		if (start && !__atomic_load_n(&catching, __ATOMIC_RELAXED) &&
+		    spill_catch_touches(engine, true) >= 0) {
+			__atomic_store_n(&catching, true, __ATOMIC_RELAXED);
+			catch_episodes++;
+			if (cgm_conf.verbose)
+				cgm_log("spill: first touches go through the handler now: the group is "
+					"over memory.high, or the process could fill past its limit "
+					"without allocating");
+		}
+	} else if (__atomic_load_n(&catching, __ATOMIC_RELAXED)) {
+		if (!catch_under_ns) {
+			catch_under_ns = now;
+		} else if (now - catch_under_ns >= CATCH_OFF_NS) {
+			spill_catch_touches(engine, false);
+			__atomic_store_n(&catching, false, __ATOMIC_RELAXED);
+			catch_under_ns = 0;
+			if (cgm_conf.verbose)
+				cgm_log("spill: first touches no longer go through the handler: the "
+					"group stayed under memory.high for a second, with nothing left "
+					"to fill past its limit");
+		}
+	}
+	pthread_mutex_unlock(&catch_lock);
+}
+
+void cgm_spill_catch_threat(void)
+{
+	if (!cgm_conf.spill_strict_high || !engine || pthread_mutex_trylock(&spill_lock))
+		return;
+	if (engine) {
+		/* The regions no reclaim met yet are tracked first: only tracked ones are caught. */
+		size_t n = __atomic_load_n(&catching, __ATOMIC_RELAXED) ? 0 :
+			   cgm_regions_spans(spans, MAX_SPANS);
+
+		__atomic_store_n(&catch_threat_ns, cgm_now_ns(), __ATOMIC_RELAXED);
+		for (size_t i = 0; i < n; i++)
+			spill_track(engine, (void *)spans[i].start, spans[i].end - spans[i].start);
+		spill_catch_judge(true);
+	}
+	pthread_mutex_unlock(&spill_lock);
+}
+
 static CGM_NOINLINE unsigned spill_throttle(uint64_t pages)
 {
-	static uint64_t unsampled;
+	static uint64_t unsampled, unjudged;
 	uint64_t ms;
 
 	back_since_look += pages;
 	unsampled += pages;
+	/*
+	 * spill_strict_high=1: judged a charge batch at a time, as the
+	 * kernel's penalty is of the pages a task charged, which its stock
+	 * takes 64 at a time: a thread touching page after page has each
+	 * fault served alone, and the penalty of one page never passes 10 ms
+	 * (bigtouch under memory.high=64M was held off 0 times).  Not by
+	 * default: the look below, a whole sample, then comes 64 pages apart
+	 * instead of at every batch of faults, and a group that the default's
+	 * throttle holds by little more than that look's cost (xz -T2 under
+	 * memory.high=23M) went to 33-38 MiB instead of 24-32.
+	 */
+	if (cgm_conf.spill_strict_high) {
+		unjudged += pages;
+		if (unjudged < (uint64_t)cgm_acct.batch_pages)
+			return 0;
+		pages = unjudged;
+		unjudged = 0;
+	}
 	if (acct_high_penalty_ms(&cgm_acct, (int64_t)unsampled, (int64_t)pages, false) <=
 	    CGM_HIGH_DELAY_MIN_MS)
 		return 0;
@@ -382,7 +505,9 @@ static CGM_NOINLINE unsigned spill_throttle(uint64_t pages)
 	if (ms <= CGM_HIGH_DELAY_MIN_MS)
 		return 0;
 	cgm_bg_reclaim_kick();
-	if (reclaim_keeps_up())
+	if (cgm_conf.spill_strict_high)
+		spill_catch_judge(true);
+	else if (reclaim_keeps_up())
 		return 0;
 	hold_pages = (int64_t)pages;
 	return (unsigned)ms;
@@ -468,6 +593,8 @@ static CGM_KEYED unsigned spill_served(uint64_t pages)
 {
 	if (!static_branch_unlikely(&cgm_limits_key))
 		return 0;
+	if (__atomic_load_n(&catching, __ATOMIC_RELAXED))
+		spill_catch_judge(false);
 	if (cgm_conf.spill_hold_high || cgm_conf.spill_hold_max)
 		spill_served_hold(pages);
 	return cgm_conf.spill_throttle ? spill_throttle(pages) : 0;
@@ -929,7 +1056,8 @@ int cgm_spill_report(char *buf, size_t len)
 			"skipped %llu (hot %llu, written %llu, in chunks just back %llu) in_pool %llu pool_bytes %llu dict_stores %llu "
 			"written_back %llu recompressed %llu (by the program's threads %llu, "
 			"against the dictionary %llu) zstd_at_once %llu (against the dictionary %llu) "
-			"engine_bytes %zu (scratch %zu) held_off %llu (%llu ms) background %llu (stopped %llu)\n",
+			"engine_bytes %zu (scratch %zu) held_off %llu (%llu ms) background %llu (stopped %llu) "
+			"caught %llu\n",
 			(unsigned long long)ss.spilled, (unsigned long long)ss.refaulted,
 			(unsigned long long)ss.refaulted_hot, (unsigned long long)ss.readahead,
 			(unsigned long long)ss.restored,
@@ -950,7 +1078,8 @@ int cgm_spill_report(char *buf, size_t len)
 			fp.tables + fp.scratch, fp.scratch,
 			(unsigned long long)ss.held_off, (unsigned long long)ss.held_off_ms,
 			(unsigned long long)cgm_bg_reclaim_pages(),
-			(unsigned long long)cgm_bg_reclaim_thrash_stops());
+			(unsigned long long)cgm_bg_reclaim_thrash_stops(),
+			(unsigned long long)catch_episodes);
 }
 
 /* ---- choosing pages ---- */
@@ -1606,6 +1735,9 @@ static void spill_end(bool ours)
 	else
 		spill_abandon(engine);
 	engine = NULL;
+	/* (Its handler, which judges too, is gone.) */
+	__atomic_store_n(&catching, false, __ATOMIC_RELAXED);
+	catch_under_ns = 0;
 	pthread_mutex_lock(&recompress_lock);
 	zp_destroy_pool(pool);
 	pool = NULL;
@@ -1794,6 +1926,7 @@ static void spill_child(void)
 
 	spill_lock = fresh;
 	recompress_lock = fresh;
+	catch_lock = fresh;
 	memset(carried, 0, sizeof(carried));
 	throttled_ns = 0;
 	own_at_ns = 0;

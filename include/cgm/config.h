@@ -59,6 +59,7 @@ struct cgm_config {
 	bool spill_hold_high;		/* pages brought back are reclaimed for at once */
 	bool spill_hold_max;		/* ... at least what is beyond memory.max */
 	bool spill_throttle;		/* memory.high throttles the faults that bring pages back */
+	bool spill_strict_high;		/* ... and first touches, whenever the group is over */
 	bool spill_fork_lazy;		/* a forked child keeps the spilled pages spilled */
 	bool spill_cpu_latency;		/* idle CPUs poll during fault bursts (PM QoS) */
 	bool spill_core;		/* a core-dumping signal brings spilled pages back first */

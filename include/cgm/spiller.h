@@ -153,6 +153,12 @@ bool cgm_bg_reclaim_busy(void);
 bool cgm_bg_reclaim_started(void);
 /* Called by the background reclaim thread as it starts. */
 void cgm_spill_background_thread(void);
+/*
+ * spill_strict_high=1: the background reclaim found that what the process
+ * could fill without allocating could take its group to its limit: first
+ * touches go through the handler, to be throttled (shim/spiller.c).
+ */
+void cgm_spill_catch_threat(void);
 void cgm_bg_reclaim_forked(void);
 /*
  * A forked child's thread, wanted but not made at fork: its first
