@@ -1228,37 +1228,22 @@ static int64_t spill_chunk(uintptr_t start, uintptr_t end, int64_t want, uint64_
 	size_t n = (end - start) / PAGE, i = 0;
 	int64_t got = 0;
 
+	if (mincore((void *)start, end - start, vec) < 0)
+		return 0;
 	/*
 	 * Pages written since the hand last passed get a second chance: they
 	 * stay, and are write-protected again, so that the next pass sees
 	 * whether they are written meanwhile -- not where pages came back
-	 * lately (BACK_ACTIVE_MS), but on a second lap.  Where the region is
-	 * tracked, residency and writes come from one walk of the page tables
-	 * (spill_resident_written): a mincore() and a PAGEMAP_SCAN each were
-	 * 26% and 20% of the background reclaim's time while xz -T2 thrashed
-	 * under memory.high=32M (perf, 2026-12-07).
+	 * lately (BACK_ACTIVE_MS), but on a second lap.
 	 */
-	bool protect = tracked && (all || !spill_came_back_within(engine, (void *)start,
-								  end - start, BACK_ACTIVE_MS));
-	bool walked = tracked &&
-		      spill_resident_written(engine, (void *)start, end - start, vec, protect) == 0;
-
-	if (tracked && !protect)
-		unprotected_back++;
-	if (!walked && mincore((void *)start, end - start, vec) < 0)
-		return 0;
-	if (walked) {
-		for (size_t k = 0; k < n; k++) {
-			if (vec[k] == 2) {
-				(*scanned)++;
-				second_chances++;
-				vec[k] = 0;
-			}
-		}
-	} else if (tracked) {
+	if (tracked) {
 		struct spill_run runs[64];
+		bool protect = all || !spill_came_back_within(engine, (void *)start, end - start,
+								BACK_ACTIVE_MS);
 		long nr = spill_written(engine, (void *)start, end - start, runs, 64, protect);
 
+		if (!protect)
+			unprotected_back++;
 		for (long r = 0; r < nr; r++) {
 			size_t from = ((uintptr_t)runs[r].addr - start) / PAGE;
 

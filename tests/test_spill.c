@@ -3167,62 +3167,6 @@ START_TEST(test_tracked_ranges_close)
 }
 END_TEST
 
-/*
- * spill_resident_written: residency as mincore() says it, and the writes
- * since the last protection as spill_written() does, in one walk; a
- * range not tracked is refused (the caller falls back on the two calls).
- */
-START_TEST(test_resident_written)
-{
-	enum { N = 200 };
-	unsigned char *p = map_pages(N), *q = map_pages(8), vec[N], core[N];
-	struct spill_run runs[64];
-
-	setup();
-	for (size_t i = 0; i < N; i += 3)
-		p[i * PG] = 1;
-	if (spill_track(eng, p, N * PG) != 0) {
-		printf("test_spill: no write tracking here: skipped\n");
-		ck_assert_int_eq(spill_resident_written(eng, p, N * PG, vec, true), -EOPNOTSUPP);
-		teardown();
-		munmap(p, N * PG);
-		munmap(q, 8 * PG);
-		return;
-	}
-	/* Never protected: every resident page reads as written; then all are protected. */
-	ck_assert_int_eq(spill_resident_written(eng, p, N * PG, vec, true), 0);
-	ck_assert_int_eq(mincore(p, N * PG, core), 0);
-	for (size_t i = 0; i < N; i++)
-		ck_assert_msg(vec[i] == ((core[i] & 1) ? 2 : 0), "page %zu: %u, resident %u", i,
-			      vec[i], core[i] & 1);
-	p[3 * PG] = 2;
-	p[4 * PG] = 2;	/* a first touch: resident and written */
-	ck_assert_int_eq(madvise(p + 6 * PG, PG, MADV_DONTNEED), 0);
-	/* Unprotected this time: what it says stays written for spill_written to see. */
-	ck_assert_int_eq(spill_resident_written(eng, p, N * PG, vec, false), 0);
-	ck_assert_int_eq(mincore(p, N * PG, core), 0);
-	for (size_t i = 0; i < N; i++) {
-		unsigned want = !(core[i] & 1) ? 0 : i == 3 || i == 4 ? 2 : 1;
-
-		ck_assert_msg(vec[i] == want, "page %zu: %u, wanted %u", i, vec[i], want);
-	}
-	ck_assert_uint_eq(vec[6], 0);
-	/* (spill_written counts pages not resident as written too: they were never protected.) */
-	ck_assert_int_ge(spill_written(eng, p, 8 * PG, runs, 64, true), 1);
-	/* More runs than one vector holds (a written page in every other): all seen. */
-	for (size_t i = 0; i < N; i += 2)
-		p[i * PG] = 3;
-	ck_assert_int_eq(spill_resident_written(eng, p, N * PG, vec, true), 0);
-	for (size_t i = 0; i < N; i++)
-		ck_assert_msg(vec[i] == (i % 2 == 0 ? 2 : i % 3 == 0 || i == 3 ? 1 : 0),
-			      "page %zu: %u", i, vec[i]);
-	ck_assert_int_lt(spill_resident_written(eng, q, 8 * PG, vec, true), 0);
-	teardown();
-	munmap(p, N * PG);
-	munmap(q, 8 * PG);
-}
-END_TEST
-
 /* The served hook: the pages it was told of in all. */
 static _Atomic uint64_t served_told;
 
@@ -3332,7 +3276,6 @@ int main(void)
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_roundtrip);
 	tcase_add_test(tc, test_catch_touches);
-	tcase_add_test(tc, test_resident_written);
 	tcase_add_test(tc, test_scratch_given_back_idle);
 	tcase_add_test(tc, test_table_shrinks_idle);
 	tcase_add_test(tc, test_hot_table_given_back);

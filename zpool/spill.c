@@ -3255,44 +3255,6 @@ void spill_unmapped(struct spill_engine *e, const void *addr, size_t len)
 	pthread_mutex_unlock(&e->reg_lock);
 }
 
-int spill_resident_written(struct spill_engine *e, const void *addr, size_t len,
-			   unsigned char *vec, bool protect)
-{
-	struct page_region v[64];
-	uintptr_t start = (uintptr_t)addr, end = start + len;
-
-	if (!e->wp_async)
-		return -EOPNOTSUPP;
-	memset(vec, 0, len / SP_PAGE);
-	while (start < end) {
-		struct pm_scan_arg arg = {
-			.size = sizeof(arg),
-			.flags = (protect ? PM_SCAN_WP_MATCHING : 0) | PM_SCAN_CHECK_WPASYNC,
-			.start = start,
-			.end = end,
-			.vec = (uintptr_t)v,
-			.vec_len = 64,
-			.category_mask = PAGE_IS_PRESENT,
-			.return_mask = PAGE_IS_PRESENT | PAGE_IS_WRITTEN,
-		};
-		long n = ioctl(e->pagemap_fd, PAGEMAP_SCAN, &arg);
-
-		if (n < 0)
-			return -errno;
-		for (long i = 0; i < n; i++) {
-			unsigned char mark = v[i].categories & PAGE_IS_WRITTEN ? 2 : 1;
-
-			for (uint64_t a = v[i].start; a < v[i].end; a += SP_PAGE)
-				vec[(a - (uintptr_t)addr) / SP_PAGE] = mark;
-		}
-		/* A full vector stops the walk short: on from where it stopped. */
-		if (arg.walk_end <= start)
-			break;
-		start = arg.walk_end;
-	}
-	return 0;
-}
-
 long spill_written(struct spill_engine *e, const void *addr, size_t len,
 		   struct spill_run *runs, size_t max, bool protect)
 {

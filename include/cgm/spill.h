@@ -293,17 +293,6 @@ void spill_untrack(struct spill_engine *e, const void *addr, size_t len);
 void spill_unmapped(struct spill_engine *e, const void *addr, size_t len);
 long spill_written(struct spill_engine *e, const void *addr, size_t len,
 		   struct spill_run *runs, size_t max, bool protect);
-/*
- * mincore() and spill_written() of a tracked range in one walk of its
- * page tables (PAGEMAP_SCAN): @vec gets a byte per page of [addr, addr +
- * len), 0 not resident, 1 resident and not written since it was last
- * protected, 2 resident and written; with @protect, every resident page
- * is protected again (those not written are already).  Pages not resident
- * get no protection marker.  0, or -errno (-EOPNOTSUPP without write
- * tracking; -EPERM where part of the range is not tracked).
- */
-int spill_resident_written(struct spill_engine *e, const void *addr, size_t len,
-			   unsigned char *vec, bool protect);
 
 /*
  * Catch first touches: with @on, every tracked region is registered for
