@@ -381,12 +381,15 @@ CHECKS=$((CHECKS + 1))
 # MiB, with two CPUs kept busy too.  Filled 1.5 s after its malloc, when
 # that watch is long over: the thread looks every 0.1 s while what is
 # live and not resident could take the group to its limit, and watches
-# closely once it sees the group grow: 77-99 MiB.
+# closely once it sees the group grow: 77-99 MiB.  On 2026-12-07 (an
+# Intel Xeon, busier) late=1500 peaked at 82-185 MiB in 17 runs, the fill
+# outrunning the thread's looks: the bound is 224 MiB, below the 256 the
+# group reached without the watch.
 for late in 0 1500; do
 	start "scope=/fill$late,spill=1,high=64M" "$FID_PROG" bigtouch 256M 100 hold=1500 late=$late
 	reach peak
 	peak=$(value /fill$late memory.peak)
-	[ "$peak" -le $((192 * MIB)) ] ||
+	[ "$peak" -le $((224 * MIB)) ] ||
 		fail "256 MiB filled ${late} ms after its malloc under memory.high=64M: memory.peak $(mib "$peak")"
 	i=0
 	while cur=$(value /fill$late memory.current) && [ "$cur" -gt $((64 * MIB)) ] && [ $i -lt 20 ]; do
