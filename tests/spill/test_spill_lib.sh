@@ -382,9 +382,10 @@ CHECKS=$((CHECKS + 1))
 # that watch is long over: the thread looks every 0.1 s while what is
 # live and not resident could take the group to its limit, and watches
 # closely once it sees the group grow: 77-99 MiB.  On 2026-12-07 (an
-# Intel Xeon, busier) late=1500 peaked at 82-185 MiB in 17 runs, the fill
-# outrunning the thread's looks: the bound is 224 MiB, below the 256 the
-# group reached without the watch.
+# Intel Xeon, busier) late=1500 peaked at 82-185 MiB in 25 runs of the
+# library before and after that day's changes, the fill outrunning the
+# thread's looks: the bound is 224 MiB, below the 256 the group reached
+# without the watch.
 for late in 0 1500; do
 	start "scope=/fill$late,spill=1,high=64M" "$FID_PROG" bigtouch 256M 100 hold=1500 late=$late
 	reach peak
