@@ -174,8 +174,15 @@ bool cgm_spill_on(void)
  */
 #define IDLE_MS 100
 
-static bool catching;
 static void spill_catch_judge(bool behind);
+
+/* On the handler: is its engine catching first touches (spill_strict_high)?  Not yet set as it starts. */
+static bool catching_now(void)
+{
+	struct spill_engine *e = engine;
+
+	return e && spill_catching(e);
+}
 
 static bool spill_idle(void)
 {
@@ -192,7 +199,7 @@ static bool spill_idle(void)
 		       RECOMPRESS_IDLE_BATCH;
 	/* What the handler brought back since the last sample reaches the group's figures. */
 	cgm_spill_publish();
-	if (__atomic_load_n(&catching, __ATOMIC_RELAXED))
+	if (catching_now())
 		spill_catch_judge(false);
 	asked = __atomic_load_n(&p->reclaim_asked, __ATOMIC_ACQUIRE);
 	if (asked == __atomic_load_n(&p->reclaim_done, __ATOMIC_ACQUIRE)) {
@@ -419,21 +426,18 @@ static void spill_catch_judge(bool start)
 	if (catch_over_high() ||
 	    now - __atomic_load_n(&catch_threat_ns, __ATOMIC_RELAXED) < CATCH_OFF_NS) {
 		catch_under_ns = 0;
-		if (start && !__atomic_load_n(&catching, __ATOMIC_RELAXED) &&
-		    spill_catch_touches(engine, true) >= 0) {
-			__atomic_store_n(&catching, true, __ATOMIC_RELAXED);
+		if (start && !spill_catching(engine) && spill_catch_touches(engine, true) >= 0) {
 			catch_episodes++;
 			if (cgm_conf.verbose)
 				cgm_log("spill: first touches go through the handler now: the group is "
 					"over memory.high, or the process could fill past its limit "
 					"without allocating");
 		}
-	} else if (__atomic_load_n(&catching, __ATOMIC_RELAXED)) {
+	} else if (spill_catching(engine)) {
 		if (!catch_under_ns) {
 			catch_under_ns = now;
 		} else if (now - catch_under_ns >= CATCH_OFF_NS) {
 			spill_catch_touches(engine, false);
-			__atomic_store_n(&catching, false, __ATOMIC_RELAXED);
 			catch_under_ns = 0;
 			if (cgm_conf.verbose)
 				cgm_log("spill: first touches no longer go through the handler: the "
@@ -450,8 +454,7 @@ void cgm_spill_catch_threat(void)
 		return;
 	if (engine) {
 		/* The regions no reclaim met yet are tracked first: only tracked ones are caught. */
-		size_t n = __atomic_load_n(&catching, __ATOMIC_RELAXED) ? 0 :
-			   cgm_regions_spans(spans, MAX_SPANS);
+		size_t n = spill_catching(engine) ? 0 : cgm_regions_spans(spans, MAX_SPANS);
 
 		__atomic_store_n(&catch_threat_ns, cgm_now_ns(), __ATOMIC_RELAXED);
 		for (size_t i = 0; i < n; i++)
@@ -593,7 +596,7 @@ static CGM_KEYED unsigned spill_served(uint64_t pages)
 {
 	if (!static_branch_unlikely(&cgm_limits_key))
 		return 0;
-	if (__atomic_load_n(&catching, __ATOMIC_RELAXED))
+	if (catching_now())
 		spill_catch_judge(false);
 	if (cgm_conf.spill_hold_high || cgm_conf.spill_hold_max)
 		spill_served_hold(pages);
@@ -1735,8 +1738,7 @@ static void spill_end(bool ours)
 	else
 		spill_abandon(engine);
 	engine = NULL;
-	/* (Its handler, which judges too, is gone.) */
-	__atomic_store_n(&catching, false, __ATOMIC_RELAXED);
+	/* (Its handler, which judges too, is gone; a new engine starts not catching.) */
 	catch_under_ns = 0;
 	pthread_mutex_lock(&recompress_lock);
 	zp_destroy_pool(pool);

@@ -259,8 +259,8 @@ struct spill_engine {
 	int pagemap_fd;
 	struct sp_span *tracked;
 	uint32_t nr_tracked;
-	/* spill_catch_touches(): the tracked regions are registered MISSING whole (reg_lock). */
-	bool catching;
+	/* spill_catch_touches(): the tracked regions are registered MISSING whole (set under reg_lock). */
+	atomic_bool catching;
 
 	unsigned char *stage;
 	pthread_mutex_t lane_lock;
@@ -3163,7 +3163,7 @@ int spill_catch_touches(struct spill_engine *e, bool on)
 	if (!e->wp_async)
 		return -EOPNOTSUPP;
 	pthread_mutex_lock(&e->reg_lock);
-	if (e->catching != on) {
+	if (atomic_load_explicit(&e->catching, memory_order_relaxed) != on) {
 		for (uint32_t i = 0; i < e->nr_tracked; i++, n++) {
 			if (on)
 				sp_register(e, e->tracked[i].start, e->tracked[i].end,
@@ -3171,7 +3171,7 @@ int spill_catch_touches(struct spill_engine *e, bool on)
 			else
 				sp_settle(e, e->tracked[i].start, e->tracked[i].end, false);
 		}
-		e->catching = on;
+		atomic_store_explicit(&e->catching, on, memory_order_relaxed);
 	}
 	pthread_mutex_unlock(&e->reg_lock);
 	return n;
@@ -3179,10 +3179,7 @@ int spill_catch_touches(struct spill_engine *e, bool on)
 
 bool spill_catching(struct spill_engine *e)
 {
-	pthread_mutex_lock(&e->reg_lock);
-	bool on = e->catching;
-	pthread_mutex_unlock(&e->reg_lock);
-	return on;
+	return atomic_load_explicit(&e->catching, memory_order_relaxed);
 }
 
 void spill_untrack(struct spill_engine *e, const void *addr, size_t len)

@@ -309,6 +309,7 @@ long spill_written(struct spill_engine *e, const void *addr, size_t len,
  * write tracking.
  */
 int spill_catch_touches(struct spill_engine *e, bool on);
+/* Whether it catches now (no lock: the served hook asks after each batch). */
 bool spill_catching(struct spill_engine *e);
 
 /* The refault distance below which a page is hot (0, the default: none is). */
