@@ -383,14 +383,14 @@ CHECKS=$((CHECKS + 1))
 # live and not resident could take the group to its limit, and watches
 # closely once it sees the group grow: 77-99 MiB.  On 2026-12-07 (an
 # Intel Xeon, busier) late=1500 peaked at 82-185 MiB in 25 runs of the
-# library before and after that day's changes, the fill outrunning the
-# thread's looks: the bound is 224 MiB, below the 256 the group reached
-# without the watch.
+# library before and after that day's changes, and at 217 in a make
+# check, the fill outrunning the thread's looks: the bound is 240 MiB,
+# below the 256 the group reached without the watch.
 for late in 0 1500; do
 	start "scope=/fill$late,spill=1,high=64M" "$FID_PROG" bigtouch 256M 100 hold=1500 late=$late
 	reach peak
 	peak=$(value /fill$late memory.peak)
-	[ "$peak" -le $((224 * MIB)) ] ||
+	[ "$peak" -le $((240 * MIB)) ] ||
 		fail "256 MiB filled ${late} ms after its malloc under memory.high=64M: memory.peak $(mib "$peak")"
 	i=0
 	while cur=$(value /fill$late memory.current) && [ "$cur" -gt $((64 * MIB)) ] && [ $i -lt 20 ]; do
