@@ -2941,6 +2941,58 @@ START_TEST(test_hot_last_of_batch)
 END_TEST
 
 /*
+ * Hot pages at the ends of a run are left out of it before its range is
+ * registered, and a run of hot pages alone registers nothing: a
+ * registration takes the mmap lock for writing and splits the mapping,
+ * for runs that would spill nothing (sp_cut_hot_ends).  Pages 0 and 3
+ * come back within the hot distance, 1 and 2 with none.
+ */
+START_TEST(test_hot_ends_unregistered)
+{
+	unsigned char *p = map_pages(4);
+	struct spill_stats st;
+	uint64_t hot;
+
+	setup();
+	memset(p, 0xab, 4 * PG);
+	spill_set_hot_distance(eng, 1000);
+	ck_assert_int_eq(spill_out(eng, p, 4), 4);
+	spill_set_hot_distance(eng, 0);
+	ck_assert_uint_eq(p[1 * PG], 0xab);
+	ck_assert_uint_eq(p[2 * PG], 0xab);
+	spill_set_hot_distance(eng, 1000);
+	ck_assert_uint_eq(p[0], 0xab);
+	ck_assert_uint_eq(p[3 * PG], 0xab);
+	settle(&st, 0);
+	ck_assert_uint_eq(st.refaulted_hot, 2);
+	ck_assert_int_eq(registered_vmas(p, 4 * PG), 0);
+	hot = st.skipped_hot;
+
+	ck_assert_int_eq(spill_out(eng, p, 4), 2);
+	spill_stats(eng, &st);
+	ck_assert_uint_eq(st.skipped_hot, hot + 2);
+	ck_assert_uint_eq(st.in_pool, 2);
+	ck_assert_int_eq(registered_vmas(p, PG), 0);
+	ck_assert_int_eq(registered_vmas(p + 3 * PG, PG), 0);
+	ck_assert_int_eq(registered_vmas(p + PG, 2 * PG), 1);
+
+	/* Back within the hot distance too: the whole run is hot now. */
+	ck_assert_uint_eq(p[1 * PG], 0xab);
+	ck_assert_uint_eq(p[2 * PG], 0xab);
+	settle(&st, 0);
+	ck_assert_uint_eq(st.refaulted_hot, 4);
+	ck_assert_int_eq(spill_out(eng, p, 4), 0);
+	spill_stats(eng, &st);
+	ck_assert_uint_eq(st.skipped_hot, hot + 2 + 4);
+	ck_assert_uint_eq(st.ranges, 0);
+	ck_assert_int_eq(registered_vmas(p, 4 * PG), 0);
+	for (size_t i = 0; i < 4 * PG; i++)
+		ck_assert_uint_eq(p[i], 0xab);
+	teardown();
+}
+END_TEST
+
+/*
  * Many spill_out() calls of 1..70 pages: batches go into staging slots
  * not used since their lane was cleared, the lane being cleared once a
  * batch's worth of slots is used (or when the next batch does not fit).
@@ -3341,6 +3393,7 @@ int main(void)
 	tcase_add_test(tc, test_forget_restore_race);
 	tcase_add_test(tc, test_forget_empty_range);
 	tcase_add_test(tc, test_hot_last_of_batch);
+	tcase_add_test(tc, test_hot_ends_unregistered);
 	tcase_add_test(tc, test_unplaced_said);
 	tcase_add_test(tc, test_move_misreport);
 	tcase_add_test(tc, test_staging_slots);
