@@ -55,6 +55,9 @@ static int64_t unsampled_bytes;
  * mimalloc's free space is not the program's to fill).
  */
 int64_t cgm_untouched_bytes;
+/* What the last walk of the regions took, and how many there were (cgm_resident_walked). */
+static int64_t walk_ns;
+static uint64_t walks;
 static int64_t last_collect_ns;
 /* Until then, every sample collects first: a reclaim asked by another process goes on. */
 static int64_t collect_until_ns;
@@ -139,6 +142,8 @@ static CGM_KEYED int64_t sample_locked(bool lazy_split)
 	delta = acct_sample_set(&cgm_acct, cgm_conf.charge == CGM_CHARGE_RESIDENT, anon,
 				heap > live ? heap - live : 0, mapped);
 	cost = cgm_now_ns() - start;
+	__atomic_store_n(&walk_ns, cost, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&walks, 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&cgm_next_sample_ns, start + cost +
 			 (cost * SAMPLE_COST_SHARE > SAMPLE_MIN_NS ? cost * SAMPLE_COST_SHARE :
 			  SAMPLE_MIN_NS), __ATOMIC_RELAXED);
@@ -173,6 +178,12 @@ CGM_NOINLINE int64_t cgm_resident_sample(bool lazy_split)
 	atomic_signal_fence(memory_order_seq_cst);
 	sampling = false;
 	return delta;
+}
+
+uint64_t cgm_resident_walked(int64_t *last_ns)
+{
+	*last_ns = __atomic_load_n(&walk_ns, __ATOMIC_RELAXED);
+	return __atomic_load_n(&walks, __ATOMIC_RELAXED);
 }
 
 /*

@@ -464,6 +464,17 @@ void cgm_spill_catch_threat(void)
 	pthread_mutex_unlock(&spill_lock);
 }
 
+/* The handler in place of a walk of the regions it left out (spill_throttle). */
+#define WALK_SLEEP_MAX_NS	(20 * 1000000LL)
+
+static void walk_slept(int64_t ns)
+{
+	struct timespec ts = { 0, ns < WALK_SLEEP_MAX_NS ? (long)ns : (long)WALK_SLEEP_MAX_NS };
+
+	nanosleep(&ts, NULL);
+	__atomic_add_fetch(&throttled_ns, (uint64_t)ts.tv_nsec, __ATOMIC_RELAXED);
+}
+
 static CGM_NOINLINE unsigned spill_throttle(uint64_t pages)
 {
 	static uint64_t unsampled, unjudged;
@@ -493,16 +504,30 @@ static CGM_NOINLINE unsigned spill_throttle(uint64_t pages)
 	    CGM_HIGH_DELAY_MIN_MS)
 		return 0;
 	/*
-	 * A whole sample (the regions walked), though a group that stays over
-	 * memory.high has one at every batch of faults: xz -T2 compressing
-	 * 8 MB under memory.high=23M had its handler spend 41% of its time in
-	 * them.  With the charge alone, twice the pages came back a second,
-	 * but its threads, which touch pages for the first time without
-	 * allocating (no throttle sees that), took the group to 37-40 MiB
-	 * instead of 24, and under 60M to 94-97 instead of 63-64 (8d3b890,
-	 * reverted): the slower handler is what holds them near the limit.
+	 * The charge from the anon alone where the regions are large and no
+	 * sample is due by its cost (cgm_resident_sample(): 2% of the time
+	 * at most), not a walk of the regions at every batch of faults of a
+	 * group that stays over memory.high: python3 (bench/spill_dict.py)
+	 * under memory.high=159M with an lz4-only pool, whose working set
+	 * does not fit, had its handler walk them with mincore (and take the
+	 * mmap lock the background reclaim's moves wait for) for a third of
+	 * the process's time in perf.  But the walk's time is also what holds
+	 * xz -T2 near its limit: its threads touch pages for the first time
+	 * without allocating, which no throttle sees, and only a slower
+	 * handler slows them (with the charge alone, 8d3b890, reverted: 37-40
+	 * MiB under memory.high=23M instead of 24, 94-97 under 60M instead of
+	 * 63-64).  So a walk left out is slept instead, as long as the last
+	 * one took (at most WALK_SLEEP_MAX_NS), counted as throttling: the
+	 * pace stays, the CPU goes to reclaim and the program.
 	 */
-	cgm_resident_sample(false);
+	{
+		int64_t last_ns;
+		uint64_t walks = cgm_resident_walked(&last_ns);
+
+		cgm_resident_sample(true);
+		if (cgm_resident_walked(&last_ns) == walks && last_ns > 0)
+			walk_slept(last_ns);
+	}
 	unsampled = 0;
 	ms = acct_high_penalty_ms(&cgm_acct, 0, (int64_t)pages, true);
 	if (ms <= CGM_HIGH_DELAY_MIN_MS)
