@@ -467,10 +467,13 @@ void cgm_spill_catch_threat(void)
 /* The handler in place of a walk of the regions it left out (spill_throttle). */
 #define WALK_SLEEP_MAX_NS	(20 * 1000000LL)
 
+static uint64_t walk_sleeps;	/* for the exit report */
+
 static void walk_slept(int64_t ns)
 {
 	struct timespec ts = { 0, ns < WALK_SLEEP_MAX_NS ? (long)ns : (long)WALK_SLEEP_MAX_NS };
 
+	__atomic_add_fetch(&walk_sleeps, 1, __ATOMIC_RELAXED);
 	nanosleep(&ts, NULL);
 	__atomic_add_fetch(&throttled_ns, (uint64_t)ts.tv_nsec, __ATOMIC_RELAXED);
 }
@@ -1072,6 +1075,7 @@ int cgm_spill_report(char *buf, size_t len)
 	struct spill_stats ss;
 	struct spill_footprint fp;
 	struct zp_stats zs;
+	int64_t walk_ns;
 
 	if (!engine)
 		return 0;
@@ -1085,7 +1089,7 @@ int cgm_spill_report(char *buf, size_t len)
 			"written_back %llu recompressed %llu (by the program's threads %llu, "
 			"against the dictionary %llu) zstd_at_once %llu (against the dictionary %llu) "
 			"engine_bytes %zu (scratch %zu) held_off %llu (%llu ms) background %llu (stopped %llu) "
-			"caught %llu\n",
+			"caught %llu samples walked %llu (slept %llu)\n",
 			(unsigned long long)ss.spilled, (unsigned long long)ss.refaulted,
 			(unsigned long long)ss.refaulted_hot, (unsigned long long)ss.readahead,
 			(unsigned long long)ss.restored,
@@ -1107,7 +1111,9 @@ int cgm_spill_report(char *buf, size_t len)
 			(unsigned long long)ss.held_off, (unsigned long long)ss.held_off_ms,
 			(unsigned long long)cgm_bg_reclaim_pages(),
 			(unsigned long long)cgm_bg_reclaim_thrash_stops(),
-			(unsigned long long)catch_episodes);
+			(unsigned long long)catch_episodes,
+			(unsigned long long)cgm_resident_walked(&walk_ns),
+			(unsigned long long)__atomic_load_n(&walk_sleeps, __ATOMIC_RELAXED));
 }
 
 /* ---- choosing pages ---- */
