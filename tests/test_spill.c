@@ -2944,26 +2944,32 @@ END_TEST
  * Hot pages at the ends of a run are left out of it before its range is
  * registered, and a run of hot pages alone registers nothing: a
  * registration takes the mmap lock for writing and splits the mapping,
- * for runs that would spill nothing (sp_cut_hot_ends).  Pages 0 and 3
- * come back within the hot distance, 1 and 2 with none.
+ * for runs that would spill nothing (sp_cut_hot_ends).  Pages 1 and 2
+ * leave first and 100 others after them, so they come back beyond the
+ * hot distance of 50; pages 0 and 3 leave last and come back within it.
+ * (The distance is not changed between faults: the handler counts a
+ * refault after the faulting thread is woken.)
  */
 START_TEST(test_hot_ends_unregistered)
 {
-	unsigned char *p = map_pages(4);
+	enum { FILLER = 100 };
+	unsigned char *p = map_pages(4), *filler = map_pages(FILLER);
 	struct spill_stats st;
 	uint64_t hot;
 
 	setup();
 	memset(p, 0xab, 4 * PG);
-	spill_set_hot_distance(eng, 1000);
-	ck_assert_int_eq(spill_out(eng, p, 4), 4);
-	spill_set_hot_distance(eng, 0);
-	ck_assert_uint_eq(p[1 * PG], 0xab);
-	ck_assert_uint_eq(p[2 * PG], 0xab);
-	spill_set_hot_distance(eng, 1000);
-	ck_assert_uint_eq(p[0], 0xab);
-	ck_assert_uint_eq(p[3 * PG], 0xab);
-	settle(&st, 0);
+	memset(filler, 0x5a, FILLER * PG);
+	spill_set_hot_distance(eng, 50);
+	ck_assert_int_eq(spill_out(eng, p + PG, 2), 2);
+	ck_assert_int_eq(spill_out(eng, filler, FILLER), FILLER);
+	ck_assert_int_eq(spill_out(eng, p, 1), 1);
+	ck_assert_int_eq(spill_out(eng, p + 3 * PG, 1), 1);
+	for (int i = 0; i < 4; i++)
+		ck_assert_uint_eq(p[i * PG], 0xab);
+	/* The filler's range stays. */
+	settle_ranges(&st, 1);
+	ck_assert_uint_eq(st.refaulted, 4);
 	ck_assert_uint_eq(st.refaulted_hot, 2);
 	ck_assert_int_eq(registered_vmas(p, 4 * PG), 0);
 	hot = st.skipped_hot;
@@ -2971,7 +2977,7 @@ START_TEST(test_hot_ends_unregistered)
 	ck_assert_int_eq(spill_out(eng, p, 4), 2);
 	spill_stats(eng, &st);
 	ck_assert_uint_eq(st.skipped_hot, hot + 2);
-	ck_assert_uint_eq(st.in_pool, 2);
+	ck_assert_uint_eq(st.in_pool, FILLER + 2);
 	ck_assert_int_eq(registered_vmas(p, PG), 0);
 	ck_assert_int_eq(registered_vmas(p + 3 * PG, PG), 0);
 	ck_assert_int_eq(registered_vmas(p + PG, 2 * PG), 1);
@@ -2979,16 +2985,20 @@ START_TEST(test_hot_ends_unregistered)
 	/* Back within the hot distance too: the whole run is hot now. */
 	ck_assert_uint_eq(p[1 * PG], 0xab);
 	ck_assert_uint_eq(p[2 * PG], 0xab);
-	settle(&st, 0);
+	settle_ranges(&st, 1);
 	ck_assert_uint_eq(st.refaulted_hot, 4);
 	ck_assert_int_eq(spill_out(eng, p, 4), 0);
 	spill_stats(eng, &st);
 	ck_assert_uint_eq(st.skipped_hot, hot + 2 + 4);
-	ck_assert_uint_eq(st.ranges, 0);
+	ck_assert_uint_eq(st.ranges, 1);
 	ck_assert_int_eq(registered_vmas(p, 4 * PG), 0);
 	for (size_t i = 0; i < 4 * PG; i++)
 		ck_assert_uint_eq(p[i], 0xab);
+	for (size_t i = 0; i < FILLER * PG; i += PG)
+		ck_assert_uint_eq(filler[i], 0x5a);
 	teardown();
+	munmap(filler, FILLER * PG);
+	munmap(p, 4 * PG);
 }
 END_TEST
 
