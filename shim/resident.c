@@ -55,7 +55,7 @@ static int64_t unsampled_bytes;
  * mimalloc's free space is not the program's to fill).
  */
 int64_t cgm_untouched_bytes;
-/* What the last walk of the regions took, and how many there were (cgm_resident_walked). */
+/* What the last walk of the regions took, and how many there were (cgm_resident_walks). */
 static int64_t walk_ns;
 static uint64_t walks;
 static int64_t last_collect_ns;
@@ -180,10 +180,14 @@ CGM_NOINLINE int64_t cgm_resident_sample(bool lazy_split)
 	return delta;
 }
 
-uint64_t cgm_resident_walked(int64_t *last_ns)
+uint64_t cgm_resident_walks(void)
 {
-	*last_ns = __atomic_load_n(&walk_ns, __ATOMIC_RELAXED);
 	return __atomic_load_n(&walks, __ATOMIC_RELAXED);
+}
+
+int64_t cgm_resident_walk_ns(void)
+{
+	return __atomic_load_n(&walk_ns, __ATOMIC_RELAXED);
 }
 
 /*

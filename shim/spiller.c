@@ -481,7 +481,7 @@ static void walk_slept(int64_t ns)
 static CGM_NOINLINE unsigned spill_throttle(uint64_t pages)
 {
 	static uint64_t unsampled, unjudged;
-	uint64_t ms;
+	uint64_t ms, walks;
 
 	back_since_look += pages;
 	unsampled += pages;
@@ -523,14 +523,10 @@ static CGM_NOINLINE unsigned spill_throttle(uint64_t pages)
 	 * one took (at most WALK_SLEEP_MAX_NS), counted as throttling: the
 	 * pace stays, the CPU goes to reclaim and the program.
 	 */
-	{
-		int64_t last_ns;
-		uint64_t walks = cgm_resident_walked(&last_ns);
-
-		cgm_resident_sample(true);
-		if (cgm_resident_walked(&last_ns) == walks && last_ns > 0)
-			walk_slept(last_ns);
-	}
+	walks = cgm_resident_walks();
+	cgm_resident_sample(true);
+	if (cgm_resident_walks() == walks && cgm_resident_walk_ns() > 0)
+		walk_slept(cgm_resident_walk_ns());
 	unsampled = 0;
 	ms = acct_high_penalty_ms(&cgm_acct, 0, (int64_t)pages, true);
 	if (ms <= CGM_HIGH_DELAY_MIN_MS)
@@ -1075,7 +1071,6 @@ int cgm_spill_report(char *buf, size_t len)
 	struct spill_stats ss;
 	struct spill_footprint fp;
 	struct zp_stats zs;
-	int64_t walk_ns;
 
 	if (!engine)
 		return 0;
@@ -1112,7 +1107,7 @@ int cgm_spill_report(char *buf, size_t len)
 			(unsigned long long)cgm_bg_reclaim_pages(),
 			(unsigned long long)cgm_bg_reclaim_thrash_stops(),
 			(unsigned long long)catch_episodes,
-			(unsigned long long)cgm_resident_walked(&walk_ns),
+			(unsigned long long)cgm_resident_walks(),
 			(unsigned long long)__atomic_load_n(&walk_sleeps, __ATOMIC_RELAXED));
 }
 

@@ -133,8 +133,9 @@ void cgm_resident_tick(bool large);
  * interval (then the split is the last walk's, within the anon).
  */
 int64_t cgm_resident_sample(bool lazy_split);
-/* How many samples walked the regions so far; *@last_ns: what the last one took. */
-uint64_t cgm_resident_walked(int64_t *last_ns);
+/* How many samples walked the regions so far, and what the last such walk took (ns). */
+uint64_t cgm_resident_walks(void);
+int64_t cgm_resident_walk_ns(void);
 /*
  * What the process could fill without allocating, at its last sample
  * that walked its regions (bytes): its mappings' pages not resident, and

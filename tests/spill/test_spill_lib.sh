@@ -617,7 +617,7 @@ CHECKS=$((CHECKS + 1))
 # only when a sample is due by its cost, and sleeps where it left a walk
 # out (shim/spiller.c: spill_throttle).  Walking at every batch of faults,
 # this run walked them 1,450-1,563 times in its 2 s of reading; now
-# 94-100, with 1,228-1,264 sleeps.
+# 94-102, with 1,167-1,264 sleeps.
 start "scope=/walk,spill=1,high=96M,stats=exit" /usr/bin/python3 -c '
 import time
 b = bytearray(b"\x01") * (320 << 20)
