@@ -20,7 +20,9 @@
  * Options after the mode's arguments: hold=MS (default 300); late=MS
  * (bigtouch: wait MS between the malloc and the touch, printing "made");
  * keep (bigtouch: exit with the block, not freed: what was touched is
- * seen only by a sample at exit);
+ * seen only by a sample at exit); base=SIZE (bigtouch: first malloc SIZE
+ * more and write it all, held to the end: a group that sits near its
+ * limit before the block is filled);
  * busy (while holding, map and unmap 64 KiB every millisecond, so that
  * the program keeps reaching the library's slow path, where it answers
  * requests from other processes); and, for freeall, reclaim (write
@@ -40,6 +42,7 @@
 
 static long hold_ms = 300;
 static long late_ms;
+static size_t base_bytes;
 static int busy;
 static int keep;
 static long busy_failed;	/* busy allocations that returned NULL */
@@ -204,7 +207,7 @@ int main(int argc, char **argv)
 	else {
 		fprintf(stderr, "usage: fid_prog bigtouch|mmap|mremap|brk|shared|sparse|small|mixed|"
 			"threads|freeall ARGS "
-			"[hold=MS] [late=MS] [keep] [busy] [reclaim]\n");
+			"[hold=MS] [late=MS] [keep] [base=SIZE] [busy] [reclaim]\n");
 		return 2;
 	}
 	if (argc < 2 + nargs)
@@ -220,11 +223,20 @@ int main(int argc, char **argv)
 			busy = 1;
 		else if (!strcmp(argv[i], "keep"))
 			keep = 1;
+		else if (!strncmp(argv[i], "base=", 5))
+			base_bytes = parse_size(argv[i] + 5);
 	}
 	if (!strcmp(mode, "bigtouch")) {
 		size_t n = parse_size(argv[2]);
+		char *base = base_bytes ? malloc(base_bytes) : NULL;
 		char *p = malloc(n);
 
+		if (base_bytes && !base) {
+			perror("fid_prog: malloc of base=");
+			return 1;
+		}
+		if (base)
+			touch(base, base_bytes);
 		if (!p) {
 			perror("fid_prog: malloc");
 			return 1;
@@ -239,6 +251,7 @@ int main(int argc, char **argv)
 		hold("peak");
 		if (!keep)
 			free(p);
+		free(base);
 	} else if (!strcmp(mode, "mmap") || !strcmp(mode, "shared")) {
 		if (map_touch_hold(parse_size(argv[2]), !strcmp(mode, "shared")) < 0)
 			return 1;

@@ -405,6 +405,23 @@ for late in 0 1500; do
 done
 CHECKS=$((CHECKS + 1))
 
+# The same block filled 2 s after its malloc by a process that first
+# wrote 61 MiB (fid_prog's base=), so that the group sits past its near
+# mark (limit - limit/16), where the background, finding nothing to
+# spill, looked less and less often: memory.peak 317 MiB in 3 of 3 runs,
+# the whole fill between two looks.  Now, while what it could fill unseen
+# would take the group to its limit, it looks every 10 ms there: 77-94
+# MiB in 25 runs (172 once with both CPUs kept busy).
+start "scope=/fillnear,spill=1,high=64M" "$FID_PROG" bigtouch 256M 100 hold=1500 late=2000 base=61M
+reach peak
+peak=$(value /fillnear memory.peak)
+[ "$peak" -le $((192 * MIB)) ] ||
+	fail "256 MiB filled 2 s after its malloc at 61 MiB under memory.high=64M: memory.peak $(mib "$peak")"
+finish
+[ "$ST" = 0 ] || fail "bigtouch base=61M under memory.high=64M exited $ST: $(head -3 "$T/bg.err")"
+echo "$TEST_NAME: 256 MiB filled 2 s after its malloc at 61 MiB under memory.high=64M: memory.peak $(mib "$peak")"
+CHECKS=$((CHECKS + 1))
+
 # spill_strict_high=1 throttles those touches as the kernel does: while
 # the process could fill past its limit without allocating, its first
 # touches fault through the handler, which holds the thread off whenever
