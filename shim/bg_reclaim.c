@@ -306,10 +306,10 @@ static CGM_COLD void bg_say_round(int64_t round, bool stopped)
  */
 static CGM_NOINLINE long bg_watch_wait(bool fresh, bool threat, int64_t margin)
 {
-	bool fill = threat && bg_fill_threat();
 	static int64_t last_margin, last_ns;
 	static long last_wait;
 	int64_t now = cgm_now_ns(), wait;
+	bool fill = threat && bg_fill_threat();
 	/* A pace needs a look not long before (the last watch may be long over). */
 	bool paced = !fresh && last_ns && now - last_ns < 2 * BG_IDLE_LOOK_NS &&
 		     margin > last_margin;
