@@ -478,6 +478,34 @@ static void walk_slept(int64_t ns)
 	__atomic_add_fetch(&throttled_ns, (uint64_t)ts.tv_nsec, __ATOMIC_RELAXED);
 }
 
+/*
+ * No background reclaim (spill_background=0, or its thread could not
+ * start): the handler spills for what came back, down to 1/32 below the
+ * limit, before it holds off -- as the kernel's faulting task reclaims
+ * on its way back to user space and sleeps only for what reclaim left.
+ * Nothing else would: the program's threads reclaim in their allocation
+ * paths, and the one that faults is blocked in the fault.  Without this,
+ * python3 reading 100 MB of strings back under memory.high=40M with
+ * spill_background=0 was held off fault after fault, for the whole
+ * penalty each time, and had not read them once in 60 s (2 reads take
+ * 1.4-1.7 s by default); bench/spill_dict.py's working phase under
+ * memory.high=159M alike.  True if it spilled anything.
+ */
+static bool handler_reclaim_high(void)
+{
+	int64_t excess = acct_reclaim_excess_below(&cgm_acct, HOLD_TARGET_SHIFT), got;
+
+	if (excess <= 0)
+		return false;
+	on_handler = true;
+	__atomic_store_n(&handler_reclaiming, true, __ATOMIC_RELAXED);
+	got = cgm_spill_reclaim(excess, NULL, false);
+	__atomic_store_n(&handler_reclaiming, false, __ATOMIC_RELAXED);
+	if (got > 0)
+		cgm_resident_sample(false);
+	return got > 0;
+}
+
 static CGM_NOINLINE unsigned spill_throttle(uint64_t pages)
 {
 	static uint64_t unsampled, unjudged;
@@ -536,6 +564,11 @@ static CGM_NOINLINE unsigned spill_throttle(uint64_t pages)
 		spill_catch_judge(true);
 	else if (reclaim_keeps_up())
 		return 0;
+	if (!cgm_bg_reclaim_started() && handler_reclaim_high()) {
+		ms = acct_high_penalty_ms(&cgm_acct, 0, (int64_t)pages, false);
+		if (ms <= CGM_HIGH_DELAY_MIN_MS)
+			return 0;
+	}
 	hold_pages = (int64_t)pages;
 	return (unsigned)ms;
 }
