@@ -1480,23 +1480,6 @@ static bool background_recompress(int64_t want, int64_t *freed)
 	return done;
 }
 
-/*
- * Pressure reclaim whose lap took nothing (every page resident came back
- * lately) takes hot pages too while the handler would hold the program
- * off for memory.high -- as the kernel's reclaim deactivates active pages
- * whatever its reason once the inactive ones run out.  Otherwise the hot
- * marks, which only spilling ages, stood until their 10 s ran out while
- * the handler held off fault after fault: check-spill-programs' python3
- * took 11-23 s instead of 2-3 in about 1 run of 10, its reclaims saying
- * "0 spilled of 15,480 resident looked at" for seconds, 98 hold-offs.
- * Not with spill_throttle=0, which holds nothing off.
- */
-static bool hot_lap_for_high(void)
-{
-	return cgm_conf.spill_throttle &&
-	       acct_high_penalty_ms(&cgm_acct, 0, cgm_acct.batch_pages, false) > CGM_HIGH_DELAY_MIN_MS;
-}
-
 int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked, bool thorough)
 {
 	sigset_t all, old;
@@ -1620,8 +1603,7 @@ int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked, bool thorough)
 		 * old page read back once, then a new copy built) had 15,549
 		 * resident pages looked at, 5 spilled, and a MemoryError.
 		 */
-		if (freed + got < want && hot_distance &&
-		    (thorough || (!got && !freed && hot_lap_for_high()))) {
+		if (thorough && freed + got < want && hot_distance) {
 			spill_set_hot_distance(engine, 0);
 			got += spill_lap(want - freed - got, &scanned, true);
 			spill_set_hot_distance(engine, hot_distance);
