@@ -293,7 +293,7 @@ static CGM_COLD void bg_say_round(int64_t round, bool stopped)
  * could take the group to its limit was just made; @threat: what the
  * process could fill without allocating could (cgm_untouched_bytes: in a
  * forked child, the pages it shares count, which only makes it look more
- * often).  From how fast the group neared its mark since the last look,
+ * often); @fill: what it could fill unseen could (bg_fill_threat()).  From how fast the group neared its mark since the last look,
  * half the time it would take at that pace to reach it, 10 ms at least;
  * doubling while it does not grow, and the watch ends once that passes
  * BG_IDLE_LOOK_NS -- but while the threat lasts, every BG_THREAT_LOOK_NS
@@ -304,12 +304,11 @@ static CGM_COLD void bg_say_round(int64_t round, bool stopped)
  * its block between two looks of half a second: memory.peak 256 MiB, the
  * thread spilling it only after.
  */
-static CGM_NOINLINE long bg_watch_wait(bool fresh, bool threat, int64_t margin)
+static CGM_NOINLINE long bg_watch_wait(bool fresh, bool threat, bool fill, int64_t margin)
 {
 	static int64_t last_margin, last_ns;
 	static long last_wait;
 	int64_t now = cgm_now_ns(), wait;
-	bool fill = threat && bg_fill_threat();
 	/* A pace needs a look not long before (the last watch may be long over). */
 	bool paced = !fresh && last_ns && now - last_ns < 2 * BG_IDLE_LOOK_NS &&
 		     margin > last_margin;
@@ -358,7 +357,7 @@ static CGM_NOINLINE long bg_look(struct cgm_proc *p, int64_t *win_spilled, long 
 {
 	/* Taken now, whatever this look does: the thread's wait skips while it is set. */
 	bool fresh = __atomic_exchange_n(&watch_wanted, false, __ATOMIC_ACQUIRE);
-	bool threat = bg_untouched_threat();
+	bool threat = bg_untouched_threat(), fill;
 	long wait_ns = 0;
 	int64_t round = 0, margin;
 
@@ -393,6 +392,8 @@ static CGM_NOINLINE long bg_look(struct cgm_proc *p, int64_t *win_spilled, long 
 	if (wait_ns)
 		return wait_ns;
 	margin = acct_reclaim_margin(&cgm_acct, BG_NEAR_SHIFT);
+	/* (What it could fill unseen is within what it could fill: no threat, no fill threat.) */
+	fill = threat && bg_fill_threat();
 	if (margin > 0) {
 		wait_ns = *poll_ns;
 		*poll_ns = round ? BG_POLL_NS :
@@ -405,10 +406,10 @@ static CGM_NOINLINE long bg_look(struct cgm_proc *p, int64_t *win_spilled, long 
 		 * looking every 0.64 s by then; 77-94 MiB in 25 runs with
 		 * this, 172 once with both CPUs kept busy.
 		 */
-		if (threat && wait_ns > BG_POLL_NS && bg_fill_threat())
+		if (fill && wait_ns > BG_POLL_NS)
 			wait_ns = BG_POLL_NS;
 	} else {
-		wait_ns = bg_watch_wait(fresh, threat, margin);
+		wait_ns = bg_watch_wait(fresh, threat, fill, margin);
 		/* Nearing the mark fast: the spilling will not wait for the libraries. */
 		if (wait_ns && wait_ns < BG_THREAT_LOOK_NS)
 			cgm_spill_load();

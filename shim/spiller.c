@@ -464,6 +464,24 @@ void cgm_spill_catch_threat(void)
 	pthread_mutex_unlock(&spill_lock);
 }
 
+/*
+ * The handler spills @excess pages for what came back (spill_served_hold,
+ * handler_reclaim_high), and samples what that left.  True if it spilled
+ * anything.
+ */
+static bool handler_spill(int64_t excess)
+{
+	bool got;
+
+	on_handler = true;
+	__atomic_store_n(&handler_reclaiming, true, __ATOMIC_RELAXED);
+	got = cgm_spill_reclaim(excess, NULL, false) > 0;
+	if (got)
+		cgm_resident_sample(false);
+	__atomic_store_n(&handler_reclaiming, false, __ATOMIC_RELAXED);
+	return got;
+}
+
 /* The handler in place of a walk of the regions it left out (spill_throttle). */
 #define WALK_SLEEP_MAX_NS	(20 * 1000000LL)
 
@@ -493,17 +511,9 @@ static void walk_slept(int64_t ns)
  */
 static bool handler_reclaim_high(void)
 {
-	int64_t excess = acct_reclaim_excess_below(&cgm_acct, HOLD_TARGET_SHIFT), got;
+	int64_t excess = acct_reclaim_excess_below(&cgm_acct, HOLD_TARGET_SHIFT);
 
-	if (excess <= 0)
-		return false;
-	on_handler = true;
-	__atomic_store_n(&handler_reclaiming, true, __ATOMIC_RELAXED);
-	got = cgm_spill_reclaim(excess, NULL, false);
-	__atomic_store_n(&handler_reclaiming, false, __ATOMIC_RELAXED);
-	if (got > 0)
-		cgm_resident_sample(false);
-	return got > 0;
+	return excess > 0 && handler_spill(excess);
 }
 
 static CGM_NOINLINE unsigned spill_throttle(uint64_t pages)
@@ -636,11 +646,7 @@ static CGM_NOINLINE void spill_served_hold(uint64_t pages)
 		excess = acct_reclaim_excess_below(&cgm_acct, HOLD_TARGET_SHIFT);
 	if (excess <= 0)
 		return;
-	on_handler = true;
-	__atomic_store_n(&handler_reclaiming, true, __ATOMIC_RELAXED);
-	if (cgm_spill_reclaim(excess, NULL, false) > 0)
-		cgm_resident_sample(false);
-	__atomic_store_n(&handler_reclaiming, false, __ATOMIC_RELAXED);
+	handler_spill(excess);
 }
 
 /*
