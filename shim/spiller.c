@@ -145,6 +145,9 @@ static uint64_t recompressed_direct;
 /* When a lap last spilled nothing (every page written since the one before). */
 static int64_t last_empty_lap_ns;
 #define EMPTY_LAP_NS	(20 * 1000000LL)
+/* Under pressure that finds only hot pages, those back longer ago than this are taken. */
+#define HOT_STUCK_MS	1000u
+static uint64_t hot_taken_stuck;	/* pages taken so (the exit report) */
 static int64_t last_verbose_ns;
 static CGM_TLS bool fork_held;
 /* This thread holds spill_lock in cgm_spill_reclaim. */
@@ -1119,7 +1122,7 @@ int cgm_spill_report(char *buf, size_t len)
 	return snprintf(buf, len,
 			"== spill\nspilled %llu refaulted %llu (hot %llu) read ahead %llu restored %llu "
 			"discarded %llu misreported %llu zero_filled %llu unshared %llu "
-			"skipped %llu (hot %llu, written %llu, in chunks just back %llu) in_pool %llu pool_bytes %llu dict_stores %llu "
+			"skipped %llu (hot %llu, written %llu, in chunks just back %llu) hot_taken_stuck %llu in_pool %llu pool_bytes %llu dict_stores %llu "
 			"written_back %llu recompressed %llu (by the program's threads %llu, "
 			"against the dictionary %llu) zstd_at_once %llu (against the dictionary %llu) "
 			"engine_bytes %zu (scratch %zu) held_off %llu (%llu ms) background %llu (stopped %llu) "
@@ -1132,6 +1135,7 @@ int cgm_spill_report(char *buf, size_t len)
 			(unsigned long long)ss.skipped,
 			(unsigned long long)ss.skipped_hot, (unsigned long long)second_chances,
 			(unsigned long long)unprotected_back,
+			(unsigned long long)__atomic_load_n(&hot_taken_stuck, __ATOMIC_RELAXED),
 			(unsigned long long)ss.in_pool,
 			(unsigned long long)(zs.mem_used_total + zs.meta_bytes),
 			(unsigned long long)zs.stored_dict,
@@ -1557,6 +1561,8 @@ int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked, bool thorough)
 						   (int64_t)PAGE) : 0;
 		bool program_thread = !on_background && !on_handler;
 
+		uint64_t hot_before = spill_skipped_hot(engine);
+
 		spill_set_hot_distance(engine, hot_distance);
 		/*
 		 * The pool's oldest pages to zstd first: what the pool gives
@@ -1597,6 +1603,24 @@ int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked, bool thorough)
 		 */
 		if (freed + got < want && (thorough || !got || want - freed - got > want / 4))
 			got += spill_lap(want - freed - got, &scanned, true);
+		/*
+		 * Pressure that found nothing but hot pages: those that came
+		 * back more than HOT_STUCK_MS ago are taken.  While nothing is
+		 * spilled the distance that would cool them does not grow, and
+		 * only their 10 s age did: check-spill-programs' python3 under
+		 * memory.high, its dict read back once, sat at its limit with
+		 * 0 of 15,480 resident pages taken, and was held off 4-9.5 s
+		 * in 4 runs of 38 (2-3.4 s in 30 runs with this lap).  Not every hot page, as a thorough reclaim
+		 * takes them below: a pipeline under memory.high=6M, whose own
+		 * pages pass its limit, thrashed so (2.2-20 s against 4.4-5.8).
+		 */
+		if (!thorough && !got && !freed && hot_distance &&
+		    spill_skipped_hot(engine) != hot_before) {
+			spill_set_hot_age(engine, HOT_STUCK_MS);
+			got += spill_lap(want, &scanned, true);
+			spill_set_hot_age(engine, 0);
+			__atomic_add_fetch(&hot_taken_stuck, (uint64_t)got, __ATOMIC_RELAXED);
+		}
 		if (thorough && freed + got < want)
 			freed += pool_write_back_for(want - freed - got);
 		/*

@@ -1462,6 +1462,50 @@ START_TEST(test_hot_distance_zero)
 END_TEST
 
 /*
+ * spill_set_hot_age: a page that came back longer ago than the age is not
+ * hot for now, whatever its distance; a younger one stays; age 0 gives the
+ * engine's own hot_ms back (the shim's pressure that finds only hot pages).
+ */
+START_TEST(test_hot_age)
+{
+	unsigned char *p = map_pages(2);
+	struct spill_stats st;
+
+	setup();
+	spill_set_hot_distance(eng, 64);
+	p[0] = 1;
+	p[PG] = 2;
+	ck_assert_int_eq(spill_out(eng, p, 1), 1);
+	ck_assert_uint_eq(p[0], 1);
+	settle_ranges(&st, 0);
+	usleep(300 * 1000);
+	ck_assert_int_eq(spill_out(eng, p + PG, 1), 1);
+	ck_assert_uint_eq(p[PG], 2);
+	settle_ranges(&st, 0);
+	ck_assert_uint_eq(st.refaulted_hot, 2);
+	/* Both hot under the engine's 10 s. */
+	ck_assert_int_eq(spill_out(eng, p, 2), 0);
+	ck_assert_uint_eq(spill_skipped_hot(eng), 2);
+
+	/* Back 300 ms ago or more: the first goes under an age of 200 ms, the second not. */
+	spill_set_hot_age(eng, 200);
+	ck_assert_int_eq(spill_out(eng, p, 2), 1);
+	ck_assert_uint_eq(spill_skipped_hot(eng), 3);
+	ck_assert_uint_eq(p[0], 1);
+	settle_ranges(&st, 0);
+
+	/* Age 0: the engine's own again, and the second is hot as before. */
+	spill_set_hot_age(eng, 0);
+	ck_assert_int_eq(spill_out(eng, p + PG, 1), 0);
+	spill_stats(eng, &st);
+	ck_assert_uint_eq(st.skipped_hot, 4);
+	ck_assert_uint_eq(p[PG], 2);
+	assert_accounted(&st);
+	teardown();
+}
+END_TEST
+
+/*
  * With readahead on, a refault within the hot distance brings back the
  * other spilled pages of its aligned 16-page cluster (the kernel's
  * page-cluster); a refault that is not hot brings back only itself (a
@@ -3369,6 +3413,7 @@ int main(void)
 	tcase_add_test(tc, test_restore_all);
 	tcase_add_test(tc, test_hot_pages);
 	tcase_add_test(tc, test_hot_distance_zero);
+	tcase_add_test(tc, test_hot_age);
 	tcase_add_test(tc, test_cluster_readahead);
 	tcase_add_test(tc, test_cluster_readahead_steps);
 	tcase_add_test(tc, test_served_holds_off);

@@ -310,6 +310,7 @@ struct spill_engine {
 	struct sp_hot *hot;
 	atomic_uint hot_bits;		/* 2^hot_bits slots of it in use (sp_hot_grow) */
 	unsigned hot_ms;		/* a page stays hot this long at most (SP_HOT_MS) */
+	atomic_uint hot_age_ms;		/* for now, at most this long (spill_set_hot_age) */
 	atomic_uint hot_last_ms;	/* when a page last became hot (sp_ms_now) */
 	atomic_bool hot_written;	/* since sp_trim_scratch gave the table back */
 	atomic_uint hot_distance;	/* pages; 0: nothing is ever hot */
@@ -496,7 +497,8 @@ static bool sp_is_hot(struct spill_engine *e, uintptr_t page)
 
 	return atomic_load_explicit(&h->page, memory_order_relaxed) == page &&
 	       sp_seq_now(e) - atomic_load_explicit(&h->seq, memory_order_relaxed) < window &&
-	       sp_ms_now() - atomic_load_explicit(&h->ms, memory_order_relaxed) < e->hot_ms;
+	       sp_ms_now() - atomic_load_explicit(&h->ms, memory_order_relaxed) <
+		       atomic_load_explicit(&e->hot_age_ms, memory_order_relaxed);
 }
 
 void spill_mark_refaults(struct spill_engine *e)
@@ -525,6 +527,17 @@ void spill_set_hot_distance(struct spill_engine *e, size_t pages)
 	atomic_store_explicit(&e->hot_distance,
 			      pages > UINT32_MAX / 2 ? UINT32_MAX / 2 : (unsigned)pages,
 			      memory_order_relaxed);
+}
+
+void spill_set_hot_age(struct spill_engine *e, unsigned ms)
+{
+	atomic_store_explicit(&e->hot_age_ms, ms && ms < e->hot_ms ? ms : e->hot_ms,
+			      memory_order_relaxed);
+}
+
+uint64_t spill_skipped_hot(struct spill_engine *e)
+{
+	return atomic_load_explicit(&e->skipped_hot, memory_order_relaxed);
 }
 
 static struct sp_back *sp_back_slot(struct spill_engine *e, uintptr_t block)
@@ -2394,6 +2407,7 @@ int spill_open(const struct spill_options *opt, struct spill_engine **enginep)
 	e->ra_on = opt->readahead;
 	e->idle_ms = opt->idle_ms > 60000 ? 60000 : (int)opt->idle_ms;
 	e->hot_ms = opt->hot_ms ? opt->hot_ms : SP_HOT_MS;
+	atomic_store(&e->hot_age_ms, e->hot_ms);
 	e->uffd = e->stage_uffd = e->stop_fd = e->pagemap_fd = e->qos_fd = e->wake_fd = -1;
 	e->fork_sock[0] = e->fork_sock[1] = e->child_uffd = e->live_sock = -1;
 	atomic_store(&e->go, true);

@@ -315,6 +315,13 @@ bool spill_catching(struct spill_engine *e);
 /* The refault distance below which a page is hot (0, the default: none is). */
 void spill_set_hot_distance(struct spill_engine *e, size_t pages);
 /*
+ * Until called again, a page that came back more than @ms ago is not hot,
+ * whatever its distance (0: the engine's hot_ms again, the default).
+ */
+void spill_set_hot_age(struct spill_engine *e, unsigned ms);
+/* Pages left in place so far because they were hot (one atomic load). */
+uint64_t spill_skipped_hot(struct spill_engine *e);
+/*
  * Did a page come back (placed by a fault, read ahead or restored) in
  * the 2 MiB blocks that [addr, addr + len) meets within the last @ms
  * milliseconds?  The engine remembers 1024 blocks (a clash forgets the
