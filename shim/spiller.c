@@ -1560,7 +1560,6 @@ int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked, bool thorough)
 		size_t hot_distance = p ? (size_t)(__atomic_load_n(&p->sampled[CGM_STAT_ANON], __ATOMIC_RELAXED) /
 						   (int64_t)PAGE) : 0;
 		bool program_thread = !on_background && !on_handler;
-
 		uint64_t hot_before = spill_skipped_hot(engine);
 
 		spill_set_hot_distance(engine, hot_distance);
@@ -1610,9 +1609,10 @@ int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked, bool thorough)
 		 * only their 10 s age did: check-spill-programs' python3 under
 		 * memory.high, its dict read back once, sat at its limit with
 		 * 0 of 15,480 resident pages taken, and was held off 4-9.5 s
-		 * in 4 runs of 38 (2-3.4 s in 30 runs with this lap).  Not every hot page, as a thorough reclaim
-		 * takes them below: a pipeline under memory.high=6M, whose own
-		 * pages pass its limit, thrashed so (2.2-20 s against 4.4-5.8).
+		 * in 4 runs of 38 (none of 30 with this lap).  Not every hot
+		 * page, as a thorough reclaim takes them below: a pipeline
+		 * under memory.high=6M, whose own pages pass its limit,
+		 * thrashed so (2.2-20 s against 4.4-5.8).
 		 */
 		if (!thorough && !got && !freed && hot_distance &&
 		    spill_skipped_hot(engine) != hot_before) {
