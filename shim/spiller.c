@@ -1603,23 +1603,33 @@ int64_t cgm_spill_reclaim(int64_t want, uint64_t *looked, bool thorough)
 		if (freed + got < want && (thorough || !got || want - freed - got > want / 4))
 			got += spill_lap(want - freed - got, &scanned, true);
 		/*
-		 * Pressure that found nothing but hot pages: those that came
-		 * back more than HOT_STUCK_MS ago are taken.  While nothing is
-		 * spilled the distance that would cool them does not grow, and
-		 * only their 10 s age did: check-spill-programs' python3 under
-		 * memory.high, its dict read back once, sat at its limit with
-		 * 0 of 15,480 resident pages taken, and was held off 4-9.5 s
-		 * in 4 runs of 38 (none of 30 with this lap).  Not every hot
-		 * page, as a thorough reclaim takes them below: a pipeline
-		 * under memory.high=6M, whose own pages pass its limit,
-		 * thrashed so (2.2-20 s against 4.4-5.8).
+		 * Pressure that got less than half its want and left hot pages
+		 * in place: those that came back more than HOT_STUCK_MS ago are
+		 * taken.  While little is spilled the distance that would cool
+		 * them hardly grows, and only their 10 s age did:
+		 *  - check-spill-programs' python3 under memory.high, its dict
+		 *    read back once, sat at its limit with 0 of 15,480 resident
+		 *    pages taken, and was held off 4-9.5 s in 4 runs of 38
+		 *    (none of 30 with this lap);
+		 *  - with spill_background=0, where the program's threads and
+		 *    the handler reclaim alone, each reclaim took a few pages of
+		 *    the 1,800 it wanted: fork_workload.py at half its peak was
+		 *    throttled 20-27 s (now 2.6-5.5), python3's dict/list at 40%
+		 *    took 18.7 s (11.7), perl's 37 s (18.5).
+		 * Not every hot page, as a thorough reclaim takes them below:
+		 * a pipeline under memory.high=6M, whose own pages pass its
+		 * limit, thrashed so (2.2-20 s against 4.4-5.8; with this lap
+		 * 3.1-6.3 s against 4.7-6.7 in 5 interleaved pairs).
 		 */
-		if (!thorough && !got && !freed && hot_distance &&
+		if (!thorough && freed + got < want / 2 && hot_distance &&
 		    spill_skipped_hot(engine) != hot_before) {
+			int64_t aged;
+
 			spill_set_hot_age(engine, HOT_STUCK_MS);
-			got += spill_lap(want, &scanned, true);
+			aged = spill_lap(want - freed - got, &scanned, true);
 			spill_set_hot_age(engine, 0);
-			__atomic_add_fetch(&hot_taken_stuck, (uint64_t)got, __ATOMIC_RELAXED);
+			got += aged;
+			__atomic_add_fetch(&hot_taken_stuck, (uint64_t)aged, __ATOMIC_RELAXED);
 		}
 		if (thorough && freed + got < want)
 			freed += pool_write_back_for(want - freed - got);
