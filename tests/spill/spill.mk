@@ -76,9 +76,15 @@ stress-spill-programs: $(SPILL_PROGRAMS_DEPS)
 			sh tests/spill/test_spill_programs.sh || exit 1; \
 	done
 
+# The same workloads at several shares of their peaks, with and without
+# the background reclaim (tests/spill/sweep_programs.sh says why):
+# SPILL_SWEEP_SHARES="40 50 70" by default.
+stress-spill-sweep: $(SPILL_PROGRAMS_DEPS) tests/spill/sweep_programs.sh
+	env $(FID_ENV) CGM_TEST_BIN=$(abspath $(PL_BIN)) sh tests/spill/sweep_programs.sh
+
 CHECK_TARGETS += check-spill-programs
-STRESS_TARGETS += stress-spill-programs
-.PHONY: check-spill-programs stress-spill-programs
+STRESS_TARGETS += stress-spill-programs stress-spill-sweep
+.PHONY: check-spill-programs stress-spill-programs stress-spill-sweep
 
 # A model-based random test: a few threads write, read, reallocate, remap
 # and discard their objects while one reclaims, and every byte is compared
