@@ -145,7 +145,7 @@ static uint64_t recompressed_direct;
 /* When a lap last spilled nothing (every page written since the one before). */
 static int64_t last_empty_lap_ns;
 #define EMPTY_LAP_NS	(20 * 1000000LL)
-/* Under pressure that finds only hot pages, those back longer ago than this are taken. */
+/* Pressure short of half its want with hot pages left: those back longer ago than this go. */
 #define HOT_STUCK_MS	1000u
 static uint64_t hot_taken_stuck;	/* pages taken so (the exit report) */
 static int64_t last_verbose_ns;
