@@ -150,10 +150,14 @@ bool cgm_bg_start_wanted;
  * as of its last walk of its regions) take its group to its limit?
  * Inline: bg_main's idle look asks, in shim/warm-text.ld's window.
  */
+static inline int64_t bg_untouched_pages(void)
+{
+	return __atomic_load_n(&cgm_untouched_bytes, __ATOMIC_RELAXED) / CGM_PAGE_SIZE;
+}
+
 static inline bool bg_untouched_threat(void)
 {
-	return acct_limit_near(&cgm_acct,
-			       __atomic_load_n(&cgm_untouched_bytes, __ATOMIC_RELAXED) / CGM_PAGE_SIZE);
+	return acct_limit_near(&cgm_acct, bg_untouched_pages());
 }
 
 /*
@@ -170,7 +174,7 @@ static inline bool bg_untouched_threat(void)
 static bool bg_fill_threat(void)
 {
 	struct cgm_proc *p = hier_proc(&cgm_acct.h, cgm_acct.proc);
-	int64_t pages = __atomic_load_n(&cgm_untouched_bytes, __ATOMIC_RELAXED) / CGM_PAGE_SIZE;
+	int64_t pages = bg_untouched_pages();
 
 	if (p)
 		pages -= __atomic_load_n(&p->spilled_pages, __ATOMIC_RELAXED);
@@ -293,8 +297,9 @@ static CGM_COLD void bg_say_round(int64_t round, bool stopped)
  * could take the group to its limit was just made; @threat: what the
  * process could fill without allocating could (cgm_untouched_bytes: in a
  * forked child, the pages it shares count, which only makes it look more
- * often); @fill: what it could fill unseen could (bg_fill_threat()).  From how fast the group neared its mark since the last look,
- * half the time it would take at that pace to reach it, 10 ms at least;
+ * often); @fill: what it could fill unseen could (bg_fill_threat()).
+ * From how fast the group neared its mark since the last look, half the
+ * time it would take at that pace to reach it, 10 ms at least;
  * doubling while it does not grow, and the watch ends once that passes
  * BG_IDLE_LOOK_NS -- but while the threat lasts, every BG_THREAT_LOOK_NS
  * at most, and at least as often as a fill at BG_FILL_PAGE_NS a page

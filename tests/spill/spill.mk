@@ -60,7 +60,7 @@ kernel-uffd-move: $(SPT)/uffd_move_misreport
 # and sort too where installed (SPILL_PROGRAMS_MORE), and keeps a failed
 # run's directory and cores in build/spill-programs-failed.
 SPILL_PROGRAMS_ROUNDS ?= 10
-SPILL_PROGRAMS_DEPS := tests/spill/test_spill_programs.sh tests/fidelity/lib.sh tests/reliability/lib.sh \
+SPILL_PROGRAMS_DEPS := tests/spill/test_spill_programs.sh tests/spill/programs_lib.sh tests/fidelity/lib.sh tests/reliability/lib.sh \
 	tests/cgmctl/lib.sh tests/preload/sqlite_workload.sql tests/preload/dict_list_workload.py \
 	tests/preload/git_workload.sh tests/preload/pipeline_workload.sh tests/spill/perl_workload.pl \
 	tests/spill/fork_workload.py tests/spill/node_workers.js tests/spill/tcl_workload.tcl $(PL_BIN)/cxx_workload \

@@ -16,30 +16,9 @@
 # Below about 40% some of these programs' pools alone fill the limit
 # (sqlite3 at 30%: 13 of its 14 MiB), and without a backing file they
 # thrash for minutes: that is not a hang, and the sweep leaves it out.
-. "$(cd "$(dirname "$0")/.." && pwd)/fidelity/lib.sh"
-: "${CGM_TEST_BIN:?CGM_TEST_BIN must name the preload tests' programs (run through make)}"
-
-PL=$(cd "$(dirname "$0")/../preload" && pwd)
-SP=$(cd "$(dirname "$0")" && pwd)
 SHARES=${SPILL_SWEEP_SHARES:-40 50 70}
-LIMIT=${SPILL_SWEEP_TIMEOUT:-120}
-export TZ=UTC PYTHONHASHSEED=0 PATH=/usr/bin:/bin
-
-pre "scope=/probe,spill=1" /bin/true 2>"$T/probe" || true
-grep -q "spill=1 refused" "$T/probe" && skip "no userfaultfd for system calls: $(head -1 "$T/probe")"
-
-# in_work OUT SECONDS CMD...: CMD in a fresh $T/w, its stdout in OUT; status in $ST.
-in_work() {
-	out=$1
-	secs=$2
-	shift 2
-	rm -rf "$T/w"
-	mkdir "$T/w"
-	set +e
-	(cd "$T/w" && exec timeout -s KILL "$secs" "$@") >"$out" 2>"$T/err" </dev/null
-	ST=$?
-	set -e
-}
+IN_WORK_TIMEOUT=${SPILL_SWEEP_TIMEOUT:-120}
+. "$(cd "$(dirname "$0")" && pwd)/programs_lib.sh"
 
 # sweep NAME CMD...: CMD without the library, for its peak, and then at
 # each share in each mode.
@@ -47,10 +26,10 @@ RUNS=0
 sweep() {
 	name=$1
 	shift
-	in_work "$T/$name.plain" "$LIMIT" "$@"
+	in_work "$T/$name.plain" "$@"
 	plain_st=$ST
-	[ "$plain_st" != 137 ] || fail "$name: still ran after $LIMIT s without the library"
-	in_work "$T/$name.peak" "$LIMIT" env LD_PRELOAD="$CGM_LIB" \
+	[ "$plain_st" != 137 ] || fail "$name: still ran after $IN_WORK_TIMEOUT s without the library"
+	in_work "$T/$name.peak" env LD_PRELOAD="$CGM_LIB" \
 		CGMALLOC_CONF="hierarchy=$H,group=/$name-peak" "$@"
 	[ "$ST" = "$plain_st" ] || fail "$name: exits $ST preloaded, spill=0 ($plain_st without)"
 	peak=$(value "/$name-peak" memory.peak)
@@ -61,10 +40,10 @@ sweep() {
 			extra=
 			[ "$mode" = default ] || extra=,spill_background=0
 			start=$(date +%s%N)
-			in_work "$T/$name.spill" "$LIMIT" env LD_PRELOAD="$CGM_LIB" \
+			in_work "$T/$name.spill" env LD_PRELOAD="$CGM_LIB" \
 				CGMALLOC_CONF="hierarchy=$H,group=/$g,spill=1,high=$high$extra" "$@"
 			ms=$((($(date +%s%N) - start) / 1000000))
-			[ "$ST" != 137 ] || fail "$name: still ran after $LIMIT s at $share% ($mode)"
+			[ "$ST" != 137 ] || fail "$name: still ran after $IN_WORK_TIMEOUT s at $share% ($mode)"
 			[ "$ST" = "$plain_st" ] || fail "$name: exits $ST at $share% ($mode), $plain_st without"
 			cmp -s "$T/$name.plain" "$T/$name.spill" ||
 				fail "$name: prints something else at $share% ($mode): $(diff "$T/$name.plain" "$T/$name.spill" | head -3)"

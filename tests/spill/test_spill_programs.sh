@@ -43,28 +43,7 @@
 # run's work directory is moved there with the cores of what crashed
 # (core files are allowed in the run; kernel.core_pattern "core" puts one
 # in the crashed process's directory), and the path is printed.
-. "$(cd "$(dirname "$0")/.." && pwd)/fidelity/lib.sh"
-: "${CGM_TEST_BIN:?CGM_TEST_BIN must name the preload tests' programs (run through make)}"
-
-PL=$(cd "$(dirname "$0")/../preload" && pwd)
-SP=$(cd "$(dirname "$0")" && pwd)
-export TZ=UTC PYTHONHASHSEED=0 PATH=/usr/bin:/bin
-
-pre "scope=/probe,spill=1" /bin/true 2>"$T/probe" || true
-grep -q "spill=1 refused" "$T/probe" && skip "no userfaultfd for system calls: $(head -1 "$T/probe")"
-
-# in_work OUT CMD...: CMD in a fresh $T/w, its stdout in OUT; status in $ST.
-in_work() {
-	out=$1
-	shift
-	rm -rf "$T/w"
-	mkdir "$T/w"
-	set +e
-	(cd "$T/w" && { [ -z "${SPILL_PROGRAMS_KEEP:-}" ] || ulimit -c unlimited 2>/dev/null || :; } &&
-		exec timeout -s KILL 120 "$@") >"$out" 2>"$T/err" </dev/null
-	ST=$?
-	set -e
-}
+. "$(cd "$(dirname "$0")" && pwd)/programs_lib.sh"
 
 # keep NAME: a failed run's evidence to $SPILL_PROGRAMS_KEEP, if set; says where.
 keep() {
