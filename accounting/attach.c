@@ -404,6 +404,7 @@ static int attach_locked(struct cgm_acct *a, uint32_t group, int32_t pid)
 		return -ENOSPC;
 	setup_proc(h, idx, group, pid);
 	a->proc = idx;
+	a->others_quiet_until = 0;
 	return 0;
 }
 

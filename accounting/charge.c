@@ -63,18 +63,18 @@ static void reclaim_stalled(struct cgm_acct *a, int64_t need, bool deep)
 
 static bool reclaim_others_in(struct cgm_acct *a, uint32_t where, int64_t want)
 {
-	static int64_t quiet_until;
 	int64_t got;
 
 	if (!a->reclaim || want <= 0 || where == CGM_NONE ||
-	    cgm_now_ns() < __atomic_load_n(&quiet_until, __ATOMIC_RELAXED))
+	    cgm_now_ns() < __atomic_load_n(&a->others_quiet_until, __ATOMIC_RELAXED))
 		return false;
 	psi_memstall_enter(&a->h, a->proc);
 	/* A batch more: the others' pools grow by what they spill. */
 	got = acct_reclaim_subtree(&a->h, where, want + a->batch_pages, false);
 	psi_memstall_leave(&a->h, a->proc);
 	if (got <= 0)
-		__atomic_store_n(&quiet_until, cgm_now_ns() + OTHERS_QUIET_NS, __ATOMIC_RELAXED);
+		__atomic_store_n(&a->others_quiet_until, cgm_now_ns() + OTHERS_QUIET_NS,
+				 __ATOMIC_RELAXED);
 	return got > 0;
 }
 

@@ -70,6 +70,19 @@ static bool reclaim_pass(struct cgm_hier *h, uint32_t group, enum acct_protectio
 		 */
 		share = want > 0 && usage > 0 ?
 			cgm_mul_div(want, proc_charged_pages(p), usage) : 0;
+		/*
+		 * And first what it has in use beyond its charge (its
+		 * shortfall at memory.max): until that is gone, what it gives
+		 * back leaves the group's usage where it was.  A python3
+		 * that had brought every spilled page back for a fork (with
+		 * a backing file) was short by 2,204 pages and gave about
+		 * 100 in each of its pool workers' reclaims: the group stayed
+		 * at memory.max, and a worker's first malloc failed (1 run
+		 * in 10-20 of check-spill-lib's multiprocessing pool, two
+		 * runs at a time).
+		 */
+		if (want > 0)
+			share += proc_sample_short(p);
 		/* Spilling adds the pool's pages and its bookkeeping: an eighth more. */
 		share = share > 0 ? share + share / 8 + 32 : 0;
 		__atomic_store_n(&p->reclaim_want, share, __ATOMIC_RELAXED);

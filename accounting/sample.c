@@ -30,9 +30,8 @@
 int64_t acct_sample_short(const struct cgm_acct *a)
 {
 	const struct cgm_proc *p = hier_proc(&a->h, a->proc);
-	int64_t pages = p ? __atomic_load_n(&p->sample_short, __ATOMIC_RELAXED) : 0;
 
-	return pages > 0 ? pages : 0;
+	return p ? proc_sample_short(p) : 0;
 }
 
 /* The next decimal field of @s, or -1. */

@@ -549,6 +549,55 @@ START_TEST(test_reclaim_answers_end_out_of_order)
 }
 END_TEST
 
+/* A child's part: fill 40 MiB, and sample it under the group's limit. */
+static int fill_40m(struct cgm_acct *a, void *arg)
+{
+	/* Volatile: the stores into a block never read again are not left out. */
+	static char *volatile kept;
+
+	(void)arg;
+	kept = malloc(40 * MIB);
+	if (!kept)
+		return -ENOMEM;
+	memset(kept, 1, 40 * MIB);
+	acct_sample_set(a, true, acct_read_anon(0, -1), 0, 0);
+	return hier_proc(&a->h, a->proc)->sample_short > 0 ? 0 : -ERANGE;
+}
+
+/*
+ * A process asked to reclaim for its group is asked for its shortfall
+ * too: what it has in use beyond its charge must go before what it gives
+ * back lowers the group's usage.  Asked only for its share, a python3
+ * that had brought every spilled page back for a fork gave 100 pages a
+ * time and stayed at memory.max, and its forked child's first malloc
+ * failed.
+ */
+START_TEST(test_reclaim_asks_for_shortfall)
+{
+	struct acct_child other;
+	struct cgm_proc *p, *asked = NULL;
+	int64_t short_pages;
+	uint32_t i;
+
+	ck_assert_int_eq(acct_attach(&ac, "/s/me"), 0);
+	set_file("/s", "memory.max", "24M");
+	ck_assert_int_eq(acct_child_start(&other, tmp.path, "/s/other", fill_40m, NULL), 0);
+	ck_assert_int_eq(acct_child_result(&other), 0);
+	for_each_live_proc(&ac.h, i, p)
+		if (p->pid == other.pid)
+			asked = p;
+	ck_assert_ptr_nonnull(asked);
+	/* The other process never answers: the pass waits half a second for it. */
+	acct_reclaim_subtree(&ac.h, group_lookup(&ac.h, "/s"), 100, false);
+	short_pages = __atomic_load_n(&asked->sample_short, __ATOMIC_RELAXED);
+	ck_assert_int_gt(short_pages, 4 * MIB / PAGE);
+	ck_assert_msg(asked->reclaim_want >= short_pages + 100,
+		      "asked for %" PRId64 " pages, short by %" PRId64 " and 100 wanted",
+		      asked->reclaim_want, short_pages);
+	acct_child_finish(&other, true);
+}
+END_TEST
+
 static void add_tests(TCase *tc, bool regressions)
 {
 	(void)regressions;
@@ -566,6 +615,7 @@ static void add_tests(TCase *tc, bool regressions)
 	tcase_add_test(tc, test_sample_high_reclaims_first);
 	tcase_add_test(tc, test_sample_high_reclaims_again_while_progress);
 	tcase_add_test(tc, test_sample_reader_refreshes_stale);
+	tcase_add_test(tc, test_reclaim_asks_for_shortfall);
 }
 
 int main(int argc, char **argv)

@@ -49,6 +49,13 @@ struct cgm_acct {
 	 * lock; bin_cap() (stock.c) bounds it like any refill.
 	 */
 	uint16_t first_refill[CGM_NR_BINS];
+	/*
+	 * Until then a refused charge does not ask the other processes of
+	 * its group (accounting/charge.c: they gave nothing lately).  Zeroed
+	 * at attach: a forked child's others include its parent, which the
+	 * parent's quiet time was not about.
+	 */
+	int64_t others_quiet_until;
 };
 
 /* MAX_RECLAIM_RETRIES in the kernel. */

@@ -673,6 +673,19 @@ enum cgm_sample_flags {
 	CGM_SAMPLE_CHARGE = 1u << 0,	/* charge=resident: samples are charged */
 };
 
+/*
+ * What process slot @p had in use at its last sample beyond what its
+ * group's memory.max had room for, in pages: never below 0, and never
+ * past 2^40 (4 PiB), so that a corrupt count in the shared file cannot
+ * make a sum with it overflow.
+ */
+static inline int64_t proc_sample_short(const struct cgm_proc *p)
+{
+	int64_t pages = __atomic_load_n(&p->sample_short, __ATOMIC_RELAXED);
+
+	return pages <= 0 ? 0 : pages < (1LL << 40) ? pages : 1LL << 40;
+}
+
 /* Everything process slot @p has charged to its group, in pages. */
 static inline int64_t proc_charged_pages(const struct cgm_proc *p)
 {
