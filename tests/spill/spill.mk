@@ -77,8 +77,9 @@ stress-spill-programs: $(SPILL_PROGRAMS_DEPS)
 	done
 
 # The same workloads at several shares of their peaks, with and without
-# the background reclaim (tests/spill/sweep_programs.sh says why):
-# SPILL_SWEEP_SHARES="40 50 70" by default.
+# the background reclaim, and under memory.max with a backing file
+# (tests/spill/sweep_programs.sh says why): SPILL_SWEEP_SHARES="40 50 70"
+# and SPILL_SWEEP_MODES="default nobg maxfile" by default.
 stress-spill-sweep: $(SPILL_PROGRAMS_DEPS) tests/spill/sweep_programs.sh
 	env $(FID_ENV) CGM_TEST_BIN=$(abspath $(PL_BIN)) sh tests/spill/sweep_programs.sh
 
