@@ -213,6 +213,21 @@ static bool spill_idle(void)
 		pending = asked;	/* new: give the program's threads a tick */
 		return more;
 	}
+	/*
+	 * Not while the background reclaim runs: it answers, and may wait
+	 * for the spill lock, which the handler may not (its faults would
+	 * wait behind a batch).  Nor while another thread holds that lock:
+	 * the handler's answer took the request, spilled nothing, and ended
+	 * it -- a python3 whose main thread was bringing every page back
+	 * for a fork (0.6-1.8 s with a backing file) answered its pool
+	 * workers' requests with 0 pages, and a worker's first malloc
+	 * failed (check-spill-lib's multiprocessing pool, two at a time).
+	 * The request stays pending for the next tick, or for the thread
+	 * holding the lock, whose next slow path answers it.
+	 */
+	if (cgm_bg_reclaim_started() || pthread_mutex_trylock(&spill_lock) != 0)
+		return more;
+	pthread_mutex_unlock(&spill_lock);
 	on_handler = true;
 	cgm_spill_answer(p);
 	return more;
