@@ -265,6 +265,9 @@ static CGM_NOINLINE int64_t bg_spill_round(struct cgm_proc *p, int64_t *win_spil
 			break;
 		}
 		got = cgm_spill_reclaim(want < BG_BATCH ? want : BG_BATCH, NULL, false);
+		/* Given up for a request (the spill lock was busy): answered next, no back-off. */
+		if (got <= 0 && p && acct_reclaim_pending(p))
+			break;
 		if (got <= 0) {
 			*wait_ns = backoff_ns;
 			backoff_ns = backoff_ns * 2 < BG_BACKOFF_MAX_NS ? backoff_ns * 2 : BG_BACKOFF_MAX_NS;

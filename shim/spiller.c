@@ -1435,6 +1435,36 @@ static int64_t spill_lap(int64_t want, uint64_t *scanned, bool all)
 /* The longest the handler waits for one (a batch recompressing took 32 ms here). */
 #define HANDLER_WAIT_NS	(50 * 1000000L)
 
+/* How long the background reclaim's round waits for the lock between looks for a request. */
+#define BACKGROUND_LOOK_NS	(5 * 1000000L)
+
+/*
+ * The background reclaim's round waits for the lock in slices, and gives
+ * its batch up when a memory.reclaim or another process's refused charge
+ * asks this process for reclaim meanwhile: the thread then begins that
+ * answer, and an asker waits for a process that is answering, where it
+ * gives up after half a second on one that has not begun.  Blocked here
+ * while the main thread brought every page back for a fork (0.6-1.8 s
+ * with a backing file), it began no answer, and python3's pool workers,
+ * refused their first malloc, found their parent silent.
+ */
+static bool background_lock_take(void)
+{
+	struct cgm_proc *p = hier_proc(&cgm_acct.h, cgm_acct.proc);
+
+	for (;;) {
+		int64_t until_ns = cgm_now_ns() + BACKGROUND_LOOK_NS;
+		int err = pthread_mutex_clocklock(&spill_lock, CLOCK_MONOTONIC,
+						  &(struct timespec){ until_ns / 1000000000,
+								      until_ns % 1000000000 });
+
+		if (err != ETIMEDOUT)
+			return err == 0;
+		if (p && acct_reclaim_pending(p))
+			return false;
+	}
+}
+
 /*
  * Take spill_lock for a reclaim, or say why not (see cgm_spill_reclaim).
  * The handler waits only when it holds a limit for what came back
@@ -1469,6 +1499,8 @@ static bool spill_lock_take(bool thorough)
 	if (!thorough && !cgm_bg_reclaim_busy() &&
 	    !__atomic_load_n(&handler_reclaiming, __ATOMIC_RELAXED))
 		return false;
+	if (on_background && !thorough)
+		return background_lock_take();
 	return pthread_mutex_lock(&spill_lock) == 0;
 }
 
