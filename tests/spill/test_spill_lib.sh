@@ -1064,9 +1064,11 @@ CHECKS=$((CHECKS + 1))
 # the other half whole).  Later a worker's or a process's first malloc
 # failed in about 1 run of 10-20 run two at a time ("Fatal Python error:
 # _PyEval_ReInitThreads"): the parent, over memory.max by what it brought
-# back for the fork, was asked too little (67307a0), and its handler
+# back for the fork, was asked too little (67307a0), its handler
 # answered the workers' requests with nothing while the fork held the
-# spill lock (9bb0dd6).  Its output must be the one without the library.
+# spill lock (9bb0dd6), and its background reclaim, waiting for that
+# lock, began no answer (529b1a5).  Its output must be the one without
+# the library.
 # (Each process writes its line in one write(2): print() wrote "proc" and
 # the rest apart, and the two processes' lines came out mixed now and
 # then, with the library or without it -- the reference run's, once.)
