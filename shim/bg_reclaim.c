@@ -145,16 +145,16 @@ static bool watching, watch_wanted;
 /* A forked child's thread is to be made at its next allocation slow path. */
 bool cgm_bg_start_wanted;
 
-/*
- * Could what the process can fill without allocating (cgm_untouched_bytes,
- * as of its last walk of its regions) take its group to its limit?
- * Inline: bg_main's idle look asks, in shim/warm-text.ld's window.
- */
+/* What the process can fill without allocating, as of its last walk of its regions (pages). */
 static inline int64_t bg_untouched_pages(void)
 {
 	return __atomic_load_n(&cgm_untouched_bytes, __ATOMIC_RELAXED) / CGM_PAGE_SIZE;
 }
 
+/*
+ * Could those pages take its group to its limit?  Inline: bg_main's idle
+ * look asks, in shim/warm-text.ld's window.
+ */
 static inline bool bg_untouched_threat(void)
 {
 	return acct_limit_near(&cgm_acct, bg_untouched_pages());
@@ -265,10 +265,10 @@ static CGM_NOINLINE int64_t bg_spill_round(struct cgm_proc *p, int64_t *win_spil
 			break;
 		}
 		got = cgm_spill_reclaim(want < BG_BATCH ? want : BG_BATCH, NULL, false);
-		/* Given up for a request (the spill lock was busy): answered next, no back-off. */
-		if (got <= 0 && p && acct_reclaim_pending(p))
-			break;
 		if (got <= 0) {
+			/* Given up for a request (the spill lock was busy): answered next, no back-off. */
+			if (p && acct_reclaim_pending(p))
+				break;
 			*wait_ns = backoff_ns;
 			backoff_ns = backoff_ns * 2 < BG_BACKOFF_MAX_NS ? backoff_ns * 2 : BG_BACKOFF_MAX_NS;
 			break;

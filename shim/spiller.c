@@ -1435,6 +1435,16 @@ static int64_t spill_lap(int64_t want, uint64_t *scanned, bool all)
 /* The longest the handler waits for one (a batch recompressing took 32 ms here). */
 #define HANDLER_WAIT_NS	(50 * 1000000L)
 
+/* Take spill_lock, waiting @ns at most: pthread_mutex_clocklock()'s result. */
+static int spill_lock_within(long ns)
+{
+	int64_t until_ns = cgm_now_ns() + ns;
+
+	return pthread_mutex_clocklock(&spill_lock, CLOCK_MONOTONIC,
+				       &(struct timespec){ until_ns / 1000000000,
+							   until_ns % 1000000000 });
+}
+
 /* How long the background reclaim's round waits for the lock between looks for a request. */
 #define BACKGROUND_LOOK_NS	(5 * 1000000L)
 
@@ -1453,10 +1463,7 @@ static bool background_lock_take(void)
 	struct cgm_proc *p = hier_proc(&cgm_acct.h, cgm_acct.proc);
 
 	for (;;) {
-		int64_t until_ns = cgm_now_ns() + BACKGROUND_LOOK_NS;
-		int err = pthread_mutex_clocklock(&spill_lock, CLOCK_MONOTONIC,
-						  &(struct timespec){ until_ns / 1000000000,
-								      until_ns % 1000000000 });
+		int err = spill_lock_within(BACKGROUND_LOOK_NS);
 
 		if (err != ETIMEDOUT)
 			return err == 0;
@@ -1481,8 +1488,6 @@ static bool background_lock_take(void)
  */
 static bool spill_lock_take(bool thorough)
 {
-	int64_t until_ns;
-
 	if (pthread_mutex_trylock(&spill_lock) == 0)
 		return true;
 	if (spilling)
@@ -1491,10 +1496,7 @@ static bool spill_lock_take(bool thorough)
 		if (!__atomic_load_n(&handler_reclaiming, __ATOMIC_RELAXED) ||
 		    !__atomic_load_n(&background_holding, __ATOMIC_RELAXED))
 			return false;
-		until_ns = cgm_now_ns() + HANDLER_WAIT_NS;
-		return pthread_mutex_clocklock(&spill_lock, CLOCK_MONOTONIC,
-					       &(struct timespec){ until_ns / 1000000000,
-								   until_ns % 1000000000 }) == 0;
+		return spill_lock_within(HANDLER_WAIT_NS) == 0;
 	}
 	if (!thorough && !cgm_bg_reclaim_busy() &&
 	    !__atomic_load_n(&handler_reclaiming, __ATOMIC_RELAXED))

@@ -561,7 +561,7 @@ static int fill_40m(struct cgm_acct *a, void *arg)
 		return -ENOMEM;
 	memset(kept, 1, 40 * MIB);
 	acct_sample_set(a, true, acct_read_anon(0, -1), 0, 0);
-	return hier_proc(&a->h, a->proc)->sample_short > 0 ? 0 : -ERANGE;
+	return acct_sample_short(a) > 0 ? 0 : -ERANGE;
 }
 
 /*
